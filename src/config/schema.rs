@@ -1,0 +1,226 @@
+//! The configuration file's schema (`cli-and-config.md` §2.4). Unknown keys are ignored.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    #[serde(default)]
+    pub default_model: String,
+    #[serde(default, deserialize_with = "lenient::bool")]
+    pub default_thinking: bool,
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    #[serde(default)]
+    pub loop_control: LoopControl,
+    #[serde(default)]
+    pub services: Services,
+    #[serde(default)]
+    pub mcp: McpSettings,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            default_model: String::new(),
+            default_thinking: false,
+            models: BTreeMap::new(),
+            providers: BTreeMap::new(),
+            loop_control: LoopControl::default(),
+            services: Services::default(),
+            mcp: McpSettings::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProviderType {
+    #[serde(rename = "kimi")]
+    Kimi,
+    #[serde(rename = "openai_legacy")]
+    OpenAiLegacy,
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "google_genai", alias = "gemini")]
+    GoogleGenAi,
+    #[serde(rename = "vertexai")]
+    VertexAi,
+    #[serde(rename = "_echo")]
+    Echo,
+    #[serde(rename = "_scripted_echo")]
+    ScriptedEcho,
+    #[serde(rename = "_chaos")]
+    Chaos,
+}
+
+impl ProviderType {
+    pub fn is_echo(self) -> bool {
+        matches!(self, ProviderType::Echo | ProviderType::ScriptedEcho)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderConfig {
+    #[serde(rename = "type")]
+    pub kind: ProviderType,
+    #[serde(default)]
+    pub base_url: String,
+    #[serde(default)]
+    pub api_key: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub custom_headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    pub provider: String,
+    pub model: String,
+    #[serde(deserialize_with = "lenient::u64")]
+    pub max_context_size: u64,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoopControl {
+    pub max_steps_per_turn: u32,
+    pub max_retries_per_step: u32,
+    pub max_ralph_iterations: i64,
+    pub reserved_context_size: u64,
+}
+
+impl Default for LoopControl {
+    fn default() -> Self {
+        Self { max_steps_per_turn: 100, max_retries_per_step: 3, max_ralph_iterations: 0, reserved_context_size: 50_000 }
+    }
+}
+
+impl<'de> Deserialize<'de> for LoopControl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// Both spellings of the step limit are read; `max_steps_per_run` wins (reference quirk).
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(default, deserialize_with = "lenient::opt_u64")]
+            max_steps_per_turn: Option<u64>,
+            #[serde(default, deserialize_with = "lenient::opt_u64")]
+            max_steps_per_run: Option<u64>,
+            #[serde(default, deserialize_with = "lenient::opt_u64")]
+            max_retries_per_step: Option<u64>,
+            #[serde(default, deserialize_with = "lenient::opt_i64")]
+            max_ralph_iterations: Option<i64>,
+            #[serde(default, deserialize_with = "lenient::opt_u64")]
+            reserved_context_size: Option<u64>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let def = LoopControl::default();
+        let clamp32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        Ok(LoopControl {
+            max_steps_per_turn: raw.max_steps_per_run.or(raw.max_steps_per_turn).map(clamp32).unwrap_or(def.max_steps_per_turn),
+            max_retries_per_step: raw.max_retries_per_step.map(clamp32).unwrap_or(def.max_retries_per_step),
+            max_ralph_iterations: raw.max_ralph_iterations.unwrap_or(def.max_ralph_iterations),
+            reserved_context_size: raw.reserved_context_size.unwrap_or(def.reserved_context_size),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Services {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moonshot_search: Option<ServiceConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moonshot_fetch: Option<ServiceConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceConfig {
+    #[serde(default)]
+    pub base_url: String,
+    #[serde(default)]
+    pub api_key: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub custom_headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct McpSettings {
+    #[serde(default)]
+    pub client: McpClientSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpClientSettings {
+    #[serde(default = "default_tool_call_timeout", deserialize_with = "lenient::u64")]
+    pub tool_call_timeout_ms: u64,
+}
+
+impl Default for McpClientSettings {
+    fn default() -> Self {
+        Self { tool_call_timeout_ms: default_tool_call_timeout() }
+    }
+}
+
+fn default_tool_call_timeout() -> u64 {
+    60_000
+}
+
+/// Lenient scalars: numeric strings and integral floats for integers, yes/no strings for bools.
+mod lenient {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    fn to_i64<E: Error>(v: &Value) -> Result<i64, E> {
+        match v {
+            Value::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    Ok(i)
+                } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9e15) {
+                    Ok(f as i64)
+                } else {
+                    Err(E::custom(format!("expected an integer, got {n}")))
+                }
+            }
+            Value::String(s) => s.trim().parse::<i64>().map_err(|_| E::custom(format!("expected an integer, got \"{s}\""))),
+            other => Err(E::custom(format!("expected an integer, got {other}"))),
+        }
+    }
+
+    pub fn opt_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        match Option::<Value>::deserialize(d)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => to_i64(&v).map(Some),
+        }
+    }
+
+    pub fn opt_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        match opt_i64(d)? {
+            None => Ok(None),
+            Some(i) => u64::try_from(i).map(Some).map_err(|_| D::Error::custom(format!("expected a non-negative integer, got {i}"))),
+        }
+    }
+
+    pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        opt_u64(d)?.ok_or_else(|| D::Error::custom("expected an integer"))
+    }
+
+    pub fn bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Bool(b) => Ok(b),
+            Value::Number(n) if n.as_i64() == Some(0) => Ok(false),
+            Value::Number(n) if n.as_i64() == Some(1) => Ok(true),
+            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" | "on" | "y" | "t" => Ok(true),
+                "false" | "no" | "0" | "off" | "n" | "f" => Ok(false),
+                _ => Err(D::Error::custom(format!("expected a boolean, got \"{s}\""))),
+            },
+            other => Err(D::Error::custom(format!("expected a boolean, got {other}"))),
+        }
+    }
+}

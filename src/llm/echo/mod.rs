@@ -1,0 +1,1 @@
+//! The deterministic test providers `_echo` and `_scripted_echo`.

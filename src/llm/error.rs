@@ -1,0 +1,62 @@
+//! Provider errors and the retry classification of `soul.md` §4.1.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ChatError {
+    /// Could not connect, or the connection broke (retried).
+    #[error("{0}")]
+    Connection(String),
+    /// The request or the stream timed out (retried).
+    #[error("{0}")]
+    Timeout(String),
+    /// An HTTP status error; retried for 429, 500, 502 and 503.
+    #[error("{message}")]
+    Status { status: u16, message: String, retry_after: Option<Duration> },
+    /// The model returned nothing at all (retried).
+    #[error("The API returned an empty response.")]
+    EmptyResponse,
+    /// Anything else; never retried. The text is the -32003 message.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ChatError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ChatError::Connection(_) | ChatError::Timeout(_) | ChatError::EmptyResponse => true,
+            ChatError::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503),
+            ChatError::Other(_) => false,
+        }
+    }
+
+    /// A server-requested delay before the next attempt, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ChatError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_follows_the_spec() {
+        let status = |s| ChatError::Status { status: s, message: String::new(), retry_after: None };
+        for s in [429, 500, 502, 503] {
+            assert!(status(s).is_retryable());
+        }
+        for s in [400, 401, 404, 529] {
+            assert!(!status(s).is_retryable());
+        }
+        assert!(ChatError::EmptyResponse.is_retryable());
+        assert!(ChatError::Timeout("t".into()).is_retryable());
+        assert!(!ChatError::Other("x".into()).is_retryable());
+        assert_eq!(ChatError::EmptyResponse.to_string(), "The API returned an empty response.");
+    }
+}

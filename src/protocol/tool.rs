@@ -1,0 +1,183 @@
+//! Tool calls as the model streams them and tool results as the agent reports them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::content::ContentPart;
+use super::display::DisplayBlock;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Option<String>,
+}
+
+/// `{"type":"function","id",...,"function":{"name","arguments"},"extras"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub id: String,
+    pub function: FunctionCall,
+    #[serde(default)]
+    pub extras: Option<Map<String, Value>>,
+}
+
+fn function_type() -> String {
+    "function".to_string()
+}
+
+impl ToolCall {
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Option<String>) -> Self {
+        Self {
+            kind: function_type(),
+            id: id.into(),
+            function: FunctionCall { name: name.into(), arguments },
+            extras: None,
+        }
+    }
+
+    /// Appends a streamed arguments fragment (a null fragment appends nothing).
+    pub fn append_arguments(&mut self, part: Option<&str>) {
+        if let Some(part) = part {
+            match &mut self.function.arguments {
+                Some(args) => args.push_str(part),
+                None => self.function.arguments = Some(part.to_string()),
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallPart {
+    #[serde(default)]
+    pub arguments_part: Option<String>,
+}
+
+/// `output` of a tool result: a string or a list of content parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolOutput {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl Default for ToolOutput {
+    fn default() -> Self {
+        ToolOutput::Text(String::new())
+    }
+}
+
+impl ToolOutput {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            ToolOutput::Text(t) => t.is_empty(),
+            ToolOutput::Parts(p) => p.is_empty(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolReturnValue {
+    pub is_error: bool,
+    pub output: ToolOutput,
+    pub message: String,
+    pub display: Vec<DisplayBlock>,
+    #[serde(default)]
+    pub extras: Option<Map<String, Value>>,
+}
+
+impl ToolReturnValue {
+    pub fn ok(output: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            is_error: false,
+            output: ToolOutput::Text(output.into()),
+            message: message.into(),
+            display: Vec::new(),
+            extras: None,
+        }
+    }
+
+    /// An error result whose display starts with a `brief` block.
+    pub fn error(message: impl Into<String>, brief: impl Into<String>) -> Self {
+        Self {
+            is_error: true,
+            output: ToolOutput::default(),
+            message: message.into(),
+            display: vec![DisplayBlock::brief(brief)],
+            extras: None,
+        }
+    }
+
+    pub fn with_output(mut self, output: impl Into<String>) -> Self {
+        self.output = ToolOutput::Text(output.into());
+        self
+    }
+
+    pub fn with_display(mut self, blocks: Vec<DisplayBlock>) -> Self {
+        self.display.extend(blocks);
+        self
+    }
+
+    /// The result a tool returns when the user rejected its approval request.
+    pub fn rejected() -> Self {
+        Self::error(
+            "The tool call is rejected by the user. Please follow the new instructions from the user.",
+            "Rejected by user",
+        )
+    }
+
+    pub fn is_rejection(&self) -> bool {
+        self.is_error
+            && self.message
+                == "The tool call is rejected by the user. Please follow the new instructions from the user."
+    }
+}
+
+/// `{"tool_call_id","return_value"}`: the `ToolResult` event payload and an external tool's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub tool_call_id: String,
+    pub return_value: ToolReturnValue,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_call_round_trips() {
+        let json = r#"{"type":"function","id":"tc-1","function":{"name":"Shell","arguments":"{\"command\": \"echo hi\"}"},"extras":null}"#;
+        let call: ToolCall = serde_json::from_str(json).unwrap();
+        assert_eq!(serde_json::to_string(&call).unwrap(), json);
+    }
+
+    #[test]
+    fn tool_result_round_trips() {
+        let json = r#"{"tool_call_id":"tc-1","return_value":{"is_error":false,"output":"hi\n","message":"Command executed successfully.","display":[],"extras":null}}"#;
+        let r: ToolResult = serde_json::from_str(json).unwrap();
+        assert_eq!(serde_json::to_string(&r).unwrap(), json);
+        let parts = r#"{"tool_call_id":"e","return_value":{"is_error":false,"output":[{"type":"text","text":"pong:hi"}],"message":"","display":[{"type":"brief","text":"b"}],"extras":{"k":1}}}"#;
+        let r: ToolResult = serde_json::from_str(parts).unwrap();
+        assert_eq!(serde_json::to_string(&r).unwrap(), parts);
+    }
+
+    #[test]
+    fn rejection_has_the_spec_shape() {
+        assert_eq!(
+            serde_json::to_string(&ToolReturnValue::rejected()).unwrap(),
+            r#"{"is_error":true,"output":"","message":"The tool call is rejected by the user. Please follow the new instructions from the user.","display":[{"type":"brief","text":"Rejected by user"}],"extras":null}"#
+        );
+    }
+
+    #[test]
+    fn arguments_fragments_append() {
+        let mut call = ToolCall::new("x", "T", None);
+        call.append_arguments(None);
+        assert_eq!(call.function.arguments, None);
+        call.append_arguments(Some("{"));
+        call.append_arguments(Some("}"));
+        assert_eq!(call.function.arguments.as_deref(), Some("{}"));
+    }
+}

@@ -1,0 +1,178 @@
+//! The tool framework: the `Tool` trait, typed tools with derived JSON schemas, the toolset the
+//! model sees, and the dispatch rules every tool call goes through (`tools.md` §1).
+//!
+//! Invariant: a tool call always produces a `ToolReturnValue`; bad arguments, unknown names and
+//! tool failures become error results the model can read, never a panic or a failed turn.
+
+pub mod context;
+pub mod external;
+pub mod schema;
+pub mod think;
+pub mod todo;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+pub use context::ToolCallContext;
+
+use crate::llm::ToolSpec;
+use crate::protocol::ToolReturnValue;
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the tool on already-parsed arguments (a JSON value, `{}` when the model sent none).
+    fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue>;
+
+    /// True for tools owned by the client (`initialize.external_tools`).
+    fn is_external(&self) -> bool {
+        false
+    }
+}
+
+/// A tool with typed parameters; wrap it in [`Typed`] to get a [`Tool`].
+pub trait TypedTool: Send + Sync + 'static {
+    type Params: DeserializeOwned + schemars::JsonSchema + Send;
+    const NAME: &'static str;
+
+    fn description(&self) -> String;
+
+    fn run<'a>(&'a self, params: Self::Params, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue>;
+}
+
+/// Adapter from [`TypedTool`] to [`Tool`]: derives the schema once, validates arguments by
+/// deserializing them into `Params`.
+pub struct Typed<T: TypedTool> {
+    tool: T,
+    spec: ToolSpec,
+}
+
+impl<T: TypedTool> Typed<T> {
+    pub fn new(tool: T) -> Self {
+        let spec = ToolSpec {
+            name: T::NAME.to_string(),
+            description: tool.description(),
+            parameters: schema::parameters_schema::<T::Params>(),
+        };
+        Self { tool, spec }
+    }
+}
+
+impl<T: TypedTool> Tool for Typed<T> {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
+        if !arguments.is_object() {
+            return Box::pin(async move {
+                invalid_arguments(format!("Error validating JSON arguments: expected an object, got {}", json_kind(&arguments)))
+            });
+        }
+        match serde_json::from_value::<T::Params>(arguments) {
+            Ok(params) => self.tool.run(params, ctx),
+            Err(e) => Box::pin(async move { invalid_arguments(format!("Error validating JSON arguments: {e}")) }),
+        }
+    }
+}
+
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+pub fn invalid_arguments(message: String) -> ToolReturnValue {
+    ToolReturnValue::error(message, "Invalid arguments")
+}
+
+/// The tools one agent offers, in the order the model sees them.
+#[derive(Clone, Default)]
+pub struct Toolset {
+    tools: Vec<Arc<dyn Tool>>,
+    index: HashMap<String, usize>,
+    specs: Arc<Vec<ToolSpec>>,
+}
+
+impl Toolset {
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        let mut set = Self::default();
+        for tool in tools {
+            set.insert(tool);
+        }
+        set
+    }
+
+    /// Adds a tool, replacing one of the same name in place.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) {
+        let name = tool.spec().name.clone();
+        match self.index.get(&name) {
+            Some(&i) => self.tools[i] = tool,
+            None => {
+                self.index.insert(name, self.tools.len());
+                self.tools.push(tool);
+            }
+        }
+        self.specs = Arc::new(self.tools.iter().map(|t| t.spec().clone()).collect());
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// Tool definitions for the LLM, built once per change rather than once per step.
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|t| t.spec().name.as_str())
+    }
+
+    /// Runs one tool call through the common dispatch rules.
+    pub async fn dispatch(&self, name: &str, arguments: Option<&str>, ctx: &ToolCallContext) -> ToolReturnValue {
+        let Some(tool) = self.get(name) else {
+            let message = format!("Tool `{name}` not found");
+            return ToolReturnValue::error(message.clone(), message);
+        };
+        let arguments = match parse_arguments(arguments) {
+            Ok(v) => v,
+            Err(e) => return invalid_arguments(format!("Error parsing JSON arguments: {e}")),
+        };
+        tool.call(arguments, ctx).await
+    }
+}
+
+/// `null`, absent or empty arguments mean `{}`.
+pub fn parse_arguments(arguments: Option<&str>) -> Result<Value, serde_json::Error> {
+    match arguments.map(str::trim) {
+        None | Some("") => Ok(Value::Object(Map::new())),
+        Some(text) => match serde_json::from_str::<Value>(text)? {
+            Value::Null => Ok(Value::Object(Map::new())),
+            v => Ok(v),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_arguments_are_an_empty_object() {
+        assert_eq!(parse_arguments(None).unwrap(), Value::Object(Map::new()));
+        assert_eq!(parse_arguments(Some("")).unwrap(), Value::Object(Map::new()));
+        assert_eq!(parse_arguments(Some("null")).unwrap(), Value::Object(Map::new()));
+        assert!(parse_arguments(Some("{")).is_err());
+    }
+}
