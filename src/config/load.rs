@@ -44,13 +44,14 @@ tool_call_timeout_ms = 60000
 /// Reads a config file, TOML unless the suffix is `.json` (any case).
 pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: shown.clone(), detail: e.to_string() })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: shown.clone(), detail: e.to_string() })?;
     let is_json = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let invalid = |detail: String| ConfigError::Invalid { path: shown.clone(), detail };
     // Syntax errors and schema errors are told apart by parsing in two stages.
     let config: Config = if is_json {
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| ConfigError::Json { path: shown.clone(), detail: e.to_string() })?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| ConfigError::Json { path: shown.clone(), detail: e.to_string() })?;
         serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?
     } else {
         let table: toml::Table = toml::from_str(&text)
@@ -120,7 +121,8 @@ pub fn load_default(share_dir: &Path) -> Result<(Config, PathBuf), ConfigError> 
         let legacy = share_dir.join("config.json");
         if legacy.is_file() {
             let config = load_file(&legacy)?;
-            let text = toml::to_string(&config).map_err(|e| ConfigError::Invalid { path: legacy.display().to_string(), detail: e.to_string() })?;
+            let text = toml::to_string(&config)
+                .map_err(|e| ConfigError::Invalid { path: legacy.display().to_string(), detail: e.to_string() })?;
             write(&path, &text)?;
             let _ = std::fs::rename(&legacy, share_dir.join("config.json.bak"));
         } else {
@@ -160,7 +162,8 @@ mod tests {
     fn validation_errors_name_the_problem() {
         let e = load_text(r#"{"default_model":"x"}"#).unwrap_err().to_string();
         assert_eq!(e, "Invalid configuration text: Default model x not found in models");
-        let e = load_text(r#"{"models":{"m":{"provider":"p","model":"m","max_context_size":1}}}"#).unwrap_err().to_string();
+        let e =
+            load_text(r#"{"models":{"m":{"provider":"p","model":"m","max_context_size":1}}}"#).unwrap_err().to_string();
         assert!(e.contains("Provider p not found in providers"), "{e}");
         let e = load_text(r#"{"providers":{"p":{"type":"_echo"}},"models":{"m":{"provider":"p","model":"m","max_context_size":1,"capabilities":["x"]}}}"#).unwrap_err();
         assert!(e.to_string().contains("capability"));

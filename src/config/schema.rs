@@ -98,7 +98,12 @@ pub struct LoopControl {
 
 impl Default for LoopControl {
     fn default() -> Self {
-        Self { max_steps_per_turn: 100, max_retries_per_step: 3, max_ralph_iterations: 0, reserved_context_size: 50_000 }
+        Self {
+            max_steps_per_turn: 100,
+            max_retries_per_step: 3,
+            max_ralph_iterations: 0,
+            reserved_context_size: 50_000,
+        }
     }
 }
 
@@ -122,7 +127,11 @@ impl<'de> Deserialize<'de> for LoopControl {
         let def = LoopControl::default();
         let clamp32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         Ok(LoopControl {
-            max_steps_per_turn: raw.max_steps_per_run.or(raw.max_steps_per_turn).map(clamp32).unwrap_or(def.max_steps_per_turn),
+            max_steps_per_turn: raw
+                .max_steps_per_run
+                .or(raw.max_steps_per_turn)
+                .map(clamp32)
+                .unwrap_or(def.max_steps_per_turn),
             max_retries_per_step: raw.max_retries_per_step.map(clamp32).unwrap_or(def.max_retries_per_step),
             max_ralph_iterations: raw.max_ralph_iterations.unwrap_or(def.max_ralph_iterations),
             reserved_context_size: raw.reserved_context_size.unwrap_or(def.reserved_context_size),
@@ -187,7 +196,9 @@ mod lenient {
                     Err(E::custom(format!("expected an integer, got {n}")))
                 }
             }
-            Value::String(s) => s.trim().parse::<i64>().map_err(|_| E::custom(format!("expected an integer, got \"{s}\""))),
+            Value::String(s) => {
+                s.trim().parse::<i64>().map_err(|_| E::custom(format!("expected an integer, got \"{s}\"")))
+            }
             other => Err(E::custom(format!("expected an integer, got {other}"))),
         }
     }
@@ -202,7 +213,9 @@ mod lenient {
     pub fn opt_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         match opt_i64(d)? {
             None => Ok(None),
-            Some(i) => u64::try_from(i).map(Some).map_err(|_| D::Error::custom(format!("expected a non-negative integer, got {i}"))),
+            Some(i) => u64::try_from(i)
+                .map(Some)
+                .map_err(|_| D::Error::custom(format!("expected a non-negative integer, got {i}"))),
         }
     }
 

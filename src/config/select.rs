@@ -73,16 +73,28 @@ fn nonempty(env: &dyn Env, name: &str) -> Option<String> {
     env.var(name).filter(|v| !v.is_empty())
 }
 
-pub fn select(config: &Config, model_flag: Option<&str>, thinking_flag: Option<bool>, env: &dyn Env) -> Result<LlmSettings, SelectError> {
+pub fn select(
+    config: &Config,
+    model_flag: Option<&str>,
+    thinking_flag: Option<bool>,
+    env: &dyn Env,
+) -> Result<LlmSettings, SelectError> {
     let name = match model_flag {
         Some(name) => Some(name),
         None if !config.default_model.is_empty() => Some(config.default_model.as_str()),
         None => None,
     };
-    let picked = name.and_then(|n| config.models.get(n)).and_then(|m| config.providers.get(&m.provider).map(|p| (m.clone(), p.clone())));
+    let picked = name
+        .and_then(|n| config.models.get(n))
+        .and_then(|m| config.providers.get(&m.provider).map(|p| (m.clone(), p.clone())));
     let (mut model, mut provider) = picked.unwrap_or_else(|| {
         (
-            ModelConfig { provider: String::new(), model: String::new(), max_context_size: 100_000, capabilities: Vec::new() },
+            ModelConfig {
+                provider: String::new(),
+                model: String::new(),
+                max_context_size: 100_000,
+                capabilities: Vec::new(),
+            },
             ProviderConfig {
                 kind: ProviderType::Kimi,
                 base_url: String::new(),
@@ -93,7 +105,8 @@ pub fn select(config: &Config, model_flag: Option<&str>, thinking_flag: Option<b
         )
     });
 
-    let mut capabilities: BTreeSet<Capability> = model.capabilities.iter().filter_map(|c| Capability::parse(c)).collect();
+    let mut capabilities: BTreeSet<Capability> =
+        model.capabilities.iter().filter_map(|c| Capability::parse(c)).collect();
     let mut generation = GenerationOverrides::default();
     match provider.kind {
         ProviderType::Kimi => {
@@ -136,7 +149,9 @@ pub fn select(config: &Config, model_flag: Option<&str>, thinking_flag: Option<b
     }
 
     let thinking_on = thinking_flag.unwrap_or(config.default_thinking);
-    let thinking = if capabilities.contains(&Capability::AlwaysThinking) || (thinking_on && capabilities.contains(&Capability::Thinking)) {
+    let thinking = if capabilities.contains(&Capability::AlwaysThinking)
+        || (thinking_on && capabilities.contains(&Capability::Thinking))
+    {
         ThinkingEffort::High
     } else if !thinking_on {
         ThinkingEffort::Off
@@ -184,13 +199,18 @@ mod tests {
     #[test]
     fn env_overrides_apply_to_kimi_only() {
         let c = load_text(CFG).unwrap();
-        let e = env(&[("KIMI_BASE_URL", "http://env"), ("KIMI_MODEL_CAPABILITIES", " Image_In, bogus"), ("OPENAI_BASE_URL", "")]);
+        let e = env(&[
+            ("KIMI_BASE_URL", "http://env"),
+            ("KIMI_MODEL_CAPABILITIES", " Image_In, bogus"),
+            ("OPENAI_BASE_URL", ""),
+        ]);
         let s = select(&c, None, None, &e).unwrap();
         assert_eq!(s.provider.base_url, "http://env");
         assert_eq!(s.capabilities.iter().collect::<Vec<_>>(), vec![&Capability::ImageIn]);
         let s = select(&c, Some("b"), None, &e).unwrap();
         assert_eq!(s.provider.base_url, "http://o");
-        let placeholder = select(&c, Some("zzz"), None, &env(&[("KIMI_BASE_URL", "http://e"), ("KIMI_MODEL_NAME", "m")])).unwrap();
+        let placeholder =
+            select(&c, Some("zzz"), None, &env(&[("KIMI_BASE_URL", "http://e"), ("KIMI_MODEL_NAME", "m")])).unwrap();
         assert!(placeholder.is_usable());
         assert!(select(&c, None, None, &env(&[("KIMI_MODEL_MAX_CONTEXT_SIZE", "big")])).is_err());
     }

@@ -72,10 +72,7 @@ impl ContentPart {
             }
             // A think block that already carries its signature is closed; a signature arriving
             // with a later fragment belongs to the merged block.
-            (
-                ContentPart::Think { think, encrypted: slot @ None },
-                ContentPart::Think { think: more, encrypted },
-            ) => {
+            (ContentPart::Think { think, encrypted: slot @ None }, ContentPart::Think { think: more, encrypted }) => {
                 think.push_str(&more);
                 *slot = encrypted;
                 None
@@ -106,13 +103,9 @@ impl UserInput {
     pub fn text_input(&self) -> String {
         match self {
             UserInput::Text(t) => t.trim().to_string(),
-            UserInput::Parts(parts) => parts
-                .iter()
-                .filter_map(ContentPart::as_text)
-                .collect::<Vec<_>>()
-                .join(" ")
-                .trim()
-                .to_string(),
+            UserInput::Parts(parts) => {
+                parts.iter().filter_map(ContentPart::as_text).collect::<Vec<_>>().join(" ").trim().to_string()
+            }
         }
     }
 }
@@ -130,10 +123,9 @@ mod tests {
 
     #[test]
     fn missing_optional_fields_are_filled_with_null() {
-        let parts: Vec<ContentPart> = serde_json::from_str(
-            r#"[{"type":"think","think":"t"},{"type":"image_url","image_url":{"url":"u"}}]"#,
-        )
-        .unwrap();
+        let parts: Vec<ContentPart> =
+            serde_json::from_str(r#"[{"type":"think","think":"t"},{"type":"image_url","image_url":{"url":"u"}}]"#)
+                .unwrap();
         assert_eq!(
             serde_json::to_string(&parts).unwrap(),
             r#"[{"type":"think","think":"t","encrypted":null},{"type":"image_url","image_url":{"url":"u","id":null}}]"#

@@ -117,16 +117,16 @@ mod tests {
     #[test]
     fn unknown_blocks_are_wrapped_in_data() {
         assert_eq!(round_trip(r#"{"type":"custom","foo":1}"#), r#"{"type":"custom","data":{"foo":1}}"#);
-        assert_eq!(
-            round_trip(r#"{"type":"custom","data":{"foo":1}}"#),
-            r#"{"type":"custom","data":{"foo":1}}"#
-        );
+        assert_eq!(round_trip(r#"{"type":"custom","data":{"foo":1}}"#), r#"{"type":"custom","data":{"foo":1}}"#);
     }
 
     #[test]
     fn malformed_known_block_is_an_error() {
         assert!(serde_json::from_str::<DisplayBlock>(r#"{"type":"brief"}"#).is_err());
         assert!(serde_json::from_str::<DisplayBlock>(r#"{"text":"x"}"#).is_err());
-        assert!(serde_json::from_str::<DisplayBlock>(r#"{"type":"todo","items":[{"title":"a","status":"weird"}]}"#).is_err());
+        assert!(
+            serde_json::from_str::<DisplayBlock>(r#"{"type":"todo","items":[{"title":"a","status":"weird"}]}"#)
+                .is_err()
+        );
     }
 }

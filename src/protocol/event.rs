@@ -85,9 +85,13 @@ pub struct SubagentEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "payload")]
 pub enum Event {
-    TurnBegin { user_input: UserInput },
+    TurnBegin {
+        user_input: UserInput,
+    },
     TurnEnd {},
-    StepBegin { n: u32 },
+    StepBegin {
+        n: u32,
+    },
     StepInterrupted {},
     CompactionBegin {},
     CompactionEnd {},
@@ -180,7 +184,9 @@ mod tests {
 
     #[test]
     fn wire_message_distinguishes_requests() {
-        let m: WireMessage = serde_json::from_str(r#"{"type":"ToolCallRequest","payload":{"id":"c","name":"ext","arguments":"{}"}}"#).unwrap();
+        let m: WireMessage =
+            serde_json::from_str(r#"{"type":"ToolCallRequest","payload":{"id":"c","name":"ext","arguments":"{}"}}"#)
+                .unwrap();
         assert!(matches!(m, WireMessage::Request(_)));
         let m: WireMessage = serde_json::from_str(r#"{"type":"TurnEnd","payload":{}}"#).unwrap();
         assert!(matches!(m, WireMessage::Event(_)));

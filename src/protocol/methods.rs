@@ -122,10 +122,12 @@ mod tests {
         .unwrap();
         assert_eq!(p.client.unwrap().version, None);
         assert!(serde_json::from_str::<InitializeParams>("{}").is_err());
-        assert!(serde_json::from_str::<InitializeParams>(
-            r#"{"protocol_version":"1","external_tools":[{"name":"t","description":"d","parameters":5}]}"#
-        )
-        .is_err());
+        assert!(
+            serde_json::from_str::<InitializeParams>(
+                r#"{"protocol_version":"1","external_tools":[{"name":"t","description":"d","parameters":5}]}"#
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -133,7 +135,11 @@ mod tests {
         let r = InitializeResult {
             protocol_version: PROTOCOL_VERSION.into(),
             server: ServerInfo { name: SERVER_NAME.into(), version: "0.1.0".into() },
-            slash_commands: vec![SlashCommandInfo { name: "clear".into(), description: "Clear the context".into(), aliases: vec!["reset".into()] }],
+            slash_commands: vec![SlashCommandInfo {
+                name: "clear".into(),
+                description: "Clear the context".into(),
+                aliases: vec!["reset".into()],
+            }],
             external_tools: None,
         };
         assert_eq!(

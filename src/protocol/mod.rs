@@ -10,7 +10,7 @@ pub mod tool;
 pub use content::{ContentPart, MediaUrl, UserInput};
 pub use display::{DisplayBlock, TodoItem, TodoStatus};
 pub use event::{
-    ApprovalDecision, ApprovalRequest, ApprovalResponse, Event, Request, StatusUpdate, SubagentEvent,
-    TokenUsage, ToolCallRequest, WireMessage,
+    ApprovalDecision, ApprovalRequest, ApprovalResponse, Event, Request, StatusUpdate, SubagentEvent, TokenUsage,
+    ToolCallRequest, WireMessage,
 };
 pub use tool::{FunctionCall, ToolCall, ToolCallPart, ToolOutput, ToolResult, ToolReturnValue};

@@ -21,7 +21,10 @@ pub enum ClientAnswer {
 pub enum SoulEvent {
     Event(Event),
     /// A request the client must answer. Dropping `reply` unanswered means the client is gone.
-    Request { request: Request, reply: oneshot::Sender<ClientAnswer> },
+    Request {
+        request: Request,
+        reply: oneshot::Sender<ClientAnswer>,
+    },
     /// Answered once every earlier item has been handed to the writer.
     Flush(oneshot::Sender<()>),
 }

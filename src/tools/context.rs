@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use crate::protocol::DisplayBlock;
 use crate::runtime::Runtime;
 use crate::soul::approval::{Approval, ApprovalAsk};
 use crate::soul::event::EventSink;
-use crate::protocol::DisplayBlock;
 
 #[derive(Clone)]
 pub struct ToolCallContext {
@@ -19,13 +19,7 @@ pub struct ToolCallContext {
 
 impl ToolCallContext {
     /// Asks for approval of this call; true when it may go ahead.
-    pub async fn approve(
-        &self,
-        sender: &str,
-        action: &str,
-        description: String,
-        display: Vec<DisplayBlock>,
-    ) -> bool {
+    pub async fn approve(&self, sender: &str, action: &str, description: String, display: Vec<DisplayBlock>) -> bool {
         self.approval
             .request(ApprovalAsk {
                 tool_call_id: self.tool_call_id.clone(),

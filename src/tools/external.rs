@@ -61,10 +61,7 @@ impl Tool for ExternalTool {
             });
             match ctx.sink.request(request).await.await {
                 Ok(ClientAnswer::ToolResult(value)) => value,
-                _ => ToolReturnValue::error(
-                    "Wire connection closed before tool result was received.",
-                    "Wire closed",
-                ),
+                _ => ToolReturnValue::error("Wire connection closed before tool result was received.", "Wire closed"),
             }
         })
     }
@@ -80,7 +77,8 @@ mod tests {
 
     #[test]
     fn valid_schema_is_accepted_and_empty_description_filled() {
-        let t = ExternalTool::new("t", "", schema(r#"{"type":"object","properties":{"a":{"type":"string"}}}"#)).unwrap();
+        let t =
+            ExternalTool::new("t", "", schema(r#"{"type":"object","properties":{"a":{"type":"string"}}}"#)).unwrap();
         assert_eq!(t.spec().description, "No description provided.");
     }
 

@@ -71,7 +71,10 @@ impl<T: TypedTool> Tool for Typed<T> {
     fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         if !arguments.is_object() {
             return Box::pin(async move {
-                invalid_arguments(format!("Error validating JSON arguments: expected an object, got {}", json_kind(&arguments)))
+                invalid_arguments(format!(
+                    "Error validating JSON arguments: expected an object, got {}",
+                    json_kind(&arguments)
+                ))
             });
         }
         match serde_json::from_value::<T::Params>(arguments) {
