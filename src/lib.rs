@@ -4,6 +4,8 @@
 pub mod config;
 pub mod llm;
 pub mod protocol;
+pub mod rpc;
 pub mod runtime;
+pub mod session;
 pub mod soul;
 pub mod tools;
