@@ -1,6 +1,8 @@
 //! kiwi: an agent runtime that speaks the Kimi Wire protocol over stdio.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod app;
+pub mod cli;
 pub mod config;
 pub mod llm;
 pub mod protocol;
@@ -9,3 +11,4 @@ pub mod runtime;
 pub mod session;
 pub mod soul;
 pub mod tools;
+pub mod wire;
