@@ -7,6 +7,8 @@
 //! `ToolCallPart`), one per DSL line, in script order; id and usage are kept apart. Line numbers
 //! count every line Python's `str.splitlines()` yields, skipped ones included.
 
+use std::borrow::Cow;
+
 use crate::llm::{ChatError, StreamEvent};
 use crate::protocol::{ContentPart, MediaUrl, TokenUsage, ToolCall, ToolCallPart};
 
@@ -43,15 +45,24 @@ pub fn parse_script(script: &str) -> Result<ParsedScript, ChatError> {
     for (index, raw_line) in py_splitlines(script).into_iter().enumerate() {
         let lineno = index + 1;
         let line = py_strip(raw_line);
-        if line.is_empty() || line.starts_with('#') || line.starts_with("```") || line.to_lowercase() == "echo" {
+        // No non-ASCII character lower-cases into ASCII letters of `echo`, so the ASCII test is
+        // exactly Python's `line.lower() == "echo"`.
+        if line.is_empty() || line.starts_with('#') || line.starts_with("```") || line.eq_ignore_ascii_case("echo") {
             continue;
         }
         let Some((key, payload)) = line.split_once(':') else {
             return Err(err(format!("Invalid echo DSL at line {lineno}: {}", py_repr_str(raw_line))));
         };
-        let kind = py_strip(key).to_lowercase();
+        let key = py_strip(key);
+        // Lower-casing allocates; the common all-lower-case kind is borrowed (this loop runs once
+        // per line of scripts tens of thousands of lines long).
+        let kind: Cow<'_, str> = if key.is_ascii() && !key.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Borrowed(key)
+        } else {
+            Cow::Owned(key.to_lowercase())
+        };
         let payload = payload.strip_prefix(' ').unwrap_or(payload);
-        let event = match kind.as_str() {
+        let event = match kind.as_ref() {
             "id" => {
                 parsed.message_id = Some(strip_quotes(py_strip(payload)).to_string());
                 continue;
@@ -373,6 +384,8 @@ mod tests {
         assert_eq!(error("nope: x"), "Unknown echo DSL kind 'nope' at line 1: 'nope: x'");
         assert_eq!(error("text: ok\n  Foo Bar : x "), "Unknown echo DSL kind 'foo bar' at line 2: '  Foo Bar : x '");
         assert_eq!(error(": x"), "Unknown echo DSL kind '' at line 1: ': x'");
+        assert_eq!(error("ΤΕΧΤ: x"), "Unknown echo DSL kind 'τεχτ' at line 1: 'ΤΕΧΤ: x'");
+        assert_eq!(error("ÉCHO"), "Invalid echo DSL at line 1: 'ÉCHO'");
     }
 
     #[test]
