@@ -25,7 +25,7 @@ pub fn build_provider(settings: &LlmSettings, session_id: &str, trace: Option<Tr
                 .or_else(|| std::env::var("KIMI_SCRIPTED_ECHO_SCRIPTS").ok());
             Arc::new(ScriptedEchoProvider::from_env_path(path, trace)?)
         }
-        _ => super::providers::build_http_provider(settings, session_id)?,
+        other => return Err(format!("Provider type {other:?} is not supported yet (session {session_id})")),
     };
     Ok(Some(provider))
 }

@@ -1,5 +1,5 @@
-//! One step (`soul.md` §4): call the model (with retries), forward its fragments, run each tool
-//! call as soon as it is complete, report usage, wait for the results, grow the context.
+//! One step (`soul.md` §4): call the model (with retries), forward its fragments, queue each tool
+//! call as soon as it is complete, report usage, run the tools concurrently, grow the context.
 //!
 //! Invariants: fragments reach the sink one-to-one in stream order; `StatusUpdate` precedes the
 //! step's `ToolResult`s; results are stored in call order; the context is only touched after
@@ -34,9 +34,10 @@ struct Attempt {
     calls: Vec<ToolCall>,
     usage: Option<TokenUsage>,
     message_id: Option<String>,
+    /// Tool calls queued as soon as complete. They are polled once the stream has ended, so a
+    /// step's `StatusUpdate` always precedes its approval requests and results (deterministic
+    /// order for clients; the model's stream is never held back by a tool).
     running: FuturesUnordered<ToolFuture>,
-    /// Results that arrived while the model was still streaming; reported after `StatusUpdate`.
-    early: Vec<(usize, ToolReturnValue)>,
 }
 
 impl Soul {
@@ -75,10 +76,6 @@ impl Soul {
         .await;
 
         let mut results: Vec<Option<ToolReturnValue>> = vec![None; attempt.calls.len()];
-        for (i, result) in std::mem::take(&mut attempt.early) {
-            report(sink, &attempt.calls[i], &result).await;
-            results[i] = Some(result);
-        }
         while let Some((i, result)) = attempt.running.next().await {
             report(sink, &attempt.calls[i], &result).await;
             results[i] = Some(result);
@@ -130,20 +127,11 @@ impl Soul {
             usage: None,
             message_id: None,
             running: FuturesUnordered::new(),
-            early: Vec::new(),
         };
         // Index of the call whose arguments are still streaming.
         let mut open_call: Option<usize> = None;
         loop {
-            let item = tokio::select! {
-                biased;
-                Some(done) = attempt.running.next(), if !attempt.running.is_empty() => {
-                    attempt.early.push(done);
-                    continue;
-                }
-                item = stream.next() => item,
-            };
-            let Some(item) = item else { break };
+            let Some(item) = stream.next().await else { break };
             let event = item?;
             if !matches!(event, StreamEvent::ToolCallPart(_) | StreamEvent::MessageId(_) | StreamEvent::Usage(_)) {
                 if let Some(i) = open_call.take() {
