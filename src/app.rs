@@ -79,7 +79,8 @@ fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_bloc
     let level = if cli.debug { "trace" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| level.into());
     if cli.log_stderr {
-        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
+        let _ =
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
         return None;
     }
     let dir = log_path.parent()?;
@@ -102,7 +103,8 @@ fn load_config(cli: &Cli, share: &Path) -> Result<Config, StartError> {
 }
 
 fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
-    let cwd = std::env::current_dir().map_err(|e| StartError::Fatal(format!("Cannot read the current directory: {e}")))?;
+    let cwd =
+        std::env::current_dir().map_err(|e| StartError::Fatal(format!("Cannot read the current directory: {e}")))?;
     let dir = match &cli.work_dir {
         Some(dir) => normalize(dir, &cwd),
         None => normalize(&cwd, &cwd),
@@ -213,7 +215,12 @@ async fn serve(prepared: Prepared) -> ExitCode {
     }
     let pending = Arc::new(PendingRequests::default());
     let (sink, events) = EventSink::channel();
-    let projection = tokio::spawn(run_projection(events, outbound.clone(), pending.clone(), Some(WireLog::new(&session.wire_path()))));
+    let projection = tokio::spawn(run_projection(
+        events,
+        outbound.clone(),
+        pending.clone(),
+        Some(WireLog::new(&session.wire_path())),
+    ));
     let server = WireServer::new(outbound, pending, soul, sink, VERSION.to_string());
     let inbound = spawn_reader(std::io::stdin(), cli.max_line_bytes);
 

@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{ArgAction, Parser};
 
 #[derive(Debug, Parser)]
-#[command(name = "kiwi", about = "An agent runtime speaking the Kimi Wire protocol over stdio", disable_version_flag = true)]
+#[command(
+    name = "kiwi",
+    about = "An agent runtime speaking the Kimi Wire protocol over stdio",
+    disable_version_flag = true
+)]
 pub struct Cli {
     /// Print the version and exit.
     #[arg(short = 'V', long = "version", action = ArgAction::SetTrue)]
@@ -132,25 +136,26 @@ impl Cli {
         if self.input_format.is_some() || self.output_format.is_some() || self.final_message_only {
             return Err("--input-format, --output-format and --final-message-only are only for print mode".into());
         }
-        if let Some(session) = &self.session {
-            if session.trim().is_empty() {
-                return Err("Session ID cannot be empty".into());
-            }
+        if let Some(session) = &self.session
+            && session.trim().is_empty()
+        {
+            return Err("Session ID cannot be empty".into());
         }
-        if let Some(config) = &self.config {
-            if config.trim().is_empty() {
-                return Err("Config cannot be empty".into());
-            }
+        if let Some(config) = &self.config
+            && config.trim().is_empty()
+        {
+            return Err("Config cannot be empty".into());
         }
-        if let Some(prompt) = &self.prompt {
-            if prompt.trim().is_empty() {
-                return Err("Prompt cannot be empty".into());
-            }
+        if let Some(prompt) = &self.prompt
+            && prompt.trim().is_empty()
+        {
+            return Err("Prompt cannot be empty".into());
         }
-        if let Some(agent) = &self.agent {
-            if agent != "default" && agent != "okabe" {
-                return Err(format!("Invalid value for --agent: '{agent}' is not one of 'default', 'okabe'."));
-            }
+        if let Some(agent) = &self.agent
+            && agent != "default"
+            && agent != "okabe"
+        {
+            return Err(format!("Invalid value for --agent: '{agent}' is not one of 'default', 'okabe'."));
         }
         for (path, what) in self
             .agent_file
@@ -163,10 +168,10 @@ impl Cli {
                 return Err(format!("Invalid value for {what}: File '{}' does not exist.", path.display()));
             }
         }
-        if let Some(dir) = &self.skills_dir {
-            if !dir.is_dir() {
-                return Err(format!("Invalid value for --skills-dir: Directory '{}' does not exist.", dir.display()));
-            }
+        if let Some(dir) = &self.skills_dir
+            && !dir.is_dir()
+        {
+            return Err(format!("Invalid value for --skills-dir: Directory '{}' does not exist.", dir.display()));
         }
         for text in &self.mcp_config {
             if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
@@ -198,7 +203,8 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Cli, String> {
-        let cli = Cli::try_parse_from(std::iter::once("kiwi").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        let cli =
+            Cli::try_parse_from(std::iter::once("kiwi").chain(args.iter().copied())).map_err(|e| e.to_string())?;
         cli.validate()?;
         Ok(cli)
     }

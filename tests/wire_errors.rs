@@ -11,31 +11,87 @@ fn classification_errors_and_server_keeps_serving() {
     let config = env.scripted_config(&[]);
     let mut k = env.spawn(&config, &[]);
     let cases: Vec<(&str, serde_json::Value)> = vec![
-        ("{not-json}", json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Invalid JSON format","data":null}})),
+        (
+            "{not-json}",
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Invalid JSON format","data":null}}),
+        ),
         ("", json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Invalid JSON format","data":null}})),
         ("[1,2]", json!({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request","data":null}})),
-        (r#"{"jsonrpc":"2.1","id":"bad"}"#, json!({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"x","method":null}"#, json!({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid response","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"n1","method":"nope"}"#, json!({"jsonrpc":"2.0","id":"n1","error":{"code":-32601,"message":"Unexpected method received: nope","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"n2","method":"event"}"#, json!({"jsonrpc":"2.0","id":"n2","error":{"code":-32601,"message":"Unexpected method received: event","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"n3","method":"replay"}"#, json!({"jsonrpc":"2.0","id":"n3","error":{"code":-32601,"message":"Unexpected method received: replay","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"p1","method":"prompt","params":{}}"#, json!({"jsonrpc":"2.0","id":"p1","error":{"code":-32602,"message":"Invalid parameters for method `prompt`","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"p2","method":"prompt","params":{"user_input":[{"type":"bogus"}]}}"#, json!({"jsonrpc":"2.0","id":"p2","error":{"code":-32602,"message":"Invalid parameters for method `prompt`","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"p3","method":"prompt","params":{"user_input":7}}"#, json!({"jsonrpc":"2.0","id":"p3","error":{"code":-32602,"message":"Invalid parameters for method `prompt`","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"i1","method":"initialize","params":{}}"#, json!({"jsonrpc":"2.0","id":"i1","error":{"code":-32602,"message":"Invalid parameters for method `initialize`","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"c1","method":"cancel"}"#, json!({"jsonrpc":"2.0","id":"c1","error":{"code":-32000,"message":"No agent turn is in progress","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"c2","method":"cancel","params":[1]}"#, json!({"jsonrpc":"2.0","id":"c2","error":{"code":-32000,"message":"No agent turn is in progress","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":42,"method":"cancel"}"#, json!({"jsonrpc":"2.0","id":42,"error":{"code":-32000,"message":"No agent turn is in progress","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"r1","method":"run","params":{"input":5}}"#, json!({"jsonrpc":"2.0","id":"r1","error":{"code":-32602,"message":"Invalid parameters for method `run`","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"r2","method":"run"}"#, json!({"jsonrpc":"2.0","id":"r2","error":{"code":-32602,"message":"Invalid parameters for method `run`","data":null}})),
-        (r#"{"jsonrpc":"2.0","id":"q1","method":"interrupt"}"#, json!({"jsonrpc":"2.0","id":"q1","result":{"status":"idle"}})),
+        (
+            r#"{"jsonrpc":"2.1","id":"bad"}"#,
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"x","method":null}"#,
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid response","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"n1","method":"nope"}"#,
+            json!({"jsonrpc":"2.0","id":"n1","error":{"code":-32601,"message":"Unexpected method received: nope","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"n2","method":"event"}"#,
+            json!({"jsonrpc":"2.0","id":"n2","error":{"code":-32601,"message":"Unexpected method received: event","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"n3","method":"replay"}"#,
+            json!({"jsonrpc":"2.0","id":"n3","error":{"code":-32601,"message":"Unexpected method received: replay","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"p1","method":"prompt","params":{}}"#,
+            json!({"jsonrpc":"2.0","id":"p1","error":{"code":-32602,"message":"Invalid parameters for method `prompt`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"p2","method":"prompt","params":{"user_input":[{"type":"bogus"}]}}"#,
+            json!({"jsonrpc":"2.0","id":"p2","error":{"code":-32602,"message":"Invalid parameters for method `prompt`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"p3","method":"prompt","params":{"user_input":7}}"#,
+            json!({"jsonrpc":"2.0","id":"p3","error":{"code":-32602,"message":"Invalid parameters for method `prompt`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"i1","method":"initialize","params":{}}"#,
+            json!({"jsonrpc":"2.0","id":"i1","error":{"code":-32602,"message":"Invalid parameters for method `initialize`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"c1","method":"cancel"}"#,
+            json!({"jsonrpc":"2.0","id":"c1","error":{"code":-32000,"message":"No agent turn is in progress","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"c2","method":"cancel","params":[1]}"#,
+            json!({"jsonrpc":"2.0","id":"c2","error":{"code":-32000,"message":"No agent turn is in progress","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":42,"method":"cancel"}"#,
+            json!({"jsonrpc":"2.0","id":42,"error":{"code":-32000,"message":"No agent turn is in progress","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"r1","method":"run","params":{"input":5}}"#,
+            json!({"jsonrpc":"2.0","id":"r1","error":{"code":-32602,"message":"Invalid parameters for method `run`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"r2","method":"run"}"#,
+            json!({"jsonrpc":"2.0","id":"r2","error":{"code":-32602,"message":"Invalid parameters for method `run`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"q1","method":"interrupt"}"#,
+            json!({"jsonrpc":"2.0","id":"q1","result":{"status":"idle"}}),
+        ),
     ];
     for (line, expected) in cases {
         k.send_raw(line);
         assert_eq!(k.next(), expected, "for input {line:?}");
     }
     // Messages that get no answer at all, then proof the server still answers.
-    for line in ["{}", r#"{"jsonrpc":"2.0"}"#, r#"{"jsonrpc":"2.0","id":"r3"}"#, r#"{"jsonrpc":"2.0","id":"unknown","result":null}"#, r#"{"jsonrpc":"2.0","method":"nope"}"#, r#"{"jsonrpc":"2.0","method":"cancel"}"#, r#"{"jsonrpc":"2.0","method":"interrupt"}"#] {
+    for line in [
+        "{}",
+        r#"{"jsonrpc":"2.0"}"#,
+        r#"{"jsonrpc":"2.0","id":"r3"}"#,
+        r#"{"jsonrpc":"2.0","id":"unknown","result":null}"#,
+        r#"{"jsonrpc":"2.0","method":"nope"}"#,
+        r#"{"jsonrpc":"2.0","method":"cancel"}"#,
+        r#"{"jsonrpc":"2.0","method":"interrupt"}"#,
+    ] {
         k.send_raw(line);
     }
     let (before, init) = k.call("ok", "initialize", json!({"protocol_version": "1.2"}));
@@ -72,7 +128,10 @@ fn over_long_line_is_rejected_and_skipped() {
     let env = Env::new();
     let config = env.scripted_config(&[]);
     let mut k = env.spawn(&config, &["--max-line-bytes", "1048576"]);
-    let big = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"method\":\"prompt\",\"params\":{{\"user_input\":\"{}\"}}}}", "a".repeat(3 * 1024 * 1024));
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"method\":\"prompt\",\"params\":{{\"user_input\":\"{}\"}}}}",
+        "a".repeat(3 * 1024 * 1024)
+    );
     k.send_raw(&big);
     let reply = k.next();
     assert_eq!(reply["error"]["code"], -32600);
@@ -87,7 +146,9 @@ fn fifty_mib_line_within_the_default_limit_is_served() {
     let config = env.scripted_config(&["text: got it"]);
     let mut k = env.spawn(&config, &[]);
     let text = "b".repeat(50 * 1024 * 1024);
-    let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"method\":\"prompt\",\"params\":{{\"user_input\":\"{text}\"}}}}");
+    let line = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"method\":\"prompt\",\"params\":{{\"user_input\":\"{text}\"}}}}"
+    );
     k.send_raw(&line);
     let (events, response) = k.until_response(&json!("big"));
     assert_eq!(response["result"]["status"], "finished");
@@ -107,7 +168,10 @@ fn llm_not_set_and_capability_errors() {
 
     let config = env.scripted_config(&["text: x"]);
     let mut k = env.spawn(&config, &[]);
-    let (events, response) = k.prompt("p", json!([{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]));
+    let (events, response) = k.prompt(
+        "p",
+        json!([{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]),
+    );
     assert_eq!(types(&events), ["TurnBegin"]);
     assert_eq!(
         response["error"],

@@ -23,7 +23,8 @@ fn initialize_lists_builtin_commands() {
     assert_eq!(result["protocol_version"], "1.2");
     assert_eq!(result["server"]["name"], "Kimi Code CLI");
     assert!(result.get("external_tools").is_none());
-    let names: Vec<&str> = result["slash_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        result["slash_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(&names[..4], ["init", "compact", "clear", "yolo"]);
     assert_eq!(result["slash_commands"][2]["aliases"], json!(["reset"]));
     assert_eq!(result["slash_commands"][3]["description"], "Toggle YOLO mode (auto-approve all actions)");
@@ -32,12 +33,16 @@ fn initialize_lists_builtin_commands() {
 #[test]
 fn plain_turn_event_order_and_shapes() {
     let env = Env::new();
-    let config = env.scripted_config(&["id: scripted-1\nusage: {\"input_other\": 5, \"output\": 2}\ntext: Hello\ntext:  wire"]);
+    let config =
+        env.scripted_config(&["id: scripted-1\nusage: {\"input_other\": 5, \"output\": 2}\ntext: Hello\ntext:  wire"]);
     let mut k = env.spawn(&config, &[]);
     let (events, response) = k.prompt("p0", json!("go"));
     assert_eq!(response, json!({"jsonrpc":"2.0","id":"p0","result":{"status":"finished"}}));
     assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "ContentPart", "StatusUpdate", "TurnEnd"]);
-    assert_eq!(events[0], json!({"jsonrpc":"2.0","method":"event","params":{"type":"TurnBegin","payload":{"user_input":"go"}}}));
+    assert_eq!(
+        events[0],
+        json!({"jsonrpc":"2.0","method":"event","params":{"type":"TurnBegin","payload":{"user_input":"go"}}})
+    );
     assert_eq!(events[3]["params"]["payload"], json!({"type":"text","text":" wire"}));
     assert_eq!(
         events[4]["params"]["payload"],
@@ -70,11 +75,21 @@ fn two_step_tool_turn_and_context_file() {
     assert_eq!(response["result"]["status"], "finished");
     assert_eq!(
         types(&events),
-        ["TurnBegin", "StepBegin", "ToolCall", "StatusUpdate", "ToolResult", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]
+        [
+            "TurnBegin",
+            "StepBegin",
+            "ToolCall",
+            "StatusUpdate",
+            "ToolResult",
+            "StepBegin",
+            "ContentPart",
+            "StatusUpdate",
+            "TurnEnd"
+        ]
     );
     k.close_stdin();
     assert!(k.wait_exit(Duration::from_secs(5)).unwrap().success());
-    let dir = env.share().join("sessions").join(format!("{:x}", md5_of(&env.work()))).join("s1");
+    let dir = env.share().join("sessions").join(md5_of(&env.work())).join("s1");
     let context = std::fs::read_to_string(dir.join("context.jsonl")).unwrap();
     let lines: Vec<&str> = context.lines().collect();
     assert_eq!(lines[0], r#"{"role": "_checkpoint", "id": 0}"#);
@@ -89,10 +104,9 @@ fn two_step_tool_turn_and_context_file() {
     assert_eq!(wire.lines().count(), 1 + events.len());
 }
 
-fn md5_of(path: &std::path::Path) -> u128 {
+fn md5_of(path: &std::path::Path) -> String {
     use md5::{Digest, Md5};
-    let d = Md5::digest(path.to_str().unwrap().as_bytes());
-    u128::from_be_bytes(d.into())
+    Md5::digest(path.to_str().unwrap().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[test]
@@ -103,7 +117,19 @@ fn tool_call_part_streaming() {
     let mut k = env.spawn(&config, &[]);
     let (events, response) = k.prompt("p0", json!("go"));
     assert_eq!(response["result"]["status"], "finished");
-    assert_eq!(&types(&events)[..8], ["TurnBegin", "StepBegin", "ContentPart", "ToolCall", "ToolCallPart", "ToolCallPart", "ToolCallPart", "ToolCallPart"]);
+    assert_eq!(
+        &types(&events)[..8],
+        [
+            "TurnBegin",
+            "StepBegin",
+            "ContentPart",
+            "ToolCall",
+            "ToolCallPart",
+            "ToolCallPart",
+            "ToolCallPart",
+            "ToolCallPart"
+        ]
+    );
     assert_eq!(events[7]["params"]["payload"], json!({"arguments_part": null}));
     assert_eq!(events[9]["params"]["payload"]["return_value"]["message"], "Todo list updated");
 }
@@ -116,7 +142,8 @@ fn unknown_tool_and_bad_arguments_are_tool_errors() {
     let mut k = env.spawn(&config, &[]);
     let (events, response) = k.prompt("p0", json!("go"));
     assert_eq!(response["result"]["status"], "finished");
-    let results: Vec<&Value> = events.iter().filter(|e| e["params"]["type"] == "ToolResult").map(|e| &e["params"]["payload"]).collect();
+    let results: Vec<&Value> =
+        events.iter().filter(|e| e["params"]["type"] == "ToolResult").map(|e| &e["params"]["payload"]).collect();
     assert_eq!(results.len(), 3);
     let by_id = |id: &str| results.iter().find(|r| r["tool_call_id"] == id).unwrap()["return_value"].clone();
     assert_eq!(by_id("a")["message"], "Tool `SendDMail` not found");
@@ -179,7 +206,10 @@ fn external_tool_round_trip() {
     let (before, request) = k.until_request();
     assert_eq!(types(&before)[..5], ["TurnBegin", "StepBegin", "ToolCall", "ToolCall", "StatusUpdate"]);
     assert_eq!(request["id"], "ext-1");
-    assert_eq!(request["params"], json!({"type":"ToolCallRequest","payload":{"id":"ext-1","name":"ext","arguments":"{\"q\": \"x\"}"}}));
+    assert_eq!(
+        request["params"],
+        json!({"type":"ToolCallRequest","payload":{"id":"ext-1","name":"ext","arguments":"{\"q\": \"x\"}"}})
+    );
     k.send(json!({"jsonrpc":"2.0","id":"ext-1","result":{"tool_call_id":"ext-1","return_value":{"is_error":false,"output":"pong","message":"m","display":[{"type":"custom","foo":1}]}}}));
     let (mut events, response) = k.until_response(&json!("p0"));
     assert_eq!(response["result"]["status"], "finished");
@@ -189,7 +219,12 @@ fn external_tool_round_trip() {
     let events = all;
     assert_eq!(types(&events), ["ToolResult", "ToolResult", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
     let invalid = events.iter().find(|e| e["params"]["payload"]["tool_call_id"] == "ext-2").unwrap();
-    assert!(invalid["params"]["payload"]["return_value"]["message"].as_str().unwrap().starts_with("Error validating JSON arguments"));
+    assert!(
+        invalid["params"]["payload"]["return_value"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error validating JSON arguments")
+    );
     let answered = events.iter().find(|e| e["params"]["payload"]["tool_call_id"] == "ext-1").unwrap();
     assert_eq!(
         answered["params"]["payload"],

@@ -155,7 +155,12 @@ fn main() {
         cpu_per_event.push((s.cpu() - cpu0) / events as f64 * 1e6);
         rss.push(s.proc_field("VmHWM:") as f64 / 1024.0);
     }
-    println!("20,000-part turn: median {:.0} events/s, {:.2} µs server CPU per event, peak RSS {:.2} MB", median(rates), median(cpu_per_event), median(rss));
+    println!(
+        "20,000-part turn: median {:.0} events/s, {:.2} µs server CPU per event, peak RSS {:.2} MB",
+        median(rates),
+        median(cpu_per_event),
+        median(rss)
+    );
 
     // 3. 200 sequential SetTodoList steps.
     let steps = 200;

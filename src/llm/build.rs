@@ -10,7 +10,11 @@ use crate::config::{LlmSettings, ProviderType};
 pub type TraceSink = Box<dyn Fn(String) + Send + Sync>;
 
 /// `Ok(None)` when no usable model is configured ("LLM not set").
-pub fn build_provider(settings: &LlmSettings, session_id: &str, trace: Option<TraceSink>) -> Result<Option<SharedProvider>, String> {
+pub fn build_provider(
+    settings: &LlmSettings,
+    session_id: &str,
+    trace: Option<TraceSink>,
+) -> Result<Option<SharedProvider>, String> {
     if !settings.is_usable() {
         return Ok(None);
     }

@@ -68,10 +68,10 @@ pub fn classify(line: &[u8]) -> Incoming {
     };
     let Value::Object(mut obj) = value else { return invalid_request() };
 
-    if let Some(v) = obj.get("jsonrpc") {
-        if v.as_str() != Some("2.0") {
-            return invalid_request();
-        }
+    if let Some(v) = obj.get("jsonrpc")
+        && v.as_str() != Some("2.0")
+    {
+        return invalid_request();
     }
     let method_present = obj.contains_key("method");
     let method = match obj.remove("method") {

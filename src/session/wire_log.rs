@@ -41,10 +41,10 @@ impl WireLog {
     }
 
     pub fn record(&mut self, message: WireMessage) {
-        if let Some(pending) = &mut self.pending {
-            if merge(pending, &message) {
-                return;
-            }
+        if let Some(pending) = &mut self.pending
+            && merge(pending, &message)
+        {
+            return;
         }
         let mergeable =
             matches!(message, WireMessage::Event(Event::ContentPart(_) | Event::ToolCall(_) | Event::ToolCallPart(_)));
@@ -84,10 +84,10 @@ impl WireLog {
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         match pyjson::to_line(&Record { timestamp, message }) {
             Ok(line) => {
-                if let Some(file) = &mut self.file {
-                    if let Err(e) = file.append(&line) {
-                        tracing::warn!("cannot write {}: {e}", self.path.display());
-                    }
+                if let Some(file) = &mut self.file
+                    && let Err(e) = file.append(&line)
+                {
+                    tracing::warn!("cannot write {}: {e}", self.path.display());
                 }
             }
             Err(e) => tracing::warn!("cannot serialize a wire record: {e}"),

@@ -24,6 +24,7 @@ pub struct Agent {
 }
 
 impl Agent {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         runtime: Arc<Runtime>,
         llm: Option<SharedProvider>,

@@ -85,10 +85,10 @@ impl Context {
     }
 
     fn write(&mut self, line: &[u8]) {
-        if let Some(file) = &mut self.file {
-            if let Err(e) = file.append(line) {
-                tracing::error!("cannot write {}: {e}", self.path.display());
-            }
+        if let Some(file) = &mut self.file
+            && let Err(e) = file.append(line)
+        {
+            tracing::error!("cannot write {}: {e}", self.path.display());
         }
     }
 

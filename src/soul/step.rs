@@ -133,10 +133,10 @@ impl Soul {
         loop {
             let Some(item) = stream.next().await else { break };
             let event = item?;
-            if !matches!(event, StreamEvent::ToolCallPart(_) | StreamEvent::MessageId(_) | StreamEvent::Usage(_)) {
-                if let Some(i) = open_call.take() {
-                    self.start_tool(&mut attempt, i, toolset, approval, sink);
-                }
+            if !matches!(event, StreamEvent::ToolCallPart(_) | StreamEvent::MessageId(_) | StreamEvent::Usage(_))
+                && let Some(i) = open_call.take()
+            {
+                self.start_tool(&mut attempt, i, toolset, approval, sink);
             }
             match event {
                 StreamEvent::Content(part) => {

@@ -143,8 +143,15 @@ mod tests {
     #[test]
     fn approval_answers() {
         let ok = serde_json::json!({"request_id":"a","response":"approve_for_session"});
-        assert_eq!(interpret(RequestKind::Approval, Ok(ok)), ClientAnswer::Approval(ApprovalDecision::ApproveForSession));
-        for bad in [serde_json::json!({"response":"approve"}), Value::Null, serde_json::json!({"request_id":"a","response":"yes"})] {
+        assert_eq!(
+            interpret(RequestKind::Approval, Ok(ok)),
+            ClientAnswer::Approval(ApprovalDecision::ApproveForSession)
+        );
+        for bad in [
+            serde_json::json!({"response":"approve"}),
+            Value::Null,
+            serde_json::json!({"request_id":"a","response":"yes"}),
+        ] {
             assert_eq!(interpret(RequestKind::Approval, Ok(bad)), ClientAnswer::Approval(ApprovalDecision::Reject));
         }
         let err = ErrorCode::InternalError.with_message("x");
@@ -159,7 +166,9 @@ mod tests {
             serde_json::to_string(&r).unwrap(),
             r#"{"is_error":true,"output":"","message":"boom","display":[{"type":"brief","text":"External tool error"}],"extras":null}"#
         );
-        let ClientAnswer::ToolResult(r) = interpret(RequestKind::ToolCall, Ok(serde_json::json!({"x":1}))) else { panic!() };
+        let ClientAnswer::ToolResult(r) = interpret(RequestKind::ToolCall, Ok(serde_json::json!({"x":1}))) else {
+            panic!()
+        };
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
             r#"{"is_error":true,"output":"","message":"Invalid tool result payload from client.","display":[{"type":"brief","text":"Invalid tool result"}],"extras":null}"#

@@ -7,18 +7,18 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::llm::ClientIdentity;
-use crate::protocol::methods::{
-    Empty, ExternalToolsOutcome, InitializeParams, InitializeResult, InterruptResult, PromptParams, PromptResult,
-    RejectedTool, ServerInfo, PROTOCOL_VERSION, SERVER_NAME,
-};
 use crate::protocol::UserInput;
+use crate::protocol::methods::{
+    Empty, ExternalToolsOutcome, InitializeParams, InitializeResult, InterruptResult, PROTOCOL_VERSION, PromptParams,
+    PromptResult, RejectedTool, SERVER_NAME, ServerInfo,
+};
 use crate::rpc::pending::PendingRequests;
 use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, RequestId};
 use crate::soul::{Agent, EventSink, Soul, TurnError, TurnOutcome};
@@ -47,7 +47,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl WireServer {
-    pub fn new(outbound: Outbound, pending: Arc<PendingRequests>, soul: Soul, sink: EventSink, version: String) -> Arc<Self> {
+    pub fn new(
+        outbound: Outbound,
+        pending: Arc<PendingRequests>,
+        soul: Soul,
+        sink: EventSink,
+        version: String,
+    ) -> Arc<Self> {
         Arc::new(Self {
             outbound,
             pending,
@@ -134,7 +140,9 @@ impl WireServer {
         for spec in &tools {
             let conflicts = current.get(&spec.name).is_some_and(|t| !t.is_external());
             if conflicts {
-                outcome.rejected.push(RejectedTool { name: spec.name.clone(), reason: "conflicts with builtin tool".into() });
+                outcome
+                    .rejected
+                    .push(RejectedTool { name: spec.name.clone(), reason: "conflicts with builtin tool".into() });
                 continue;
             }
             match ExternalTool::new(&spec.name, &spec.description, spec.parameters.clone()) {
@@ -163,14 +171,17 @@ impl WireServer {
     async fn prompt(self: &Arc<Self>, id: RequestId, input: UserInput) {
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = tokio::sync::watch::channel(false);
-        {
+        let claimed = {
             let mut turn = lock(&self.turn);
-            if turn.is_some() {
-                drop(turn);
-                self.outbound.error(Some(&id), &busy()).await;
-                return;
+            let free = turn.is_none();
+            if free {
+                *turn = Some(RunningTurn { cancel: cancel.clone(), done: done_rx });
             }
-            *turn = Some(RunningTurn { cancel: cancel.clone(), done: done_rx });
+            free
+        };
+        if !claimed {
+            self.outbound.error(Some(&id), &busy()).await;
+            return;
         }
         let server = self.clone();
         tokio::spawn(async move {
@@ -289,7 +300,9 @@ mod tests {
     #[test]
     fn prompt_params_validation() {
         assert!(parse_params::<PromptParams>("prompt", Some(serde_json::json!({}))).is_err());
-        assert!(parse_params::<PromptParams>("prompt", Some(serde_json::json!({"user_input":[{"type":"bogus"}]}))).is_err());
+        assert!(
+            parse_params::<PromptParams>("prompt", Some(serde_json::json!({"user_input":[{"type":"bogus"}]}))).is_err()
+        );
         assert!(parse_params::<PromptParams>("prompt", Some(serde_json::json!({"user_input":5}))).is_err());
         assert!(parse_params::<PromptParams>("prompt", Some(serde_json::json!({"user_input":[]}))).is_ok());
         let e = parse_params::<PromptParams>("prompt", None).unwrap_err();

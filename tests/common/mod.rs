@@ -140,11 +140,11 @@ impl Kiwi {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(line) => {
-                    if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                        if v.is_object() {
-                            self.seen.push(v.clone());
-                            return Some(v);
-                        }
+                    if let Ok(v) = serde_json::from_str::<Value>(&line)
+                        && v.is_object()
+                    {
+                        self.seen.push(v.clone());
+                        return Some(v);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return None,
