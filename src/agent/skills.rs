@@ -71,7 +71,8 @@ pub fn skill_roots(home: &Path, work_dir: &Path, skills_dir: Option<&Path>) -> V
     }
 }
 
-/// Discovers all skills (see the module docs for roots and priority).
+/// Discovers all skills (see the module docs for roots and priority). kiwi bundles no built-in
+/// skills, so with no roots present the result is empty.
 pub fn discover(home: &Path, work_dir: &Path, skills_dir: Option<&Path>) -> Vec<Skill> {
     let mut by_key: HashMap<String, Skill> = HashMap::new();
     for root in skill_roots(home, work_dir, skills_dir) {
@@ -184,6 +185,14 @@ pub fn skill_command_text(skill: &Skill, args: &str) -> Result<String, std::io::
         out.push_str(args);
     }
     Ok(out)
+}
+
+/// Slash commands contributed by skills as `(command name, description)`: `skill:<name>` for
+/// every skill in list order, then `flow:<name>` for every flow skill.
+pub fn skill_commands(skills: &[Skill]) -> Vec<(String, String)> {
+    let standard = skills.iter().map(|s| (format!("skill:{}", s.name), s.description.clone()));
+    let flows = skills.iter().filter(|s| s.is_flow()).map(|s| (format!("flow:{}", s.name), s.description.clone()));
+    standard.chain(flows).collect()
 }
 
 /// The `${KIMI_SKILLS}` text of the system prompt.
@@ -329,6 +338,18 @@ mod tests {
         );
         fs::remove_file(&skill.path).unwrap();
         assert!(skill_command_text(&skill, "").is_err());
+    }
+
+    #[test]
+    fn commands_list_flows_last() {
+        let root = tempfile::tempdir().unwrap();
+        write_skill(root.path(), "a", "---\ndescription: A\n---\n");
+        write_skill(root.path(), "deploy", FLOW_MD);
+        write_skill(root.path(), "z", "");
+        let skills = discover(root.path(), root.path(), Some(root.path()));
+        let cmds: Vec<String> = skill_commands(&skills).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(cmds, vec!["skill:a", "skill:deploy", "skill:z", "flow:deploy"]);
+        assert_eq!(skill_commands(&skills)[0].1, "A");
     }
 
     #[test]

@@ -101,6 +101,18 @@ impl Flow {
         self.outgoing(id).filter_map(|e| e.label.clone()).collect()
     }
 
+    /// The prompt of a sub-turn for node `id`: a task's label, or for a decision its label plus
+    /// the branch list and answer instructions ([`decision_prompt`]). `None` for BEGIN / END
+    /// and unknown ids, which are never run.
+    pub fn node_prompt(&self, id: &str) -> Option<String> {
+        let node = self.node(id)?;
+        match node.kind {
+            NodeKind::Task => Some(node.label.clone()),
+            NodeKind::Decision => Some(decision_prompt(&node.label, &self.outgoing_labels(id))),
+            NodeKind::Begin | NodeKind::End => None,
+        }
+    }
+
     /// The node to run after `id`.
     ///
     /// * BEGIN / task: the target of the first outgoing edge (`choice` is ignored);
@@ -389,6 +401,12 @@ pub fn ralph_prompt(user_text: &str) -> String {
     )
 }
 
+/// The full prompt of the Ralph loop's decision node (R2): [`ralph_prompt`] plus the branch
+/// list (`CONTINUE`, `STOP`) and the `<choice>` instructions.
+pub fn ralph_decision_prompt(user_text: &str) -> String {
+    decision_prompt(&ralph_prompt(user_text), &[RALPH_CONTINUE.to_string(), RALPH_STOP.to_string()])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,6 +466,10 @@ mod tests {
         assert_eq!(flow.next("D", None), None);
         assert_eq!(flow.next("E", None), None);
         assert_eq!(flow.next("nope", None), None);
+        assert_eq!(flow.node_prompt("A").as_deref(), Some("Write code"));
+        assert_eq!(flow.node_prompt("D"), Some(decision_prompt("Tests pass?", &["yes".to_string(), "no".to_string()])));
+        assert_eq!(flow.node_prompt("S"), None);
+        assert_eq!(flow.node_prompt("E"), None);
         assert_eq!(flow.nodes().len(), 4);
         assert_eq!(flow.edges().len(), 4);
     }
@@ -507,5 +529,9 @@ mod tests {
         assert!(p.starts_with("fix the bug\n\n"));
         assert!(p.contains("STOP"));
         assert!(p.contains("CONTINUE"));
+        let d = ralph_decision_prompt("fix the bug");
+        assert!(d.starts_with(&p));
+        assert!(d.contains("- CONTINUE\n- STOP\n"));
+        assert!(d.contains("<choice>LABEL</choice>"));
     }
 }
