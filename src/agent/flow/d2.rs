@@ -500,6 +500,16 @@ review -> END: |md done |
     }
 
     #[test]
+    fn text_before_block_counts() {
+        let src =
+            "BEGIN -> a: {\n  style.stroke: red\n}\na: Labelled {\n  inner -> other\n}\na -> END: done {style: {}}\n";
+        let flow = parse(src).unwrap();
+        assert_eq!(flow.node("a").unwrap().label, "Labelled");
+        assert!(flow.node("inner").is_none());
+        assert_eq!(edges(&flow), vec![e("BEGIN", "a", None), e("a", "END", Some("done"))]);
+    }
+
+    #[test]
     fn validation_applies() {
         assert!(matches!(parse("a -> b"), Err(FlowError::Invalid(_))));
     }

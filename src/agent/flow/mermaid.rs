@@ -443,6 +443,12 @@ end
     }
 
     #[test]
+    fn labelled_chains_without_spaces() {
+        let flow = parse("BEGIN-->|a|X-->| b |Y==>|\"c\"|END").unwrap();
+        assert_eq!(edges(&flow), vec![e("BEGIN", "X", Some("a")), e("X", "Y", Some("b")), e("Y", "END", Some("c"))]);
+    }
+
+    #[test]
     fn node_named_end_with_arrow_is_not_ignored() {
         let flow = parse("BEGIN --> end\n").unwrap();
         assert_eq!(flow.end().id, "end");
