@@ -1,6 +1,7 @@
 //! kiwi: an agent runtime that speaks the Kimi Wire protocol over stdio.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod config;
