@@ -3,11 +3,13 @@
 
 use std::sync::{Arc, RwLock};
 
+use crate::agent::skills::{Skill, skill_commands};
 use crate::config::LoopControl;
 use crate::llm::{Capability, SharedProvider};
 use crate::protocol::methods::SlashCommandInfo;
 use crate::runtime::Runtime;
 use crate::soul::approval::ApprovalState;
+use crate::soul::slash::builtin_commands;
 use crate::tools::Toolset;
 
 pub struct Agent {
@@ -20,31 +22,46 @@ pub struct Agent {
     toolset: RwLock<Arc<Toolset>>,
     pub approval: Arc<ApprovalState>,
     pub system_prompt: String,
+    /// Built-in commands, then `skill:` and `flow:` commands, as `initialize` lists them.
     pub slash_commands: Vec<SlashCommandInfo>,
+    pub skills: Vec<Skill>,
+}
+
+/// Everything start-up decides about an agent.
+pub struct AgentParts {
+    pub runtime: Arc<Runtime>,
+    pub llm: Option<SharedProvider>,
+    pub max_context_size: u64,
+    pub loop_control: LoopControl,
+    pub toolset: Toolset,
+    pub yolo: bool,
+    pub system_prompt: String,
+    pub skills: Vec<Skill>,
 }
 
 impl Agent {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        runtime: Arc<Runtime>,
-        llm: Option<SharedProvider>,
-        max_context_size: u64,
-        loop_control: LoopControl,
-        toolset: Toolset,
-        yolo: bool,
-        system_prompt: String,
-        slash_commands: Vec<SlashCommandInfo>,
-    ) -> Self {
+    pub fn new(parts: AgentParts) -> Self {
+        let mut slash_commands = builtin_commands();
+        slash_commands.extend(
+            skill_commands(&parts.skills)
+                .into_iter()
+                .map(|(name, description)| SlashCommandInfo { name, description, aliases: Vec::new() }),
+        );
         Self {
-            runtime,
-            llm,
-            max_context_size,
-            loop_control,
-            toolset: RwLock::new(Arc::new(toolset)),
-            approval: Arc::new(ApprovalState::new(yolo)),
-            system_prompt,
+            runtime: parts.runtime,
+            llm: parts.llm,
+            max_context_size: parts.max_context_size,
+            loop_control: parts.loop_control,
+            toolset: RwLock::new(Arc::new(parts.toolset)),
+            approval: Arc::new(ApprovalState::new(parts.yolo)),
+            system_prompt: parts.system_prompt,
             slash_commands,
+            skills: parts.skills,
         }
+    }
+
+    pub fn skill(&self, name: &str) -> Option<&Skill> {
+        self.skills.iter().find(|s| s.name == name)
     }
 
     pub fn toolset(&self) -> Arc<Toolset> {

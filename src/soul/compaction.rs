@@ -10,9 +10,9 @@ use super::retry::backoff;
 use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent};
 use crate::protocol::{ContentPart, Event};
 
-const COMPACTION_SYSTEM_PROMPT: &str = include_str!("prompts/compaction_system.md");
-const COMPACTION_INSTRUCTIONS: &str = include_str!("prompts/compaction_instructions.md");
-const COMPACTED_NOTE: &str = include_str!("prompts/compacted_note.md");
+use crate::agent::prompts::{
+    COMPACTED_NOTE, COMPACTION_INSTRUCTIONS, COMPACTION_SYSTEM as COMPACTION_SYSTEM_PROMPT,
+};
 
 /// Index where the preserved tail starts, or `None` when there is nothing to summarize.
 fn tail_start(history: &[Message]) -> Option<usize> {

@@ -35,6 +35,11 @@ pub struct Context {
 }
 
 impl Context {
+    /// A throw-away context that is never written to disk (the nested `/init` turn).
+    pub fn in_memory() -> Self {
+        Self { path: PathBuf::new(), file: None, history: Vec::new(), token_count: 0, next_checkpoint: 0 }
+    }
+
     /// Restores from `path` (missing or empty file = empty context) and opens it for appending.
     pub fn restore(path: &Path) -> std::io::Result<Self> {
         let mut ctx =
@@ -129,6 +134,9 @@ impl Context {
     }
 
     fn rotate(&mut self) -> std::io::Result<()> {
+        if self.file.is_none() {
+            return Ok(());
+        }
         self.file = None;
         if self.path.exists() {
             let archive = next_archive_path(&self.path)?;

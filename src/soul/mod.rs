@@ -6,10 +6,12 @@
 
 pub mod agent;
 pub mod approval;
+pub mod commands;
 pub mod compaction;
 pub mod context;
 pub mod error;
 pub mod event;
+pub mod flow_runner;
 pub mod retry;
 pub mod slash;
 pub mod step;

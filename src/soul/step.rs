@@ -23,7 +23,8 @@ use crate::tools::{ToolCallContext, Toolset};
 
 pub enum StepOutcome {
     Continue,
-    Stop,
+    /// The turn ends: no tool calls, or the user rejected one.
+    Stop { rejected: bool },
 }
 
 type ToolFuture = Pin<Box<dyn Future<Output = (usize, ToolReturnValue)> + Send>>;
@@ -103,8 +104,9 @@ impl Soul {
             self.context.append(message);
         }
 
-        if results.iter().any(ToolReturnValue::is_rejection) || !has_calls {
-            Ok(StepOutcome::Stop)
+        let rejected = results.iter().any(ToolReturnValue::is_rejection);
+        if rejected || !has_calls {
+            Ok(StepOutcome::Stop { rejected })
         } else {
             Ok(StepOutcome::Continue)
         }

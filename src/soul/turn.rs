@@ -1,4 +1,5 @@
-//! One `prompt` = one turn (`soul.md` §1-§3): `TurnBegin`, slash command or agent turn, `TurnEnd`.
+//! One `prompt` = one turn (`soul.md` §1-§3): `TurnBegin`, slash command, Ralph loop or agent
+//! turn, then `TurnEnd` when it finished normally.
 
 use super::Soul;
 use super::error::{TurnError, TurnOutcome};
@@ -9,6 +10,23 @@ use super::tool_message::required_capabilities;
 use crate::llm::{Capability, Message};
 use crate::protocol::{ContentPart, Event, StatusUpdate, UserInput};
 
+/// How one agent run (the step loop over one user message) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentRun {
+    /// The model stopped calling tools, or a tool call was rejected.
+    Done { steps: u32, rejected: bool },
+    /// The step limit was hit.
+    MaxSteps { steps: u32 },
+}
+
+impl AgentRun {
+    pub fn steps(self) -> u32 {
+        match self {
+            AgentRun::Done { steps, .. } | AgentRun::MaxSteps { steps } => steps,
+        }
+    }
+}
+
 impl Soul {
     /// Runs a whole turn. `TurnEnd` is emitted only when it finishes normally.
     pub async fn run_turn(&mut self, input: UserInput, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
@@ -16,7 +34,11 @@ impl Soul {
         let text = input.text_input();
         let outcome = match slash::parse(&text) {
             Some(cmd) => self.run_command(cmd.name, cmd.args, sink).await?,
-            None => self.agent_turn(input.to_parts(), sink).await?,
+            None if self.agent.loop_control.max_ralph_iterations != 0 => self.run_ralph(input.to_parts(), sink).await?,
+            None => {
+                let run = self.agent_run(input.to_parts(), sink).await?;
+                self.turn_outcome(run)
+            }
         };
         if outcome == TurnOutcome::Finished {
             sink.emit(Event::TurnEnd {}).await;
@@ -24,41 +46,11 @@ impl Soul {
         Ok(outcome)
     }
 
-    async fn run_command(&mut self, name: &str, args: &str, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
-        match name {
-            "compact" => {
-                if self.context.checkpoints() == 0 {
-                    say(sink, "The context is empty.").await;
-                } else {
-                    if let Err(e) = self.compact_with_focus(sink, args).await {
-                        sink.emit(Event::StepInterrupted {}).await;
-                        return Err(e);
-                    }
-                    say(sink, "The context has been compacted.").await;
-                    self.emit_context_usage(sink).await;
-                }
-            }
-            "clear" | "reset" => {
-                self.context.clear().map_err(|e| TurnError::Internal(format!("Failed to clear the context: {e}")))?;
-                say(sink, "The context has been cleared.").await;
-                self.emit_context_usage(sink).await;
-            }
-            "yolo" => {
-                let on = !self.agent.approval.yolo();
-                self.agent.approval.set_yolo(on);
-                say(
-                    sink,
-                    if on {
-                        "You only live once! All actions will be auto-approved."
-                    } else {
-                        "You only die once! Actions will require approval."
-                    },
-                )
-                .await;
-            }
-            _ => say(sink, &format!("Unknown slash command \"/{name}\".")).await,
+    pub(super) fn turn_outcome(&self, run: AgentRun) -> TurnOutcome {
+        match run {
+            AgentRun::Done { .. } => TurnOutcome::Finished,
+            AgentRun::MaxSteps { .. } => TurnOutcome::MaxStepsReached(self.agent.loop_control.max_steps_per_turn),
         }
-        Ok(TurnOutcome::Finished)
     }
 
     /// `StatusUpdate` carrying only the context usage (after `/clear` and `/compact`).
@@ -68,16 +60,12 @@ impl Soul {
         } else {
             0.0
         };
-        sink.emit(Event::StatusUpdate(StatusUpdate {
-            context_usage: Some(usage),
-            token_usage: None,
-            message_id: None,
-        }))
-        .await;
+        sink.emit(Event::StatusUpdate(StatusUpdate { context_usage: Some(usage), token_usage: None, message_id: None }))
+            .await;
     }
 
-    /// A normal agent turn (`soul.md` §2): checks, the user message, then the step loop.
-    pub async fn agent_turn(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
+    /// A normal agent run (`soul.md` §2): checks, the user message, then the step loop.
+    pub async fn agent_run(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<AgentRun, TurnError> {
         let Some(llm) = self.agent.llm.clone() else { return Err(TurnError::LlmNotSet) };
         self.check_capabilities(&parts)?;
         self.context.checkpoint();
@@ -88,12 +76,12 @@ impl Soul {
         loop {
             step_no += 1;
             if step_no > max_steps {
-                return Ok(TurnOutcome::MaxStepsReached(max_steps));
+                return Ok(AgentRun::MaxSteps { steps: max_steps });
             }
             sink.emit(Event::StepBegin { n: step_no }).await;
             match self.run_step(&llm, sink).await {
                 Ok(StepOutcome::Continue) => {}
-                Ok(StepOutcome::Stop) => return Ok(TurnOutcome::Finished),
+                Ok(StepOutcome::Stop { rejected }) => return Ok(AgentRun::Done { steps: step_no, rejected }),
                 Err(e) => {
                     sink.emit(Event::StepInterrupted {}).await;
                     return Err(e);
@@ -105,10 +93,10 @@ impl Soul {
     pub(super) fn check_capabilities(&self, parts: &[ContentPart]) -> Result<(), TurnError> {
         let missing: Vec<Capability> =
             required_capabilities(parts).into_iter().filter(|c| !self.agent.has(*c)).collect();
-        if missing.is_empty() { Ok(()) } else { Err(TurnError::Capability { model: self.agent.model_name(), missing }) }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(TurnError::Capability { model: self.agent.model_name(), missing })
+        }
     }
-}
-
-async fn say(sink: &EventSink, text: &str) {
-    sink.emit(Event::ContentPart(ContentPart::text(text))).await;
 }

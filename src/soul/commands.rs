@@ -1,0 +1,92 @@
+//! Slash commands in wire mode (`soul.md` §7.2): init, compact, clear/reset, yolo, skills, flows.
+
+use super::Soul;
+use super::context::Context;
+use super::error::{TurnError, TurnOutcome};
+use super::event::EventSink;
+use crate::agent::prompts::{INIT, init_done_note};
+use crate::agent::skills::skill_command_text;
+use crate::llm::Message;
+use crate::protocol::{ContentPart, Event, UserInput};
+
+impl Soul {
+    pub(super) async fn run_command(&mut self, name: &str, args: &str, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
+        match name {
+            "init" => return self.run_init(sink).await,
+            "compact" => {
+                if self.context.checkpoints() == 0 {
+                    say(sink, "The context is empty.").await;
+                } else {
+                    if let Err(e) = self.compact_with_focus(sink, args).await {
+                        sink.emit(Event::StepInterrupted {}).await;
+                        return Err(e);
+                    }
+                    say(sink, "The context has been compacted.").await;
+                    self.emit_context_usage(sink).await;
+                }
+            }
+            "clear" | "reset" => {
+                self.context.clear().map_err(|e| TurnError::Internal(format!("Failed to clear the context: {e}")))?;
+                say(sink, "The context has been cleared.").await;
+                self.emit_context_usage(sink).await;
+            }
+            "yolo" => {
+                let on = !self.agent.approval.yolo();
+                self.agent.approval.set_yolo(on);
+                let text = if on {
+                    "You only live once! All actions will be auto-approved."
+                } else {
+                    "You only die once! Actions will require approval."
+                };
+                say(sink, text).await;
+            }
+            _ => {
+                if let Some(skill_name) = name.strip_prefix("skill:")
+                    && let Some(skill) = self.agent.skill(skill_name).cloned()
+                {
+                    return match skill_command_text(&skill, args) {
+                        Ok(text) => {
+                            let run = self.agent_run(vec![ContentPart::text(text)], sink).await?;
+                            Ok(self.turn_outcome(run))
+                        }
+                        Err(e) => {
+                            tracing::warn!("cannot read {}: {e}", skill.path.display());
+                            say(sink, &format!("Failed to load skill \"/{name}\".")).await;
+                            Ok(TurnOutcome::Finished)
+                        }
+                    };
+                }
+                if let Some(flow_name) = name.strip_prefix("flow:")
+                    && let Some(flow) = self.agent.skill(flow_name).and_then(|s| s.flow()).cloned()
+                {
+                    if !args.is_empty() {
+                        return Ok(TurnOutcome::Finished);
+                    }
+                    return self.run_flow(&flow, sink).await;
+                }
+                say(sink, &format!("Unknown slash command \"/{name}\".")).await;
+            }
+        }
+        Ok(TurnOutcome::Finished)
+    }
+
+    /// `/init`: a nested turn on a throw-away context, then a note with the new `AGENTS.md`.
+    async fn run_init(&mut self, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
+        let real = std::mem::replace(&mut self.context, Context::in_memory());
+        sink.emit(Event::TurnBegin { user_input: UserInput::Text(INIT.trim().to_string()) }).await;
+        let result = self.agent_run(vec![ContentPart::text(INIT.trim())], sink).await;
+        self.context = real;
+        let run = result?;
+        if self.turn_outcome(run) != TurnOutcome::Finished {
+            return Ok(self.turn_outcome(run));
+        }
+        sink.emit(Event::TurnEnd {}).await;
+        let agents_md = std::fs::read_to_string(self.agent.runtime.work_dir.join("AGENTS.md")).ok();
+        self.context.append(Message::user_text(init_done_note(agents_md.as_deref().map(str::trim))));
+        Ok(TurnOutcome::Finished)
+    }
+}
+
+pub(super) async fn say(sink: &EventSink, text: &str) {
+    sink.emit(Event::ContentPart(ContentPart::text(text))).await;
+}
