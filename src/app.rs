@@ -20,8 +20,13 @@ use crate::rpc::writer::spawn_writer;
 use crate::runtime::Runtime;
 use crate::session::store::{Session, SessionChoice, home_dir, normalize, share_dir};
 use crate::session::wire_log::WireLog;
+use crate::agent::skills::discover;
+use crate::agent::spec::{load_agent_spec, load_builtin_agent_spec};
+use crate::agent::system_prompt::{BuiltinArgs, load_system_prompt};
+use crate::soul::agent::AgentParts;
 use crate::soul::{Agent, Context, EventSink, Soul};
 use crate::tools::Toolset;
+use crate::tools::builtin::tool_by_path;
 use crate::wire::projection::run_projection;
 use crate::wire::server::WireServer;
 
@@ -167,20 +172,39 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         config: config.clone(),
         capabilities: settings.capabilities.clone(),
     });
-    let _ = home_dir();
-    let toolset = Toolset::new(vec![Arc::new(crate::tools::Typed::new(crate::tools::todo::SetTodoList))]);
+    let spec = match (&cli.agent_file, &cli.agent) {
+        (Some(path), _) => load_agent_spec(Some(path)),
+        (None, Some(name)) => load_builtin_agent_spec(name),
+        (None, None) => load_agent_spec(None),
+    }
+    .map_err(|e| StartError::Fatal(e.to_string()))?;
+    let skills = discover(&home_dir(), &work_dir, cli.skills_dir.as_deref());
+    let mut tools = Vec::new();
+    let mut invalid = Vec::new();
+    for path in &spec.tools {
+        match tool_by_path(path, &runtime) {
+            Some(Some(tool)) => tools.push(tool),
+            Some(None) => {}
+            None => invalid.push(format!("'{path}'")),
+        }
+    }
+    if !invalid.is_empty() {
+        return Err(StartError::Fatal(format!("Invalid tools: [{}]", invalid.join(", "))));
+    }
+    let system_prompt = load_system_prompt(&spec, BuiltinArgs::collect(&work_dir, &skills))
+        .map_err(|e| StartError::Fatal(e.to_string()))?;
     let context = Context::restore(&session.context_path())
         .map_err(|e| StartError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
-    let agent = Arc::new(Agent::new(
+    let agent = Arc::new(Agent::new(AgentParts {
         runtime,
         llm,
-        settings.model.max_context_size,
-        config.loop_control.clone(),
-        toolset,
-        cli.yolo,
-        String::new(),
-        crate::soul::slash::builtin_commands(),
-    ));
+        max_context_size: settings.model.max_context_size,
+        loop_control: config.loop_control.clone(),
+        toolset: Toolset::new(tools),
+        yolo: cli.yolo,
+        system_prompt,
+        skills,
+    }));
     Ok(Prepared { cli, session, soul: Soul::new(agent, context), trace })
 }
 

@@ -4,11 +4,27 @@
 //! Invariant: a tool call always produces a `ToolReturnValue`; bad arguments, unknown names and
 //! tool failures become error results the model can read, never a panic or a failed turn.
 
+pub mod builtin;
 pub mod context;
+pub mod diff;
 pub mod external;
+pub mod fetch_url;
+pub mod file_type;
+pub mod glob;
+pub mod grep;
+pub mod listing;
+pub mod output;
+pub mod paths;
+pub mod process;
+pub mod read_file;
+pub mod read_media_file;
 pub mod schema;
+pub mod search_web;
+pub mod shell;
+pub mod str_replace_file;
 pub mod think;
 pub mod todo;
+pub mod write_file;
 
 use std::collections::HashMap;
 use std::sync::Arc;

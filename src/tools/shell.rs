@@ -1,0 +1,224 @@
+//! `Shell`: runs one command line with bash (`tools.md` §3).
+//!
+//! Invariants:
+//! * the command runs as `<shell> -c <command>` in the work dir, as the leader of its own process
+//!   group, with stdin on `/dev/null` (the reference leaves an unwritten pipe, which makes commands
+//!   that read stdin hang until the timeout);
+//! * stdout and stderr are merged line by line in arrival order through the output builder;
+//! * when the call times out or its future is dropped (turn cancelled), the whole process group
+//!   is SIGKILLed through [`GroupGuard`] (the reference only kills the shell on timeout and
+//!   nothing on cancel);
+//! * at most [`MAX_PENDING_LINE`] bytes of one line are buffered, so a command printing an
+//!   endless line cannot exhaust memory.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+use super::output::OutputBuilder;
+use super::process::GroupGuard;
+use super::{ToolCallContext, TypedTool, invalid_arguments};
+use crate::protocol::{DisplayBlock, ToolReturnValue};
+
+/// Longest part of a single output line kept in memory; the rest of such a line is dropped (it
+/// would be cut to 2,000 characters by the output builder anyway).
+const MAX_PENDING_LINE: usize = 64 * 1024;
+
+const SHELL_CANDIDATES: &[&str] = &["/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"];
+
+fn default_timeout() -> i64 {
+    60
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ShellParams {
+    /// The command line to execute.
+    pub command: String,
+    /// Seconds to wait for the command before it is killed (1 to 300).
+    #[serde(default = "default_timeout")]
+    #[schemars(range(min = 1, max = 300))]
+    pub timeout: i64,
+}
+
+/// The Shell tool with its interpreter chosen once at start-up.
+pub struct Shell {
+    shell_path: PathBuf,
+}
+
+impl Shell {
+    pub fn new() -> Self {
+        let shell_path = SHELL_CANDIDATES
+            .iter()
+            .map(Path::new)
+            .find(|p| p.exists())
+            .unwrap_or(Path::new("/bin/sh"))
+            .to_path_buf();
+        Self { shell_path }
+    }
+
+    pub fn shell_path(&self) -> &Path {
+        &self.shell_path
+    }
+
+    fn shell_name(&self) -> String {
+        self.shell_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "sh".into())
+    }
+}
+
+impl Default for Shell {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TypedTool for Shell {
+    type Params = ShellParams;
+    const NAME: &'static str = "Shell";
+
+    fn description(&self) -> String {
+        include_str!("desc/shell.md")
+            .trim()
+            .replace("{shell}", &format!("{} (`{}`)", self.shell_name(), self.shell_path.display()))
+    }
+
+    fn run<'a>(&'a self, params: ShellParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
+        Box::pin(self.execute(params, ctx))
+    }
+}
+
+impl Shell {
+    async fn execute(&self, params: ShellParams, ctx: &ToolCallContext) -> ToolReturnValue {
+        if !(1..=300).contains(&params.timeout) {
+            return invalid_arguments(format!(
+                "Error validating JSON arguments: timeout must be between 1 and 300, got {}",
+                params.timeout
+            ));
+        }
+        if params.command.is_empty() {
+            return ToolReturnValue::error("Command cannot be empty.", "Empty command");
+        }
+        let display = vec![DisplayBlock::Shell { language: "bash".into(), command: params.command.clone() }];
+        if !ctx.approve("Shell", "run command", format!("Run command `{}`", params.command), display).await {
+            return ToolReturnValue::rejected();
+        }
+        let timeout = params.timeout as u64;
+        match self.run_command(&params.command, &ctx.runtime.work_dir, Duration::from_secs(timeout)).await {
+            Ok((builder, Some(0))) => builder.ok("Command executed successfully."),
+            Ok((builder, Some(code))) => {
+                builder.error(format!("Command failed with exit code: {code}."), format!("Failed with exit code: {code}"))
+            }
+            Ok((builder, None)) => builder
+                .error(format!("Command killed by timeout ({timeout}s)"), format!("Killed by timeout ({timeout}s)")),
+            Err(e) => ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
+        }
+    }
+
+    /// Runs the command; `Ok((output, None))` means it timed out and its group was killed.
+    async fn run_command(
+        &self,
+        command: &str,
+        work_dir: &Path,
+        timeout: Duration,
+    ) -> std::io::Result<(OutputBuilder, Option<i32>)> {
+        let mut child = tokio::process::Command::new(&self.shell_path)
+            .arg("-c")
+            .arg(command)
+            .current_dir(work_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()?;
+        // Registered before any await, so a dropped future always kills the group.
+        let mut guard = GroupGuard::new(child.id().map_or(0, |pid| pid as i32));
+        let builder = Mutex::new(OutputBuilder::new());
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let finished = tokio::time::timeout(timeout, async {
+            futures::join!(pump(stdout, &builder), pump(stderr, &builder));
+            child.wait().await
+        })
+        .await;
+        let code = match finished {
+            Ok(status) => {
+                guard.disarm();
+                let status = status?;
+                use std::os::unix::process::ExitStatusExt;
+                Some(status.code().unwrap_or_else(|| -status.signal().unwrap_or(0)))
+            }
+            Err(_) => {
+                guard.kill();
+                // Reap the shell; it has just been SIGKILLed so this returns promptly.
+                let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                None
+            }
+        };
+        let builder = builder.into_inner().unwrap_or_else(|p| p.into_inner());
+        Ok((builder, code))
+    }
+}
+
+/// Copies one stream into the shared builder line by line.
+async fn pump<R: AsyncRead + Unpin>(stream: Option<R>, out: &Mutex<OutputBuilder>) {
+    let Some(stream) = stream else { return };
+    let mut reader = BufReader::new(stream);
+    let mut line: Vec<u8> = Vec::new();
+    // Set while the current line has outgrown MAX_PENDING_LINE: its remainder is discarded.
+    let mut overlong = false;
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!("shell output read failed: {e}");
+                break;
+            }
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        let (take, complete) = match memchr_newline(chunk) {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if !overlong {
+            let room = MAX_PENDING_LINE.saturating_sub(line.len());
+            if complete || take <= room {
+                line.extend_from_slice(&chunk[..take]);
+            } else {
+                line.extend_from_slice(&chunk[..room]);
+                overlong = true;
+            }
+        } else if complete {
+            line.push(b'\n');
+        }
+        reader.consume(take);
+        if complete {
+            emit(&mut line, out, overlong);
+            overlong = false;
+        }
+    }
+    if !line.is_empty() {
+        emit(&mut line, out, overlong);
+    }
+}
+
+fn memchr_newline(buf: &[u8]) -> Option<usize> {
+    buf.iter().position(|&b| b == b'\n')
+}
+
+fn emit(line: &mut Vec<u8>, out: &Mutex<OutputBuilder>, overlong: bool) {
+    let text = String::from_utf8_lossy(line);
+    // An overlong line may end in a cut multi-byte character; that is within the dropped part.
+    let text = if overlong { text.trim_end_matches('\u{FFFD}').to_string() } else { text.into_owned() };
+    if let Ok(mut b) = out.lock() {
+        b.write(&text);
+    }
+    line.clear();
+}
