@@ -221,6 +221,16 @@ fn export_provider_env(settings: &config::LlmSettings) {
 }
 
 fn run(prepared: Prepared) -> ExitCode {
+    run_with(prepared, std::io::stdin(), std::io::stdout())
+}
+
+/// Serves the wire protocol on `input` / `output` (stdin and stdout for the binary; pipes for
+/// the bundled demo client).
+pub fn run_with<R, W>(prepared: Prepared, input: R, output: W) -> ExitCode
+where
+    R: std::io::Read + Send + 'static,
+    W: std::io::Write + Send + 'static,
+{
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -228,12 +238,16 @@ fn run(prepared: Prepared) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(serve(prepared))
+    runtime.block_on(serve(prepared, input, output))
 }
 
-async fn serve(prepared: Prepared) -> ExitCode {
+async fn serve<R, W>(prepared: Prepared, input: R, output: W) -> ExitCode
+where
+    R: std::io::Read + Send + 'static,
+    W: std::io::Write + Send + 'static,
+{
     let Prepared { cli, session, soul, trace } = prepared;
-    let (outbound, writer) = spawn_writer(std::io::stdout());
+    let (outbound, writer) = spawn_writer(output);
     if let Ok(mut slot) = trace.lock() {
         *slot = Some(outbound.clone());
     }
@@ -246,7 +260,7 @@ async fn serve(prepared: Prepared) -> ExitCode {
         Some(WireLog::new(&session.wire_path())),
     ));
     let server = WireServer::new(outbound, pending, soul, sink, VERSION.to_string());
-    let inbound = spawn_reader(std::io::stdin(), cli.max_line_bytes);
+    let inbound = spawn_reader(input, cli.max_line_bytes);
 
     let stop = CancellationToken::new();
     spawn_signal_watch(stop.clone());
