@@ -1,9 +1,14 @@
 //! kiwi: an agent runtime that speaks the Kimi Wire protocol over stdio.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod app;
+pub mod cli;
 pub mod config;
 pub mod llm;
 pub mod protocol;
+pub mod rpc;
 pub mod runtime;
+pub mod session;
 pub mod soul;
 pub mod tools;
+pub mod wire;

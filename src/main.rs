@@ -1,1 +1,5 @@
-fn main() {}
+//! The `kiwi` binary: everything lives in the library; see `kiwi::app`.
+
+fn main() -> std::process::ExitCode {
+    kiwi::app::main()
+}

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Config {
     #[serde(default)]
     pub default_model: String,
@@ -20,20 +20,6 @@ pub struct Config {
     pub services: Services,
     #[serde(default)]
     pub mcp: McpSettings,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            default_model: String::new(),
-            default_thinking: false,
-            models: BTreeMap::new(),
-            providers: BTreeMap::new(),
-            loop_control: LoopControl::default(),
-            services: Services::default(),
-            mcp: McpSettings::default(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

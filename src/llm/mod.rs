@@ -1,6 +1,7 @@
 //! The model side: a `ChatProvider` turns (system prompt, tools, history) into a stream of
 //! fragments. Providers know nothing of the wire; the soul forwards what they stream.
 
+pub mod build;
 pub mod echo;
 pub mod error;
 pub mod message;

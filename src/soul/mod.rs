@@ -1,4 +1,36 @@
 //! The agent core: one turn at a time, steps, tools, approvals, context.
+//!
+//! The soul knows nothing of JSON-RPC: it reads a `UserInput` and writes `SoulEvent`s into an
+//! `EventSink`. Cancellation is by dropping the turn future: every await point is a cancel point,
+//! and context changes are synchronous, so a cancelled turn never leaves half a step behind.
 
+pub mod agent;
 pub mod approval;
+pub mod compaction;
+pub mod context;
+pub mod error;
 pub mod event;
+pub mod retry;
+pub mod slash;
+pub mod step;
+pub mod tool_message;
+pub mod turn;
+
+use std::sync::Arc;
+
+pub use agent::Agent;
+pub use context::Context;
+pub use error::{TurnError, TurnOutcome};
+pub use event::{ClientAnswer, EventSink, SoulEvent};
+
+/// One agent with its context. Owned by one turn at a time.
+pub struct Soul {
+    pub agent: Arc<Agent>,
+    pub context: Context,
+}
+
+impl Soul {
+    pub fn new(agent: Arc<Agent>, context: Context) -> Self {
+        Self { agent, context }
+    }
+}

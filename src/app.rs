@@ -1,0 +1,263 @@
+//! Start-up and shutdown of the wire server (`cli-and-config.md` §1.2).
+//!
+//! Start-up happens before the first line is read; any failure exits non-zero with one readable
+//! line on stderr and nothing on stdout. Serving ends on EOF, SIGTERM/SIGINT (exit 0 after the
+//! queue is flushed) or a closed stdout (exit at once).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::Cli;
+use crate::config::{self, Config};
+use crate::llm::build::{TraceSink, build_provider};
+use crate::rpc::pending::PendingRequests;
+use crate::rpc::reader::spawn_reader;
+use crate::rpc::writer::spawn_writer;
+use crate::runtime::Runtime;
+use crate::session::store::{Session, SessionChoice, home_dir, normalize, share_dir};
+use crate::session::wire_log::WireLog;
+use crate::soul::{Agent, Context, EventSink, Soul};
+use crate::tools::Toolset;
+use crate::wire::projection::run_projection;
+use crate::wire::server::WireServer;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A start-up failure: usage errors exit 2, everything else 1.
+pub enum StartError {
+    Usage(String),
+    Fatal(String),
+}
+
+/// Everything start-up prepared for serving.
+pub struct Prepared {
+    cli: Cli,
+    session: Session,
+    soul: Soul,
+    trace: Arc<std::sync::Mutex<Option<crate::rpc::Outbound>>>,
+}
+
+#[allow(clippy::print_stderr)]
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    if cli.version {
+        #[allow(clippy::print_stdout)]
+        {
+            println!("kiwi, version {VERSION}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let share = share_dir();
+    let log_path = share.join("logs").join("kiwi.log");
+    let _log_guard = init_logging(&cli, &log_path);
+    match prepare(cli, &share) {
+        Ok(prepared) => run(prepared),
+        Err(StartError::Usage(msg)) => {
+            eprintln!("Usage: kiwi [OPTIONS]\nTry 'kiwi --help' for help.\n\nError: {msg}");
+            ExitCode::from(2)
+        }
+        Err(StartError::Fatal(msg)) => {
+            tracing::error!("start-up failed: {msg}");
+            eprintln!("{msg}\nSee logs: {}", log_path.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    let level = if cli.debug { "trace" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| level.into());
+    if cli.log_stderr {
+        let _ =
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
+        return None;
+    }
+    let dir = log_path.parent()?;
+    std::fs::create_dir_all(dir).ok()?;
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(log_path).ok()?;
+    let (writer, guard) = tracing_appender::non_blocking(file);
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(false).try_init();
+    Some(guard)
+}
+
+fn load_config(cli: &Cli, share: &Path) -> Result<Config, StartError> {
+    if let Some(text) = &cli.config {
+        return config::load_text(text).map_err(|e| StartError::Usage(e.to_string()));
+    }
+    if let Some(path) = &cli.config_file {
+        return config::load_file(path).map_err(|e| StartError::Fatal(e.to_string()));
+    }
+    std::fs::create_dir_all(share).map_err(|e| StartError::Fatal(format!("Cannot create {}: {e}", share.display())))?;
+    config::load_default(share).map(|(c, _)| c).map_err(|e| StartError::Fatal(e.to_string()))
+}
+
+fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
+    let cwd =
+        std::env::current_dir().map_err(|e| StartError::Fatal(format!("Cannot read the current directory: {e}")))?;
+    let dir = match &cli.work_dir {
+        Some(dir) => normalize(dir, &cwd),
+        None => normalize(&cwd, &cwd),
+    };
+    if !dir.is_dir() {
+        return Err(StartError::Usage(format!(
+            "Invalid value for '--work-dir' / '-w': Directory '{}' does not exist.",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
+    cli.validate().map_err(StartError::Usage)?;
+    let mut config = load_config(&cli, share)?;
+    let work_dir = resolve_work_dir(&cli)?;
+    if let Err(e) = std::env::set_current_dir(&work_dir) {
+        return Err(StartError::Fatal(format!("Cannot enter {}: {e}", work_dir.display())));
+    }
+    let choice = match (&cli.session, cli.continue_) {
+        (Some(id), _) => SessionChoice::Id(id.trim().to_string()),
+        (None, true) => SessionChoice::Continue,
+        (None, false) => SessionChoice::New,
+    };
+    let session = Session::open(share, &work_dir, &choice).map_err(|e| match e {
+        crate::session::SessionError::NoPrevious => StartError::Usage(e.to_string()),
+        other => StartError::Fatal(other.to_string()),
+    })?;
+
+    if let Some(n) = cli.max_steps_per_turn {
+        config.loop_control.max_steps_per_turn = n;
+    }
+    if let Some(n) = cli.max_retries_per_step {
+        config.loop_control.max_retries_per_step = n;
+    }
+    if let Some(n) = cli.max_ralph_iterations {
+        config.loop_control.max_ralph_iterations = n;
+    }
+    let settings = config::select(&config, cli.model.as_deref(), cli.thinking_flag(), &config::select::ProcessEnv)
+        .map_err(|e| StartError::Fatal(e.to_string()))?;
+    export_provider_env(&settings);
+    let trace: Arc<std::sync::Mutex<Option<crate::rpc::Outbound>>> = Arc::default();
+    let trace_sink: TraceSink = {
+        let trace = trace.clone();
+        Box::new(move |line: String| {
+            if let Some(out) = trace.lock().ok().and_then(|g| g.clone()) {
+                out.try_send_line(line);
+            }
+        })
+    };
+    let llm = build_provider(&settings, &session.id, Some(trace_sink)).map_err(StartError::Fatal)?;
+
+    let config = Arc::new(config);
+    let runtime = Arc::new(Runtime {
+        work_dir: work_dir.clone(),
+        share_dir: share.to_path_buf(),
+        session_dir: session.dir.clone(),
+        session_id: session.id.clone(),
+        config: config.clone(),
+        capabilities: settings.capabilities.clone(),
+    });
+    let _ = home_dir();
+    let toolset = Toolset::new(vec![Arc::new(crate::tools::Typed::new(crate::tools::todo::SetTodoList))]);
+    let context = Context::restore(&session.context_path())
+        .map_err(|e| StartError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
+    let agent = Arc::new(Agent::new(
+        runtime,
+        llm,
+        settings.model.max_context_size,
+        config.loop_control.clone(),
+        toolset,
+        cli.yolo,
+        String::new(),
+        crate::soul::slash::builtin_commands(),
+    ));
+    Ok(Prepared { cli, session, soul: Soul::new(agent, context), trace })
+}
+
+/// The provider's `env` table goes into the process environment (`_scripted_echo`, `vertexai`).
+fn export_provider_env(settings: &config::LlmSettings) {
+    use config::ProviderType;
+    if matches!(settings.provider.kind, ProviderType::ScriptedEcho | ProviderType::VertexAi) {
+        for (k, v) in &settings.provider.env {
+            // SAFETY: start-up runs on the main thread before any other thread is spawned
+            // (the tokio runtime, reader and writer come later), so nothing reads the env.
+            unsafe { std::env::set_var(k, v) };
+        }
+    }
+}
+
+fn run(prepared: Prepared) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(serve(prepared))
+}
+
+async fn serve(prepared: Prepared) -> ExitCode {
+    let Prepared { cli, session, soul, trace } = prepared;
+    let (outbound, writer) = spawn_writer(std::io::stdout());
+    if let Ok(mut slot) = trace.lock() {
+        *slot = Some(outbound.clone());
+    }
+    let pending = Arc::new(PendingRequests::default());
+    let (sink, events) = EventSink::channel();
+    let projection = tokio::spawn(run_projection(
+        events,
+        outbound.clone(),
+        pending.clone(),
+        Some(WireLog::new(&session.wire_path())),
+    ));
+    let server = WireServer::new(outbound, pending, soul, sink, VERSION.to_string());
+    let inbound = spawn_reader(std::io::stdin(), cli.max_line_bytes);
+
+    let stop = CancellationToken::new();
+    spawn_signal_watch(stop.clone());
+    let stdout_closed = writer.closed.clone();
+    tokio::select! {
+        () = server.serve(inbound, stop.clone()) => {}
+        () = stdout_closed.cancelled() => {
+            // Nobody reads us any more: end now, keeping the session consistent.
+            tracing::info!("stdout closed; exiting");
+            session.finish();
+            std::process::exit(0);
+        }
+    }
+    drop(server);
+    if let Ok(mut slot) = trace.lock() {
+        *slot = None;
+    }
+    // A turn that ignored its cancel may still hold a sender; do not wait for it forever.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), projection).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.join()).await;
+    session.finish();
+    ExitCode::SUCCESS
+}
+
+fn spawn_signal_watch(stop: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::info!("signal received; shutting down");
+        stop.cancel();
+    });
+}

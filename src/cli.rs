@@ -1,0 +1,222 @@
+//! Command-line flags (`cli-and-config.md` §1). Usage errors exit 2 with one readable message.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Parser};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kiwi",
+    about = "An agent runtime speaking the Kimi Wire protocol over stdio",
+    disable_version_flag = true
+)]
+pub struct Cli {
+    /// Print the version and exit.
+    #[arg(short = 'V', long = "version", action = ArgAction::SetTrue)]
+    pub version: bool,
+
+    /// Serve the Wire protocol on stdin/stdout (the default mode).
+    #[arg(long)]
+    pub wire: bool,
+    /// Non-interactive print mode (not available in kiwi yet).
+    #[arg(long)]
+    pub print: bool,
+    /// Agent Client Protocol mode (not available in kiwi yet).
+    #[arg(long)]
+    pub acp: bool,
+
+    /// Working directory of the agent (default: the current directory).
+    #[arg(short = 'w', long = "work-dir", value_name = "PATH")]
+    pub work_dir: Option<PathBuf>,
+    /// Resume this session of the work dir, or create it with exactly this id.
+    #[arg(short = 'S', long = "session", value_name = "ID")]
+    pub session: Option<String>,
+    /// Resume the work dir's last session.
+    #[arg(short = 'C', long = "continue")]
+    pub continue_: bool,
+
+    /// The whole config as JSON or TOML text.
+    #[arg(long = "config", value_name = "TEXT")]
+    pub config: Option<String>,
+    /// Config file (TOML, or JSON by suffix). Default: <share dir>/config.toml.
+    #[arg(long = "config-file", value_name = "PATH")]
+    pub config_file: Option<PathBuf>,
+    /// Model to use (a key of `models`).
+    #[arg(short = 'm', long = "model", value_name = "NAME")]
+    pub model: Option<String>,
+    /// Turn thinking on.
+    #[arg(long, overrides_with = "no_thinking")]
+    pub thinking: bool,
+    /// Turn thinking off.
+    #[arg(long = "no-thinking")]
+    pub no_thinking: bool,
+    /// Approve every action without asking.
+    #[arg(short = 'y', long = "yolo", visible_aliases = ["yes", "auto-approve"])]
+    pub yolo: bool,
+
+    /// Built-in agent: `default` or `okabe`.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Custom agent spec (YAML).
+    #[arg(long = "agent-file", value_name = "PATH")]
+    pub agent_file: Option<PathBuf>,
+    /// MCP config file(s).
+    #[arg(long = "mcp-config-file", value_name = "PATH")]
+    pub mcp_config_file: Vec<PathBuf>,
+    /// Inline MCP config JSON.
+    #[arg(long = "mcp-config", value_name = "JSON")]
+    pub mcp_config: Vec<String>,
+    /// Skills root (replaces user and project skill discovery).
+    #[arg(long = "skills-dir", value_name = "DIR")]
+    pub skills_dir: Option<PathBuf>,
+
+    #[arg(long = "max-steps-per-turn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_steps_per_turn: Option<u32>,
+    #[arg(long = "max-retries-per-step", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_retries_per_step: Option<u32>,
+    #[arg(long = "max-ralph-iterations", value_name = "N", value_parser = clap::value_parser!(i64).range(-1..), allow_negative_numbers = true)]
+    pub max_ralph_iterations: Option<i64>,
+
+    /// Verbose logging to the log file.
+    #[arg(long)]
+    pub debug: bool,
+    /// Accepted for compatibility; no effect in wire mode.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Write logs to stderr instead of the log file.
+    #[arg(long = "log-stderr")]
+    pub log_stderr: bool,
+    /// Longest accepted inbound line in bytes.
+    #[arg(long = "max-line-bytes", value_name = "BYTES", default_value_t = crate::rpc::reader::DEFAULT_MAX_LINE_BYTES)]
+    pub max_line_bytes: usize,
+
+    /// Ignored in wire mode (validated only).
+    #[arg(short = 'p', long = "prompt", visible_alias = "command", short_alias = 'c', value_name = "TEXT")]
+    pub prompt: Option<String>,
+    /// Print-mode only.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print-mode only.
+    #[arg(long = "input-format", value_name = "FORMAT")]
+    pub input_format: Option<String>,
+    /// Print-mode only.
+    #[arg(long = "output-format", value_name = "FORMAT")]
+    pub output_format: Option<String>,
+    /// Print-mode only.
+    #[arg(long = "final-message-only")]
+    pub final_message_only: bool,
+}
+
+impl Cli {
+    /// Cross-flag rules clap cannot express; the error text is the usage message.
+    pub fn validate(&self) -> Result<(), String> {
+        let modes: Vec<&str> = [(self.print, "--print"), (self.acp, "--acp"), (self.wire, "--wire")]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, name)| *name)
+            .collect();
+        if modes.len() > 1 {
+            return Err(format!("Cannot combine {}.", modes.join(", ")));
+        }
+        if self.print || self.acp {
+            return Err(format!("{} is not available in kiwi yet; use --wire.", modes[0]));
+        }
+        if self.agent.is_some() && self.agent_file.is_some() {
+            return Err("Cannot combine --agent and --agent-file.".into());
+        }
+        if self.continue_ && self.session.is_some() {
+            return Err("Cannot combine --continue and --session.".into());
+        }
+        if self.config.is_some() && self.config_file.is_some() {
+            return Err("Cannot combine --config and --config-file.".into());
+        }
+        if self.quiet {
+            return Err("Quiet mode cannot be combined with ACP or Wire UI".into());
+        }
+        if self.input_format.is_some() || self.output_format.is_some() || self.final_message_only {
+            return Err("--input-format, --output-format and --final-message-only are only for print mode".into());
+        }
+        if let Some(session) = &self.session
+            && session.trim().is_empty()
+        {
+            return Err("Session ID cannot be empty".into());
+        }
+        if let Some(config) = &self.config
+            && config.trim().is_empty()
+        {
+            return Err("Config cannot be empty".into());
+        }
+        if let Some(prompt) = &self.prompt
+            && prompt.trim().is_empty()
+        {
+            return Err("Prompt cannot be empty".into());
+        }
+        if let Some(agent) = &self.agent
+            && agent != "default"
+            && agent != "okabe"
+        {
+            return Err(format!("Invalid value for --agent: '{agent}' is not one of 'default', 'okabe'."));
+        }
+        for (path, what) in self
+            .agent_file
+            .iter()
+            .map(|p| (p, "--agent-file"))
+            .chain(self.mcp_config_file.iter().map(|p| (p, "--mcp-config-file")))
+            .chain(self.config_file.iter().map(|p| (p, "--config-file")))
+        {
+            if !path.is_file() {
+                return Err(format!("Invalid value for {what}: File '{}' does not exist.", path.display()));
+            }
+        }
+        if let Some(dir) = &self.skills_dir
+            && !dir.is_dir()
+        {
+            return Err(format!("Invalid value for --skills-dir: Directory '{}' does not exist.", dir.display()));
+        }
+        for text in &self.mcp_config {
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
+                return Err(format!("Invalid JSON: {e}"));
+            }
+        }
+        for path in &self.mcp_config_file {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("Cannot read {}: {e}", path.display()))?;
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+                return Err(format!("Invalid JSON: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn thinking_flag(&self) -> Option<bool> {
+        if self.thinking {
+            Some(true)
+        } else if self.no_thinking {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("kiwi").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        cli.validate()?;
+        Ok(cli)
+    }
+
+    #[test]
+    fn combinations() {
+        assert_eq!(parse(&["--print", "--wire"]).unwrap_err(), "Cannot combine --print, --wire.");
+        assert!(parse(&["--continue", "--session", "x"]).is_err());
+        assert_eq!(parse(&["--session", "  "]).unwrap_err(), "Session ID cannot be empty");
+        assert!(parse(&["--max-steps-per-turn", "0"]).is_err());
+        assert!(parse(&["--wire", "--yes", "-m", "x", "--no-thinking", "--max-ralph-iterations", "-1"]).is_ok());
+        assert!(parse(&["--quiet"]).is_err());
+        assert!(parse(&["--mcp-config", "{"]).unwrap_err().starts_with("Invalid JSON"));
+    }
+}

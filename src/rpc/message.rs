@@ -1,0 +1,266 @@
+//! JSON-RPC 2.0 envelopes and the classification of one inbound line (`wire-protocol.md` §2).
+//!
+//! Divergences from the reference, on purpose: integer ids are accepted and echoed with their
+//! type; the legacy methods `run` and `interrupt` are known methods.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::error_code::{ErrorCode, ErrorObject};
+
+/// A JSON-RPC id: a string or an integer, echoed back with the same type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    Int(i64),
+    Str(String),
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestId::Int(i) => write!(f, "{i}"),
+            RequestId::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Methods a client may call.
+pub const KNOWN_METHODS: [&str; 5] = ["initialize", "prompt", "cancel", "run", "interrupt"];
+
+/// What one inbound line turned out to be.
+#[derive(Debug, PartialEq)]
+pub enum Incoming {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    Response {
+        id: RequestId,
+        outcome: Result<Value, ErrorObject>,
+    },
+    /// Answer at once with this error (id null unless the request's id is known).
+    Reject {
+        id: Option<RequestId>,
+        error: ErrorObject,
+    },
+    /// Nothing to do (e.g. `{}`, an unknown notification).
+    Ignore,
+}
+
+fn invalid_request() -> Incoming {
+    Incoming::Reject { id: None, error: ErrorCode::InvalidRequest.with_message("Invalid request") }
+}
+
+/// Classifies one line, already stripped of its terminator.
+pub fn classify(line: &[u8]) -> Incoming {
+    let text = String::from_utf8_lossy(line);
+    let value: Value = match serde_json::from_str(text.trim()) {
+        Ok(v) => v,
+        Err(_) => {
+            return Incoming::Reject { id: None, error: ErrorCode::ParseError.with_message("Invalid JSON format") };
+        }
+    };
+    let Value::Object(mut obj) = value else { return invalid_request() };
+
+    if let Some(v) = obj.get("jsonrpc")
+        && v.as_str() != Some("2.0")
+    {
+        return invalid_request();
+    }
+    let method_present = obj.contains_key("method");
+    let method = match obj.remove("method") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => Some(m),
+        Some(_) => return invalid_request(),
+    };
+    let id = match obj.remove("id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(RequestId::Str(s)),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(i) => Some(RequestId::Int(i)),
+            None => return invalid_request(),
+        },
+        Some(_) => return invalid_request(),
+    };
+    let error = match obj.remove("error") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(e)) => match parse_error_object(e) {
+            Some(e) => Some(e),
+            None => return invalid_request(),
+        },
+        Some(_) => return invalid_request(),
+    };
+
+    match (method, id) {
+        (None, Some(id)) => {
+            if let Some(result) = obj.remove("result") {
+                Incoming::Response { id, outcome: Ok(result) }
+            } else if let Some(error) = error {
+                Incoming::Response { id, outcome: Err(error) }
+            } else if method_present {
+                Incoming::Reject { id: None, error: ErrorCode::InvalidRequest.with_message("Invalid response") }
+            } else {
+                Incoming::Ignore
+            }
+        }
+        (None, None) => Incoming::Ignore,
+        (Some(method), id) => {
+            let params = obj.remove("params");
+            match id {
+                Some(id) if KNOWN_METHODS.contains(&method.as_str()) => Incoming::Request { id, method, params },
+                Some(id) => Incoming::Reject {
+                    id: Some(id),
+                    error: ErrorCode::MethodNotFound.with_message(format!("Unexpected method received: {method}")),
+                },
+                None if KNOWN_METHODS.contains(&method.as_str()) => Incoming::Notification { method, params },
+                None => Incoming::Ignore,
+            }
+        }
+    }
+}
+
+fn parse_error_object(mut e: Map<String, Value>) -> Option<ErrorObject> {
+    let code = e.get("code")?.as_i64()?;
+    let message = e.get("message")?.as_str()?.to_string();
+    let data = e.remove("data").unwrap_or(Value::Null);
+    Some(ErrorObject { code, message, data })
+}
+
+/// `{"jsonrpc":"2.0","id":..,"result":..}`
+#[derive(Serialize)]
+pub struct ResponseFrame<'a, T: Serialize> {
+    pub jsonrpc: &'static str,
+    pub id: &'a RequestId,
+    pub result: &'a T,
+}
+
+/// `{"jsonrpc":"2.0","id":..,"error":{..}}`
+#[derive(Serialize)]
+pub struct ErrorFrame<'a> {
+    pub jsonrpc: &'static str,
+    pub id: Option<&'a RequestId>,
+    pub error: &'a ErrorObject,
+}
+
+/// `{"jsonrpc":"2.0","method":"event","params":{..}}`
+#[derive(Serialize)]
+pub struct NotificationFrame<'a, T: Serialize> {
+    pub jsonrpc: &'static str,
+    pub method: &'static str,
+    pub params: &'a T,
+}
+
+/// `{"jsonrpc":"2.0","method":"request","id":..,"params":{..}}`
+#[derive(Serialize)]
+pub struct RequestFrame<'a, T: Serialize> {
+    pub jsonrpc: &'static str,
+    pub method: &'static str,
+    pub id: &'a str,
+    pub params: &'a T,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reject(line: &str) -> (Option<RequestId>, i64, String) {
+        match classify(line.as_bytes()) {
+            Incoming::Reject { id, error } => (id, error.code, error.message),
+            other => panic!("expected reject for {line}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parse_errors() {
+        for line in ["{not-json}", "", "   ", "{\"a\":"] {
+            assert_eq!(reject(line), (None, -32700, "Invalid JSON format".into()));
+        }
+    }
+
+    #[test]
+    fn invalid_requests() {
+        for line in [
+            "[1,2]",
+            "\"str\"",
+            "42",
+            "null",
+            "true",
+            r#"{"jsonrpc":"2.1","id":"bad"}"#,
+            r#"{"jsonrpc":null,"id":"x","method":"prompt"}"#,
+            r#"{"jsonrpc":"2.0","id":"r5","error":{"code":"bad"}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"prompt"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"prompt"}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":5}"#,
+        ] {
+            assert_eq!(reject(line), (None, -32600, "Invalid request".into()), "{line}");
+        }
+        assert_eq!(reject(r#"{"jsonrpc":"2.0","id":"x","method":null}"#), (None, -32600, "Invalid response".into()));
+    }
+
+    #[test]
+    fn responses_and_ignores() {
+        assert_eq!(
+            classify(br#"{"jsonrpc":"2.0","id":"a","result":null}"#),
+            Incoming::Response { id: RequestId::Str("a".into()), outcome: Ok(Value::Null) }
+        );
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"m"}}"#),
+            Incoming::Response { outcome: Err(ErrorObject { code: 1, .. }), .. }
+        ));
+        assert_eq!(classify(br#"{"jsonrpc":"2.0","id":"r3"}"#), Incoming::Ignore);
+        assert_eq!(classify(b"{}"), Incoming::Ignore);
+        assert_eq!(classify(br#"{"jsonrpc":"2.0"}"#), Incoming::Ignore);
+        assert_eq!(classify(br#"{"jsonrpc":"2.0","method":"nope"}"#), Incoming::Ignore);
+    }
+
+    #[test]
+    fn methods() {
+        assert_eq!(
+            reject(r#"{"jsonrpc":"2.0","id":"1","method":"nope"}"#),
+            (Some(RequestId::Str("1".into())), -32601, "Unexpected method received: nope".into())
+        );
+        assert_eq!(
+            classify(br#"{"jsonrpc":"2.0","id":7,"method":"prompt","params":{"user_input":"x"}}"#),
+            Incoming::Request {
+                id: RequestId::Int(7),
+                method: "prompt".into(),
+                params: Some(serde_json::json!({"user_input":"x"}))
+            }
+        );
+        assert!(matches!(classify(br#"{"method":"interrupt"}"#), Incoming::Notification { .. }));
+        assert!(matches!(classify(br#"{"id":"","method":"cancel"}"#), Incoming::Request { .. }));
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_not_fatal() {
+        assert!(matches!(classify(b"\xff\xfe{"), Incoming::Reject { .. }));
+        let mut line = br#"{"jsonrpc":"2.0","id":"u","method":"prompt","params":{"user_input":""#.to_vec();
+        line.extend_from_slice(b"\xff\"}}");
+        assert!(matches!(classify(&line), Incoming::Request { .. }));
+    }
+
+    #[test]
+    fn frames_serialize_in_spec_key_order() {
+        let id = RequestId::Int(3);
+        let err = ErrorCode::InvalidState.with_message("No agent turn is in progress");
+        assert_eq!(
+            serde_json::to_string(&ErrorFrame { jsonrpc: "2.0", id: Some(&id), error: &err }).unwrap(),
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"No agent turn is in progress","data":null}}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&ResponseFrame {
+                jsonrpc: "2.0",
+                id: &RequestId::Str("p".into()),
+                result: &serde_json::json!({})
+            })
+            .unwrap(),
+            r#"{"jsonrpc":"2.0","id":"p","result":{}}"#
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! JSON-RPC over stdio: the only layer that sees bytes.
+
+pub mod error_code;
+pub mod message;
+pub mod pending;
+pub mod reader;
+pub mod writer;
+
+pub use error_code::{ErrorCode, ErrorObject};
+pub use message::{Incoming, RequestId};
+pub use writer::Outbound;

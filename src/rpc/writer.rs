@@ -1,0 +1,169 @@
+//! The stdout writer: the only code that touches stdout.
+//!
+//! Frames arrive already serialized (payload plus `\n`) through a bounded queue. Writes are
+//! coalesced: the buffer is flushed when the queue runs empty, not after every frame. A write
+//! error (EPIPE: the client closed our stdout) cancels `closed` so the process can end at once.
+
+use std::io::{BufWriter, Write};
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::error_code::ErrorObject;
+use super::message::{ErrorFrame, NotificationFrame, RequestFrame, RequestId, ResponseFrame};
+
+/// Frames waiting for stdout; a slow client slows the producers down.
+pub const OUTBOUND_CAPACITY: usize = 4096;
+
+const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Handle for queueing frames. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Outbound {
+    tx: mpsc::Sender<Vec<u8>>,
+}
+
+pub struct WriterHandle {
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Cancelled when stdout is gone.
+    pub closed: CancellationToken,
+}
+
+impl WriterHandle {
+    /// Waits (on a blocking thread) until every queued frame is written. All `Outbound`
+    /// clones must be dropped first.
+    pub async fn join(mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+pub fn spawn_writer<W: Write + Send + 'static>(out: W) -> (Outbound, WriterHandle) {
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_CAPACITY);
+    let closed = CancellationToken::new();
+    let closed_flag = closed.clone();
+    let thread = std::thread::Builder::new()
+        .name("kiwi-stdout".into())
+        .spawn(move || {
+            let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, out);
+            while let Some(frame) = rx.blocking_recv() {
+                let mut result = out.write_all(&frame);
+                while result.is_ok() {
+                    match rx.try_recv() {
+                        Ok(frame) => result = out.write_all(&frame),
+                        Err(_) => break,
+                    }
+                }
+                if let Err(e) = result.and_then(|()| out.flush()) {
+                    tracing::info!("stdout closed: {e}");
+                    closed_flag.cancel();
+                    return;
+                }
+            }
+            let _ = out.flush();
+        })
+        .ok();
+    if thread.is_none() {
+        closed.cancel();
+    }
+    (Outbound { tx }, WriterHandle { thread, closed })
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(128);
+    if let Err(e) = serde_json::to_writer(&mut buf, value) {
+        // Our own types always serialize; this is a bug, not a client error.
+        tracing::error!("cannot serialize an outbound frame: {e}");
+        buf.clear();
+        buf.extend_from_slice(
+            br#"{"jsonrpc":"2.0","method":"event","params":{"type":"StepInterrupted","payload":{}}}"#,
+        );
+    }
+    buf.push(b'\n');
+    buf
+}
+
+impl Outbound {
+    /// Queues a serialized frame; false when the writer is gone.
+    pub async fn send_raw(&self, frame: Vec<u8>) -> bool {
+        self.tx.send(frame).await.is_ok()
+    }
+
+    /// Queues a raw non-JSON line (the scripted-echo trace switch).
+    pub fn try_send_line(&self, line: String) {
+        let mut bytes = line.into_bytes();
+        bytes.push(b'\n');
+        let _ = self.tx.try_send(bytes);
+    }
+
+    pub async fn respond<T: Serialize>(&self, id: &RequestId, result: &T) {
+        self.send_raw(encode(&ResponseFrame { jsonrpc: "2.0", id, result })).await;
+    }
+
+    pub async fn error(&self, id: Option<&RequestId>, error: &ErrorObject) {
+        self.send_raw(encode(&ErrorFrame { jsonrpc: "2.0", id, error })).await;
+    }
+
+    pub fn event_frame<T: Serialize>(params: &T) -> Vec<u8> {
+        encode(&NotificationFrame { jsonrpc: "2.0", method: "event", params })
+    }
+
+    pub fn request_frame<T: Serialize>(id: &str, params: &T) -> Vec<u8> {
+        encode(&RequestFrame { jsonrpc: "2.0", method: "request", id, params })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    struct Broken;
+
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_are_written_in_order_as_utf8_lines() {
+        let sink = Shared::default();
+        let (out, handle) = spawn_writer(sink.clone());
+        out.respond(&RequestId::Str("a".into()), &serde_json::json!({"t":"héllo"})).await;
+        out.send_raw(Outbound::event_frame(&serde_json::json!({"n":1}))).await;
+        drop(out);
+        handle.join().await;
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            text,
+            "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{\"t\":\"héllo\"}}\n{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":{\"n\":1}}\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn broken_pipe_cancels_closed() {
+        let (out, handle) = spawn_writer(Broken);
+        out.send_raw(b"x\n".to_vec()).await;
+        handle.closed.cancelled().await;
+    }
+}

@@ -1,0 +1,8 @@
+//! Sessions on disk: the share dir, session folders, append-only JSONL files, `wire.jsonl`.
+
+pub mod jsonl;
+pub mod pyjson;
+pub mod store;
+pub mod wire_log;
+
+pub use store::{Session, SessionChoice, SessionError};

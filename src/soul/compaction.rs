@@ -1,0 +1,151 @@
+//! Context compaction (`soul.md` §6): keep the last two user/assistant messages, summarize what
+//! came before with one tool-less LLM call, and restart the context from the summary.
+
+use futures::StreamExt;
+
+use super::Soul;
+use super::error::TurnError;
+use super::event::EventSink;
+use super::retry::backoff;
+use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent};
+use crate::protocol::{ContentPart, Event};
+
+const COMPACTION_SYSTEM_PROMPT: &str = include_str!("prompts/compaction_system.md");
+const COMPACTION_INSTRUCTIONS: &str = include_str!("prompts/compaction_instructions.md");
+const COMPACTED_NOTE: &str = include_str!("prompts/compacted_note.md");
+
+/// Index where the preserved tail starts, or `None` when there is nothing to summarize.
+fn tail_start(history: &[Message]) -> Option<usize> {
+    let mut seen = 0;
+    for (i, m) in history.iter().enumerate().rev() {
+        if matches!(m.role, Role::User | Role::Assistant) {
+            seen += 1;
+            if seen == 2 {
+                return (i > 0).then_some(i);
+            }
+        }
+    }
+    None
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
+
+/// The single user message that asks for the summary.
+fn compaction_request(to_summarize: &[Message], focus: &str) -> Message {
+    let mut parts = Vec::new();
+    for (i, m) in to_summarize.iter().enumerate() {
+        parts.push(ContentPart::text(format!("## Message {}\nRole: {}\nContent:\n", i + 1, role_name(m.role))));
+        parts.extend(m.content.iter().filter(|p| !p.is_think()).cloned());
+    }
+    let mut instructions = COMPACTION_INSTRUCTIONS.trim().to_string();
+    if !focus.is_empty() {
+        instructions.push_str("\n\nGive particular attention to: ");
+        instructions.push_str(focus);
+    }
+    parts.push(ContentPart::text(instructions));
+    Message::user(parts)
+}
+
+impl Soul {
+    /// Compacts with `CompactionBegin` / `CompactionEnd` around it.
+    pub(super) async fn compact(&mut self, sink: &EventSink) -> Result<(), TurnError> {
+        self.compact_with_focus(sink, "").await
+    }
+
+    pub(super) async fn compact_with_focus(&mut self, sink: &EventSink, focus: &str) -> Result<(), TurnError> {
+        sink.emit(Event::CompactionBegin {}).await;
+        let history = self.context.history().to_vec();
+        let new_history = match tail_start(&history) {
+            None => history,
+            Some(start) => {
+                let Some(llm) = self.agent.llm.clone() else { return Err(TurnError::LlmNotSet) };
+                let request = compaction_request(&history[..start], focus);
+                let summary = summarize(&llm, &request, self.agent.loop_control.max_retries_per_step)
+                    .await
+                    .map_err(TurnError::Provider)?;
+                let mut first = vec![ContentPart::text(format!("<system>{}</system>", COMPACTED_NOTE.trim()))];
+                first.extend(summary.into_iter().filter(|p| !p.is_think()));
+                let mut rebuilt = vec![Message::user(first)];
+                rebuilt.extend_from_slice(&history[start..]);
+                rebuilt
+            }
+        };
+        self.context.clear().map_err(|e| TurnError::Internal(format!("Failed to rotate the context: {e}")))?;
+        self.context.checkpoint();
+        for message in new_history {
+            self.context.append(message);
+        }
+        sink.emit(Event::CompactionEnd {}).await;
+        Ok(())
+    }
+}
+
+async fn summarize(llm: &SharedProvider, request: &Message, max_attempts: u32) -> Result<Vec<ContentPart>, ChatError> {
+    let history = std::slice::from_ref(request);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match summarize_once(llm, history).await {
+            Ok(parts) => return Ok(parts),
+            Err(e) if e.is_retryable() && attempt < max_attempts.max(1) => {
+                tokio::time::sleep(backoff(attempt, &e)).await
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn summarize_once(llm: &SharedProvider, history: &[Message]) -> Result<Vec<ContentPart>, ChatError> {
+    let request = ChatRequest { system_prompt: COMPACTION_SYSTEM_PROMPT.trim(), tools: &[], history };
+    let mut stream = llm.stream(request).await?;
+    let mut parts: Vec<ContentPart> = Vec::new();
+    while let Some(item) = stream.next().await {
+        if let StreamEvent::Content(part) = item? {
+            match parts.last_mut() {
+                Some(last) => {
+                    if let Some(part) = last.merge(part) {
+                        parts.push(part);
+                    }
+                }
+                None => parts.push(part),
+            }
+        }
+    }
+    if parts.is_empty() {
+        return Err(ChatError::EmptyResponse);
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_two_exchanges() {
+        let u = |t: &str| Message::user_text(t);
+        let a = |t: &str| Message::new(Role::Assistant, vec![ContentPart::text(t)]);
+        assert_eq!(tail_start(&[u("a"), a("b")]), None);
+        assert_eq!(tail_start(&[a("b")]), None);
+        assert_eq!(tail_start(&[u("a"), a("b"), u("c"), a("d")]), Some(2));
+        let tool = Message::tool("x", vec![ContentPart::text("r")]);
+        assert_eq!(tail_start(&[u("a"), a("b"), tool.clone(), u("c"), a("d"), tool]), Some(3));
+    }
+
+    #[test]
+    fn request_lists_messages_without_think_parts() {
+        let m = Message::new(Role::Assistant, vec![ContentPart::think("hidden"), ContentPart::text("shown")]);
+        let req = compaction_request(&[m], "tests");
+        let text = req.text();
+        assert!(text.contains("## Message 1\nRole: assistant"));
+        assert!(text.contains("shown") && !text.contains("hidden"));
+        assert!(text.ends_with("tests"));
+    }
+}

@@ -1,0 +1,229 @@
+//! The conversation context: history, token count and checkpoints, mirrored line by line into
+//! `context.jsonl` (`sessions.md` §5).
+//!
+//! Invariants: memory and file change together, one line per change; a restore skips torn or
+//! unparsable lines with a warning (it never fails the start and never silently empties the
+//! history); rotation renames the file to `context_<N>.jsonl` before a new one is started.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::llm::{Message, Role};
+use crate::session::jsonl::{JsonlAppender, read_lines};
+use crate::session::pyjson;
+
+#[derive(Serialize)]
+struct CheckpointLine {
+    role: &'static str,
+    id: u64,
+}
+
+#[derive(Serialize)]
+struct UsageLine {
+    role: &'static str,
+    token_count: u64,
+}
+
+pub struct Context {
+    path: PathBuf,
+    file: Option<JsonlAppender>,
+    history: Vec<Message>,
+    token_count: u64,
+    /// Id of the next checkpoint (= number of checkpoints taken).
+    next_checkpoint: u64,
+}
+
+impl Context {
+    /// Restores from `path` (missing or empty file = empty context) and opens it for appending.
+    pub fn restore(path: &Path) -> std::io::Result<Self> {
+        let mut ctx =
+            Self { path: path.to_path_buf(), file: None, history: Vec::new(), token_count: 0, next_checkpoint: 0 };
+        for (n, line) in read_lines(path)?.iter().enumerate() {
+            ctx.apply_line(line, n + 1);
+        }
+        ctx.file = Some(JsonlAppender::open(path)?);
+        Ok(ctx)
+    }
+
+    fn apply_line(&mut self, line: &str, n: usize) {
+        let value: serde_json::Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("{}:{n}: skipping an unreadable line ({e})", self.path.display());
+                return;
+            }
+        };
+        match value.get("role").and_then(|r| r.as_str()) {
+            Some("_usage") => {
+                if let Some(t) = value.get("token_count").and_then(|t| t.as_u64()) {
+                    self.token_count = t;
+                }
+            }
+            Some("_checkpoint") => {
+                if let Some(id) = value.get("id").and_then(|t| t.as_u64()) {
+                    self.next_checkpoint = id + 1;
+                }
+            }
+            _ => match serde_json::from_value::<Message>(value) {
+                Ok(m) => self.history.push(m),
+                Err(e) => tracing::warn!("{}:{n}: skipping an unreadable message ({e})", self.path.display()),
+            },
+        }
+    }
+
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    pub fn token_count(&self) -> u64 {
+        self.token_count
+    }
+
+    pub fn checkpoints(&self) -> u64 {
+        self.next_checkpoint
+    }
+
+    fn write(&mut self, line: &[u8]) {
+        if let Some(file) = &mut self.file
+            && let Err(e) = file.append(line)
+        {
+            tracing::error!("cannot write {}: {e}", self.path.display());
+        }
+    }
+
+    pub fn checkpoint(&mut self) -> u64 {
+        let id = self.next_checkpoint;
+        self.next_checkpoint += 1;
+        if let Ok(line) = pyjson::to_line(&CheckpointLine { role: "_checkpoint", id }) {
+            self.write(&line);
+        }
+        id
+    }
+
+    pub fn append(&mut self, message: Message) {
+        match serde_json::to_vec(&message) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                self.write(&line);
+            }
+            Err(e) => tracing::error!("cannot serialize a context message: {e}"),
+        }
+        self.history.push(message);
+    }
+
+    pub fn set_token_count(&mut self, token_count: u64) {
+        self.token_count = token_count;
+        if let Ok(line) = pyjson::to_line(&UsageLine { role: "_usage", token_count }) {
+            self.write(&line);
+        }
+    }
+
+    /// Archives the file as `context_<N>.jsonl` and starts an empty context.
+    pub fn clear(&mut self) -> std::io::Result<()> {
+        self.rotate()?;
+        self.history.clear();
+        self.token_count = 0;
+        self.next_checkpoint = 0;
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        self.file = None;
+        if self.path.exists() {
+            let archive = next_archive_path(&self.path)?;
+            std::fs::rename(&self.path, archive)?;
+        }
+        std::fs::File::create(&self.path)?;
+        self.file = Some(JsonlAppender::open(&self.path)?);
+        Ok(())
+    }
+
+    /// Number of `user`/`assistant` messages (compaction keeps the last two of them).
+    pub fn is_empty(&self) -> bool {
+        self.history.is_empty()
+    }
+
+    pub fn last_role(&self) -> Option<Role> {
+        self.history.last().map(|m| m.role)
+    }
+}
+
+/// `context_<N>.jsonl` with N one past the highest existing, reserved by creating it (mode 0600).
+fn next_archive_path(path: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("context");
+    let prefix = format!("{stem}_");
+    let mut highest = 0u64;
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if let Some(n) =
+            name.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".jsonl")).and_then(|n| n.parse::<u64>().ok())
+        {
+            highest = highest.max(n);
+        }
+    }
+    let mut n = highest + 1;
+    loop {
+        let candidate = dir.join(format!("{prefix}{n}.jsonl"));
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&candidate) {
+            Ok(_) => return Ok(candidate),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_match_the_reference_format_and_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        let mut c = Context::restore(&path).unwrap();
+        c.checkpoint();
+        c.append(Message::user_text("go"));
+        c.checkpoint();
+        c.set_token_count(60000);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "{\"role\": \"_checkpoint\", \"id\": 0}\n{\"role\":\"user\",\"content\":\"go\"}\n{\"role\": \"_checkpoint\", \"id\": 1}\n{\"role\": \"_usage\", \"token_count\": 60000}\n"
+        );
+        drop(c);
+        let c = Context::restore(&path).unwrap();
+        assert_eq!(c.history().len(), 1);
+        assert_eq!(c.token_count(), 60000);
+        assert_eq!(c.checkpoints(), 2);
+    }
+
+    #[test]
+    fn torn_tail_is_skipped_and_next_line_is_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        std::fs::write(&path, "{\"role\":\"user\",\"content\":\"a\"}\n{\"role\":\"assis").unwrap();
+        let mut c = Context::restore(&path).unwrap();
+        assert_eq!(c.history().len(), 1);
+        c.append(Message::user_text("b"));
+        drop(c);
+        let c = Context::restore(&path).unwrap();
+        assert_eq!(c.history().len(), 2);
+    }
+
+    #[test]
+    fn clear_rotates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        let mut c = Context::restore(&path).unwrap();
+        c.append(Message::user_text("a"));
+        c.clear().unwrap();
+        c.clear().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        assert!(dir.path().join("context_1.jsonl").exists());
+        assert!(dir.path().join("context_2.jsonl").exists());
+        assert!(c.is_empty());
+    }
+}

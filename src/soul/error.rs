@@ -1,0 +1,44 @@
+//! How a turn can fail; the wire maps each to its JSON-RPC error in one place.
+
+use thiserror::Error;
+
+use crate::llm::{Capability, ChatError};
+
+#[derive(Debug, Error)]
+pub enum TurnError {
+    #[error("LLM is not set")]
+    LlmNotSet,
+    #[error("{}", capability_message(model, missing))]
+    Capability { model: String, missing: Vec<Capability> },
+    #[error("{0}")]
+    Provider(ChatError),
+    /// A bug or an environment failure inside the turn; never silence, always an answer.
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn capability_message(model: &str, missing: &[Capability]) -> String {
+    let names: Vec<&str> = missing.iter().map(|c| c.as_str()).collect();
+    let word = if names.len() == 1 { "capability" } else { "capabilities" };
+    format!("LLM model '{model}' does not support required {word}: {}.", names.join(", "))
+}
+
+/// How a turn ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnOutcome {
+    Finished,
+    MaxStepsReached(u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capability_messages() {
+        let e = TurnError::Capability { model: "echo".into(), missing: vec![Capability::ImageIn] };
+        assert_eq!(e.to_string(), "LLM model 'echo' does not support required capability: image_in.");
+        let e = TurnError::Capability { model: "m".into(), missing: vec![Capability::ImageIn, Capability::VideoIn] };
+        assert_eq!(e.to_string(), "LLM model 'm' does not support required capabilities: image_in, video_in.");
+    }
+}

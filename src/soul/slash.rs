@@ -1,0 +1,54 @@
+//! Slash-command parsing (`soul.md` §7.1) and the built-in command table.
+
+use crate::protocol::methods::SlashCommandInfo;
+
+/// A parsed `/name args` input.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SlashCommand<'a> {
+    pub name: &'a str,
+    pub args: &'a str,
+}
+
+/// `None` when the text is not a command (then it goes to the model as is).
+pub fn parse(text: &str) -> Option<SlashCommand<'_>> {
+    let rest = text.trim().strip_prefix('/')?;
+    let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
+    let name = &rest[..end];
+    let valid_segment = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !name.split(':').all(valid_segment) {
+        return None;
+    }
+    Some(SlashCommand { name, args: rest[end..].trim_start() })
+}
+
+/// The built-in commands of wire mode, in the order `initialize` lists them.
+pub fn builtin_commands() -> Vec<SlashCommandInfo> {
+    let cmd = |name: &str, description: &str, aliases: &[&str]| SlashCommandInfo {
+        name: name.into(),
+        description: description.into(),
+        aliases: aliases.iter().map(|a| a.to_string()).collect(),
+    };
+    vec![
+        cmd("init", "Analyze the codebase and generate an `AGENTS.md` file", &[]),
+        cmd("compact", "Compact the context", &[]),
+        cmd("clear", "Clear the context", &["reset"]),
+        cmd("yolo", "Toggle YOLO mode (auto-approve all actions)", &[]),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsing_rules() {
+        assert_eq!(parse("/clear"), Some(SlashCommand { name: "clear", args: "" }));
+        assert_eq!(parse("  /skill:test  do it "), Some(SlashCommand { name: "skill:test", args: "do it" }));
+        assert_eq!(parse("/foo bar"), Some(SlashCommand { name: "foo", args: "bar" }));
+        assert_eq!(parse("/tmp/x is a path"), None);
+        assert_eq!(parse("hello /clear"), None);
+        assert_eq!(parse("/"), None);
+        assert_eq!(parse("/a:"), None);
+        assert_eq!(parse("/a:b:c x"), Some(SlashCommand { name: "a:b:c", args: "x" }));
+    }
+}

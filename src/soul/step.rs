@@ -1,0 +1,204 @@
+//! One step (`soul.md` §4): call the model (with retries), forward its fragments, queue each tool
+//! call as soon as it is complete, report usage, run the tools concurrently, grow the context.
+//!
+//! Invariants: fragments reach the sink one-to-one in stream order; `StatusUpdate` precedes the
+//! step's `ToolResult`s; results are stored in call order; the context is only touched after
+//! everything succeeded, synchronously, so a cancel (a dropped future) never stores half a step.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::stream::FuturesUnordered;
+use futures::{Future, StreamExt};
+
+use super::Soul;
+use super::approval::Approval;
+use super::error::TurnError;
+use super::event::EventSink;
+use super::retry::backoff;
+use super::tool_message::tool_message;
+use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent};
+use crate::protocol::{ContentPart, Event, StatusUpdate, TokenUsage, ToolCall, ToolResult, ToolReturnValue};
+use crate::tools::{ToolCallContext, Toolset};
+
+pub enum StepOutcome {
+    Continue,
+    Stop,
+}
+
+type ToolFuture = Pin<Box<dyn Future<Output = (usize, ToolReturnValue)> + Send>>;
+
+/// One attempt's stream, merged, with its tools possibly still running.
+struct Attempt {
+    content: Vec<ContentPart>,
+    calls: Vec<ToolCall>,
+    usage: Option<TokenUsage>,
+    message_id: Option<String>,
+    /// Tool calls queued as soon as complete. They are polled once the stream has ended, so a
+    /// step's `StatusUpdate` always precedes its approval requests and results (deterministic
+    /// order for clients; the model's stream is never held back by a tool).
+    running: FuturesUnordered<ToolFuture>,
+}
+
+impl Soul {
+    pub(super) async fn run_step(&mut self, llm: &SharedProvider, sink: &EventSink) -> Result<StepOutcome, TurnError> {
+        let lc = &self.agent.loop_control;
+        if self.context.token_count() + lc.reserved_context_size >= self.agent.max_context_size {
+            self.compact(sink).await?;
+        }
+        self.context.checkpoint();
+
+        let toolset = self.agent.toolset();
+        let approval = Approval::new(self.agent.approval.clone(), sink.clone());
+        let max_attempts = self.agent.loop_control.max_retries_per_step.max(1);
+        let mut attempt_no = 0;
+        let mut attempt = loop {
+            attempt_no += 1;
+            match self.stream_attempt(llm, &toolset, &approval, sink).await {
+                Ok(a) => break a,
+                Err(e) if e.is_retryable() && attempt_no < max_attempts => {
+                    tracing::info!("LLM call failed (attempt {attempt_no}/{max_attempts}), retrying: {e}");
+                    tokio::time::sleep(backoff(attempt_no, &e)).await;
+                }
+                Err(e) => return Err(TurnError::Provider(e)),
+            }
+        };
+
+        if let Some(usage) = attempt.usage {
+            self.context.set_token_count(usage.input());
+        }
+        let context_usage = attempt.usage.map(|u| u.input() as f64 / self.agent.max_context_size.max(1) as f64);
+        sink.emit(Event::StatusUpdate(StatusUpdate {
+            context_usage,
+            token_usage: attempt.usage,
+            message_id: attempt.message_id.clone(),
+        }))
+        .await;
+
+        let mut results: Vec<Option<ToolReturnValue>> = vec![None; attempt.calls.len()];
+        while let Some((i, result)) = attempt.running.next().await {
+            report(sink, &attempt.calls[i], &result).await;
+            results[i] = Some(result);
+        }
+
+        let results: Vec<ToolReturnValue> = results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| ToolReturnValue::error("Error running tool: no result", "Tool runtime error")))
+            .collect();
+        let tool_messages: Vec<Message> =
+            attempt.calls.iter().zip(&results).map(|(call, result)| tool_message(&call.id, result)).collect();
+        for message in &tool_messages {
+            self.check_capabilities(&message.content)?;
+        }
+        let has_calls = !attempt.calls.is_empty();
+        let mut assistant = Message::new(Role::Assistant, attempt.content);
+        if has_calls {
+            assistant.tool_calls = Some(attempt.calls);
+        }
+        self.context.append(assistant);
+        if let Some(usage) = attempt.usage {
+            self.context.set_token_count(usage.total());
+        }
+        for message in tool_messages {
+            self.context.append(message);
+        }
+
+        if results.iter().any(ToolReturnValue::is_rejection) || !has_calls {
+            Ok(StepOutcome::Stop)
+        } else {
+            Ok(StepOutcome::Continue)
+        }
+    }
+
+    /// One LLM call: forwards fragments and starts tools as their calls complete.
+    async fn stream_attempt(
+        &self,
+        llm: &SharedProvider,
+        toolset: &Arc<Toolset>,
+        approval: &Approval,
+        sink: &EventSink,
+    ) -> Result<Attempt, ChatError> {
+        let history = self.context.history();
+        let request = ChatRequest { system_prompt: &self.agent.system_prompt, tools: toolset.specs(), history };
+        let mut stream = llm.stream(request).await?;
+        let mut attempt = Attempt {
+            content: Vec::new(),
+            calls: Vec::new(),
+            usage: None,
+            message_id: None,
+            running: FuturesUnordered::new(),
+        };
+        // Index of the call whose arguments are still streaming.
+        let mut open_call: Option<usize> = None;
+        loop {
+            let Some(item) = stream.next().await else { break };
+            let event = item?;
+            if !matches!(event, StreamEvent::ToolCallPart(_) | StreamEvent::MessageId(_) | StreamEvent::Usage(_))
+                && let Some(i) = open_call.take()
+            {
+                self.start_tool(&mut attempt, i, toolset, approval, sink);
+            }
+            match event {
+                StreamEvent::Content(part) => {
+                    sink.emit(Event::ContentPart(part.clone())).await;
+                    match attempt.content.last_mut() {
+                        Some(last) => {
+                            if let Some(part) = last.merge(part) {
+                                attempt.content.push(part);
+                            }
+                        }
+                        None => attempt.content.push(part),
+                    }
+                }
+                StreamEvent::ToolCall(call) => {
+                    sink.emit(Event::ToolCall(call.clone())).await;
+                    attempt.calls.push(call);
+                    open_call = Some(attempt.calls.len() - 1);
+                }
+                StreamEvent::ToolCallPart(part) => {
+                    if let Some(i) = open_call {
+                        attempt.calls[i].append_arguments(part.arguments_part.as_deref());
+                    }
+                    sink.emit(Event::ToolCallPart(part)).await;
+                }
+                StreamEvent::MessageId(id) => attempt.message_id = Some(id),
+                StreamEvent::Usage(usage) => attempt.usage = Some(usage),
+            }
+        }
+        if let Some(i) = open_call.take() {
+            self.start_tool(&mut attempt, i, toolset, approval, sink);
+        }
+        if attempt.content.is_empty() && attempt.calls.is_empty() {
+            return Err(ChatError::EmptyResponse);
+        }
+        Ok(attempt)
+    }
+
+    fn start_tool(
+        &self,
+        attempt: &mut Attempt,
+        index: usize,
+        toolset: &Arc<Toolset>,
+        approval: &Approval,
+        sink: &EventSink,
+    ) {
+        let call = &attempt.calls[index];
+        let ctx = ToolCallContext {
+            tool_call_id: call.id.clone(),
+            raw_arguments: call.function.arguments.clone(),
+            runtime: self.agent.runtime.clone(),
+            approval: approval.clone(),
+            sink: sink.clone(),
+        };
+        let toolset = toolset.clone();
+        let name = call.function.name.clone();
+        attempt.running.push(Box::pin(async move {
+            let result = toolset.dispatch(&name, ctx.raw_arguments.as_deref(), &ctx).await;
+            (index, result)
+        }));
+    }
+}
+
+async fn report(sink: &EventSink, call: &ToolCall, result: &ToolReturnValue) {
+    sink.emit(Event::ToolResult(ToolResult { tool_call_id: call.id.clone(), return_value: result.clone() })).await;
+}

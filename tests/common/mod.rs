@@ -1,0 +1,226 @@
+//! Test harness: spawns the real `kiwi` binary and talks to it over pipes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A temp home with a share dir and a work dir.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        Env { dir }
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn share(&self) -> PathBuf {
+        self.home().join(".kimi")
+    }
+
+    /// Writes `scripts` as a scripted-echo file and a config that uses it; returns the config path.
+    pub fn scripted_config(&self, scripts: &[&str]) -> PathBuf {
+        self.scripted_config_with(scripts, json!({}))
+    }
+
+    pub fn scripted_config_with(&self, scripts: &[&str], extra: Value) -> PathBuf {
+        let scripts_path = self.dir.path().join("scripts.json");
+        std::fs::write(&scripts_path, serde_json::to_string(scripts).unwrap()).unwrap();
+        let mut config = json!({
+            "default_model": "scripted",
+            "models": {"scripted": {"provider": "scripted_provider", "model": "scripted_echo", "max_context_size": 100000}},
+            "providers": {"scripted_provider": {"type": "_scripted_echo", "base_url": "", "api_key": "",
+                "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path.to_str().unwrap()}}}
+        });
+        merge(&mut config, extra);
+        let path = self.dir.path().join("config.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        path
+    }
+
+    pub fn command(&self, config: &Path, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiwi"));
+        cmd.arg("--wire").arg("--config-file").arg(config).args(extra).arg("--work-dir").arg(self.work());
+        cmd.env("HOME", self.home()).env("KIMI_SHARE_DIR", self.share()).env_remove("KIMI_SCRIPTED_ECHO_TRACE");
+        for var in ["KIMI_BASE_URL", "KIMI_API_KEY", "KIMI_MODEL_NAME", "OPENAI_BASE_URL", "OPENAI_API_KEY"] {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+
+    pub fn spawn(&self, config: &Path, extra: &[&str]) -> Kiwi {
+        Kiwi::spawn(self.command(config, extra))
+    }
+}
+
+pub fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(b), Value::Object(e)) => {
+            for (k, v) in e {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, e) => *b = e,
+    }
+}
+
+/// A running server. Killed on drop.
+pub struct Kiwi {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    /// Every JSON message read so far, in order.
+    pub seen: Vec<Value>,
+}
+
+impl Kiwi {
+    pub fn spawn(mut cmd: Command) -> Self {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn kiwi");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[kiwi stderr] {line}");
+            }
+        });
+        let stdin = child.stdin.take();
+        Kiwi { child, stdin, lines, seen: Vec::new() }
+    }
+
+    pub fn send(&mut self, message: Value) {
+        self.send_raw(&serde_json::to_string(&message).unwrap());
+    }
+
+    pub fn send_raw(&mut self, line: &str) {
+        self.send_bytes(format!("{line}\n").as_bytes());
+    }
+
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Next JSON line (non-JSON lines are skipped), or None on EOF / timeout.
+    pub fn next_within(&mut self, timeout: Duration) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Ok(v) = serde_json::from_str::<Value>(&line)
+                        && v.is_object()
+                    {
+                        self.seen.push(v.clone());
+                        return Some(v);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    pub fn next(&mut self) -> Value {
+        self.next_within(TIMEOUT).expect("a message from kiwi before the timeout")
+    }
+
+    /// Reads messages until the response to `id`; returns (messages before it, the response).
+    pub fn until_response(&mut self, id: &Value) -> (Vec<Value>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let m = self.next();
+            if m.get("method").is_none() && m.get("id") == Some(id) {
+                return (before, m);
+            }
+            before.push(m);
+        }
+    }
+
+    /// Sends a request and waits for its response, collecting what came before.
+    pub fn call(&mut self, id: &str, method: &str, params: Value) -> (Vec<Value>, Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.until_response(&json!(id))
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        self.call("init", "initialize", json!({"protocol_version": "1.2"})).1
+    }
+
+    pub fn prompt(&mut self, id: &str, input: Value) -> (Vec<Value>, Value) {
+        self.call(id, "prompt", json!({"user_input": input}))
+    }
+
+    /// Reads until the next server request (approval or external tool call).
+    pub fn until_request(&mut self) -> (Vec<Value>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let m = self.next();
+            if m["method"] == "request" {
+                return (before, m);
+            }
+            before.push(m);
+        }
+    }
+
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Drop for Kiwi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `params.type` of each event in `messages` (requests as `request:<type>`).
+pub fn types(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| match m["method"].as_str() {
+            Some("event") => m["params"]["type"].as_str().unwrap_or("?").to_string(),
+            Some("request") => format!("request:{}", m["params"]["type"].as_str().unwrap_or("?")),
+            _ => "response".to_string(),
+        })
+        .collect()
+}
