@@ -1,1 +1,90 @@
-//! placeholder
+//! The built-in toolset: the default agent's tools in order, and the agent-file tool paths.
+//!
+//! Invariants: tools that skip themselves (ReadMediaFile without image/video input, SearchWeb
+//! without a `moonshot_search` service) are simply absent; a known tool path that maps to a tool
+//! not available here returns `Some(None)`, an unknown path `None`.
+
+use std::sync::Arc;
+
+use super::fetch_url::FetchUrl;
+use super::glob::Glob;
+use super::grep::Grep;
+use super::read_file::ReadFile;
+use super::read_media_file::ReadMediaFile;
+use super::search_web::SearchWeb;
+use super::shell::Shell;
+use super::str_replace_file::StrReplaceFile;
+use super::think::Think;
+use super::todo::SetTodoList;
+use super::write_file::WriteFile;
+use super::{Tool, Typed};
+use crate::runtime::Runtime;
+
+/// The default agent's tool names, in order (before self-skipping).
+pub const DEFAULT_TOOL_NAMES: &[&str] = &[
+    "SetTodoList",
+    "Shell",
+    "ReadFile",
+    "ReadMediaFile",
+    "Glob",
+    "Grep",
+    "WriteFile",
+    "StrReplaceFile",
+    "SearchWeb",
+    "FetchURL",
+];
+
+/// Builds one built-in tool by name; `Some(None)` when it skips itself in this runtime.
+fn build(name: &str, runtime: &Arc<Runtime>) -> Option<Option<Arc<dyn Tool>>> {
+    let tool: Arc<dyn Tool> = match name {
+        "SetTodoList" => Arc::new(Typed::new(SetTodoList)),
+        "Think" => Arc::new(Typed::new(Think)),
+        "Shell" => Arc::new(Typed::new(Shell::new())),
+        "ReadFile" => Arc::new(Typed::new(ReadFile)),
+        "ReadMediaFile" => match ReadMediaFile::for_runtime(runtime) {
+            Some(t) => Arc::new(Typed::new(t)),
+            None => return Some(None),
+        },
+        "Glob" => Arc::new(Typed::new(Glob)),
+        "Grep" => Arc::new(Typed::new(Grep)),
+        "WriteFile" => Arc::new(Typed::new(WriteFile)),
+        "StrReplaceFile" => Arc::new(Typed::new(StrReplaceFile)),
+        "SearchWeb" => match runtime.config.services.moonshot_search.clone() {
+            Some(svc) => Arc::new(Typed::new(SearchWeb::new(svc))),
+            None => return Some(None),
+        },
+        "FetchURL" => Arc::new(Typed::new(FetchUrl::new(runtime.config.services.moonshot_fetch.clone()))),
+        // Known to agent files but provided elsewhere (subagents, D-Mail).
+        "Task" | "CreateSubagent" | "SendDMail" => return Some(None),
+        _ => return None,
+    };
+    Some(Some(tool))
+}
+
+/// The default agent's tools, skipping the ones unavailable in this runtime.
+pub fn default_tools(runtime: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
+    DEFAULT_TOOL_NAMES.iter().filter_map(|name| build(name, runtime).flatten()).collect()
+}
+
+/// Maps an agent-file tool path (`module:Class`) to its tool.
+///
+/// The module must be the tool's package or one of its submodules, e.g. both
+/// `kimi_cli.tools.file:Glob` and `kimi_cli.tools.file.glob:Glob` name Glob.
+pub fn tool_by_path(path: &str, runtime: &Arc<Runtime>) -> Option<Option<Arc<dyn Tool>>> {
+    let (module, class) = path.trim().split_once(':')?;
+    let package = match class {
+        "Shell" => "kimi_cli.tools.shell",
+        "ReadFile" | "ReadMediaFile" | "Glob" | "Grep" | "WriteFile" | "StrReplaceFile" => "kimi_cli.tools.file",
+        "SearchWeb" | "FetchURL" => "kimi_cli.tools.web",
+        "SetTodoList" => "kimi_cli.tools.todo",
+        "Think" => "kimi_cli.tools.think",
+        "Task" | "CreateSubagent" => "kimi_cli.tools.multiagent",
+        "SendDMail" => "kimi_cli.tools.dmail",
+        _ => return None,
+    };
+    let in_package = module == package || module.strip_prefix(package).is_some_and(|rest| rest.starts_with('.'));
+    if !in_package {
+        return None;
+    }
+    build(class, runtime)
+}

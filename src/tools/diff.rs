@@ -96,7 +96,7 @@ fn grouped_opcodes(mut codes: Vec<Opcode>, old_len: usize, new_len: usize, n: us
         }
         group.push((tag, a, b));
     }
-    if !group.is_empty() && !(group.len() == 1 && group[0].0 == DiffTag::Equal) {
+    if !(group.is_empty() || (group.len() == 1 && group[0].0 == DiffTag::Equal)) {
         groups.push(group);
     }
     // The empty first group difflib can yield when the text starts with a long equal run holds

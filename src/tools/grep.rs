@@ -202,10 +202,7 @@ pub fn search(work_dir: &Path, params: &GrepParams) -> SearchResult {
     let content = mode == Mode::Content;
     let (before, after) = if params.output_mode == "content" {
         let both = params.context;
-        (
-            params.before_context.or(both).unwrap_or(0) as usize,
-            params.after_context.or(both).unwrap_or(0) as usize,
-        )
+        (params.before_context.or(both).unwrap_or(0) as usize, params.after_context.or(both).unwrap_or(0) as usize)
     } else {
         (0, 0)
     };
@@ -240,8 +237,8 @@ pub fn search(work_dir: &Path, params: &GrepParams) -> SearchResult {
                     return WalkState::Continue;
                 }
             };
-            let is_file = entry.file_type().is_some_and(|t| t.is_file())
-                || (entry.depth() == 0 && entry.path().is_file());
+            let is_file =
+                entry.file_type().is_some_and(|t| t.is_file()) || (entry.depth() == 0 && entry.path().is_file());
             if !is_file {
                 return WalkState::Continue;
             }
@@ -355,7 +352,8 @@ impl Job {
                 Ok((printer.into_inner().into_inner(), hit))
             }
             Mode::Files | Mode::Count => {
-                let kind = if self.mode == Mode::Files { SummaryKind::PathWithMatch } else { SummaryKind::CountMatches };
+                let kind =
+                    if self.mode == Mode::Files { SummaryKind::PathWithMatch } else { SummaryKind::CountMatches };
                 let mut printer = SummaryBuilder::new()
                     .kind(kind)
                     .path(self.with_filename || self.mode == Mode::Files)

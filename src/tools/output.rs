@@ -52,7 +52,10 @@ pub fn split_lines(text: &str) -> Vec<&str> {
             if body.len() == l.len() {
                 // A single non-CR/LF boundary character (e.g. `\u{2028}`) ends the line.
                 l.strip_suffix(|c: char| {
-                    matches!(c, '\u{0b}' | '\u{0c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+                    matches!(
+                        c,
+                        '\u{0b}' | '\u{0c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+                    )
                 })
                 .unwrap_or(l)
             } else {

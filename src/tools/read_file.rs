@@ -84,6 +84,8 @@ impl TypedTool for ReadFile {
 
 /// Shared by the path-taking file tools: empty path and relative-escape checks. `verb` is
 /// "read a file", "write a file" or "edit a file".
+// The error is the finished tool result, handed straight back to the model; it is cold.
+#[allow(clippy::result_large_err)]
 pub(crate) fn check_path(work_dir: &Path, path: &str, verb: &str) -> Result<std::path::PathBuf, ToolReturnValue> {
     if path.is_empty() {
         return Err(ToolReturnValue::error("File path cannot be empty.", "Empty file path"));

@@ -53,12 +53,8 @@ pub struct Shell {
 
 impl Shell {
     pub fn new() -> Self {
-        let shell_path = SHELL_CANDIDATES
-            .iter()
-            .map(Path::new)
-            .find(|p| p.exists())
-            .unwrap_or(Path::new("/bin/sh"))
-            .to_path_buf();
+        let shell_path =
+            SHELL_CANDIDATES.iter().map(Path::new).find(|p| p.exists()).unwrap_or(Path::new("/bin/sh")).to_path_buf();
         Self { shell_path }
     }
 
@@ -110,9 +106,8 @@ impl Shell {
         let timeout = params.timeout as u64;
         match self.run_command(&params.command, &ctx.runtime.work_dir, Duration::from_secs(timeout)).await {
             Ok((builder, Some(0))) => builder.ok("Command executed successfully."),
-            Ok((builder, Some(code))) => {
-                builder.error(format!("Command failed with exit code: {code}."), format!("Failed with exit code: {code}"))
-            }
+            Ok((builder, Some(code))) => builder
+                .error(format!("Command failed with exit code: {code}."), format!("Failed with exit code: {code}")),
             Ok((builder, None)) => builder
                 .error(format!("Command killed by timeout ({timeout}s)"), format!("Killed by timeout ({timeout}s)")),
             Err(e) => ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),

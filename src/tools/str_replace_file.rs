@@ -69,7 +69,9 @@ impl TypedTool for StrReplaceFile {
                 Ok(p) => p,
                 Err(e) => return e,
             };
-            let failed = |e: std::io::Error| ToolReturnValue::error(format!("Failed to edit. Error: {e}"), "Failed to edit file");
+            let failed = |e: std::io::Error| {
+                ToolReturnValue::error(format!("Failed to edit. Error: {e}"), "Failed to edit file")
+            };
             match std::fs::metadata(&path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return ToolReturnValue::error(format!("`{given}` does not exist."), "File not found");

@@ -65,8 +65,9 @@ impl TypedTool for WriteFile {
                     "Parent directory not found",
                 );
             }
-            let failed =
-                |e: std::io::Error| ToolReturnValue::error(format!("Failed to write to {given}. Error: {e}"), "Failed to write file");
+            let failed = |e: std::io::Error| {
+                ToolReturnValue::error(format!("Failed to write to {given}. Error: {e}"), "Failed to write file")
+            };
             let old_text = if path.exists() {
                 match read_text_universal(&path) {
                     Ok(t) => t,
@@ -104,7 +105,8 @@ impl TypedTool for WriteFile {
                 WriteMode::Overwrite => "overwritten",
                 WriteMode::Append => "appended to",
             };
-            ToolReturnValue::ok("", format!("File successfully {verb}. Current size: {size} bytes.")).with_display(blocks)
+            ToolReturnValue::ok("", format!("File successfully {verb}. Current size: {size} bytes."))
+                .with_display(blocks)
         })
     }
 }
