@@ -270,6 +270,7 @@ where
         () = stdout_closed.cancelled() => {
             // Nobody reads us any more: end now, keeping the session consistent.
             tracing::info!("stdout closed; exiting");
+            crate::tools::process::kill_all_process_groups();
             session.finish();
             std::process::exit(0);
         }
@@ -281,6 +282,8 @@ where
     // A turn that ignored its cancel may still hold a sender; do not wait for it forever.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), projection).await;
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.join()).await;
+    // Nothing a tool started outlives the server.
+    crate::tools::process::kill_all_process_groups();
     session.finish();
     ExitCode::SUCCESS
 }
