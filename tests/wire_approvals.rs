@@ -36,7 +36,10 @@ fn approve_runs_the_command() {
     answer(&mut k, &request, "approve");
     let (events, response) = k.until_response(&json!("p0"));
     assert_eq!(response["result"]["status"], "finished");
-    assert_eq!(types(&events), ["ApprovalResponse", "ToolResult", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
+    assert_eq!(
+        types(&events),
+        ["ApprovalResponse", "ToolResult", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]
+    );
     assert_eq!(events[0]["params"]["payload"], json!({"request_id": request["id"], "response": "approve"}));
     assert_eq!(
         events[1]["params"]["payload"]["return_value"],
@@ -134,7 +137,10 @@ fn write_and_edit_show_diff_blocks() {
     answer(&mut k, &request, "approve");
     let (events, request) = k.until_request();
     let result = events.iter().find(|e| e["params"]["type"] == "ToolResult").unwrap();
-    assert_eq!(result["params"]["payload"]["return_value"]["message"], "File successfully overwritten. Current size: 4 bytes.");
+    assert_eq!(
+        result["params"]["payload"]["return_value"]["message"],
+        "File successfully overwritten. Current size: 4 bytes."
+    );
     assert_eq!(result["params"]["payload"]["return_value"]["display"][0]["type"], "diff");
     let p = &request["params"]["payload"];
     assert_eq!(p["description"], format!("Edit file `{shown}`"));
@@ -149,10 +155,8 @@ fn write_and_edit_show_diff_blocks() {
 fn parallel_calls_an_approval_does_not_hold_back_other_results() {
     let env = Env::new();
     std::fs::write(env.work().join("f.txt"), "content\n").unwrap();
-    let read = format!(
-        "tool_call: {}",
-        json!({"id":"r","name":"ReadFile","arguments": json!({"path": "f.txt"}).to_string()})
-    );
+    let read =
+        format!("tool_call: {}", json!({"id":"r","name":"ReadFile","arguments": json!({"path": "f.txt"}).to_string()}));
     let script = format!("{}\n{read}", shell("s", "echo hi"));
     let config = env.scripted_config(&[&script, "text: ok"]);
     let mut k = env.spawn(&config, &[]);

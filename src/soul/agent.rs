@@ -42,11 +42,11 @@ pub struct AgentParts {
 impl Agent {
     pub fn new(parts: AgentParts) -> Self {
         let mut slash_commands = builtin_commands();
-        slash_commands.extend(
-            skill_commands(&parts.skills)
-                .into_iter()
-                .map(|(name, description)| SlashCommandInfo { name, description, aliases: Vec::new() }),
-        );
+        slash_commands.extend(skill_commands(&parts.skills).into_iter().map(|(name, description)| SlashCommandInfo {
+            name,
+            description,
+            aliases: Vec::new(),
+        }));
         Self {
             runtime: parts.runtime,
             llm: parts.llm,

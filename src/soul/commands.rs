@@ -10,7 +10,12 @@ use crate::llm::Message;
 use crate::protocol::{ContentPart, Event, UserInput};
 
 impl Soul {
-    pub(super) async fn run_command(&mut self, name: &str, args: &str, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
+    pub(super) async fn run_command(
+        &mut self,
+        name: &str,
+        args: &str,
+        sink: &EventSink,
+    ) -> Result<TurnOutcome, TurnError> {
         match name {
             "init" => return self.run_init(sink).await,
             "compact" => {

@@ -10,9 +10,7 @@ use super::retry::backoff;
 use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent};
 use crate::protocol::{ContentPart, Event};
 
-use crate::agent::prompts::{
-    COMPACTED_NOTE, COMPACTION_INSTRUCTIONS, COMPACTION_SYSTEM as COMPACTION_SYSTEM_PROMPT,
-};
+use crate::agent::prompts::{COMPACTED_NOTE, COMPACTION_INSTRUCTIONS, COMPACTION_SYSTEM as COMPACTION_SYSTEM_PROMPT};
 
 /// Index where the preserved tail starts, or `None` when there is nothing to summarize.
 fn tail_start(history: &[Message]) -> Option<usize> {

@@ -86,7 +86,11 @@ impl Soul {
     }
 
     /// The Ralph loop: the prompt once as given, then again and again until the model says STOP.
-    pub(super) async fn run_ralph(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
+    pub(super) async fn run_ralph(
+        &mut self,
+        parts: Vec<ContentPart>,
+        sink: &EventSink,
+    ) -> Result<TurnOutcome, TurnError> {
         let limit = self.agent.loop_control.max_ralph_iterations;
         let cap = if limit < 0 { u64::MAX } else { limit as u64 + 1 };
         let text: String = parts.iter().filter_map(ContentPart::as_text).collect::<Vec<_>>().join(" ");

@@ -24,7 +24,9 @@ use crate::tools::{ToolCallContext, Toolset};
 pub enum StepOutcome {
     Continue,
     /// The turn ends: no tool calls, or the user rejected one.
-    Stop { rejected: bool },
+    Stop {
+        rejected: bool,
+    },
 }
 
 type ToolFuture = Pin<Box<dyn Future<Output = (usize, ToolReturnValue)> + Send>>;
@@ -105,11 +107,7 @@ impl Soul {
         }
 
         let rejected = results.iter().any(ToolReturnValue::is_rejection);
-        if rejected || !has_calls {
-            Ok(StepOutcome::Stop { rejected })
-        } else {
-            Ok(StepOutcome::Continue)
-        }
+        if rejected || !has_calls { Ok(StepOutcome::Stop { rejected }) } else { Ok(StepOutcome::Continue) }
     }
 
     /// One LLM call: forwards fragments and starts tools as their calls complete.

@@ -60,8 +60,12 @@ impl Soul {
         } else {
             0.0
         };
-        sink.emit(Event::StatusUpdate(StatusUpdate { context_usage: Some(usage), token_usage: None, message_id: None }))
-            .await;
+        sink.emit(Event::StatusUpdate(StatusUpdate {
+            context_usage: Some(usage),
+            token_usage: None,
+            message_id: None,
+        }))
+        .await;
     }
 
     /// A normal agent run (`soul.md` §2): checks, the user message, then the step loop.
@@ -93,10 +97,6 @@ impl Soul {
     pub(super) fn check_capabilities(&self, parts: &[ContentPart]) -> Result<(), TurnError> {
         let missing: Vec<Capability> =
             required_capabilities(parts).into_iter().filter(|c| !self.agent.has(*c)).collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(TurnError::Capability { model: self.agent.model_name(), missing })
-        }
+        if missing.is_empty() { Ok(()) } else { Err(TurnError::Capability { model: self.agent.model_name(), missing }) }
     }
 }

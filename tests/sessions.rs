@@ -1,0 +1,284 @@
+//! Sessions on disk: create, resume, continue, locking, torn lines, clear, compaction, skills,
+//! flows and agent files.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{Env, types};
+use serde_json::json;
+
+fn session_dir(env: &Env, id: &str) -> PathBuf {
+    use md5::{Digest, Md5};
+    let key: String = Md5::digest(env.work().to_str().unwrap().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    env.share().join("sessions").join(key).join(id)
+}
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+fn finish(mut k: common::Kiwi) {
+    k.close_stdin();
+    assert!(k.wait_exit(Duration::from_secs(5)).expect("exit").success());
+}
+
+#[test]
+fn session_files_and_continue_appends() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: one", "text: two"]);
+    let mut k = env.spawn(&config, &["--session", "e2e-session"]);
+    k.prompt("p", json!("first"));
+    finish(k);
+    let dir = session_dir(&env, "e2e-session");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+    names.sort();
+    assert_eq!(names, ["context.jsonl", "wire.jsonl"]);
+    assert_eq!(lines(&dir.join("context.jsonl")).len(), 4);
+    assert_eq!(lines(&dir.join("wire.jsonl")).len(), 6);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.share().join("kimi.json")).unwrap()).unwrap();
+    assert_eq!(meta["work_dirs"][0]["last_session_id"], "e2e-session");
+    assert_eq!(meta["work_dirs"][0]["path"], env.work().to_str().unwrap());
+
+    // A new process starts the scripts again from the first one.
+    let mut k = env.spawn(&config, &["--continue"]);
+    let (events, _) = k.prompt("p", json!("second"));
+    assert_eq!(events[2]["params"]["payload"]["text"], "one");
+    finish(k);
+    assert_eq!(lines(&dir.join("context.jsonl")).len(), 8);
+    assert_eq!(lines(&dir.join("wire.jsonl")).len(), 11);
+}
+
+#[test]
+fn continue_without_a_session_is_a_usage_error() {
+    let env = Env::new();
+    let config = env.scripted_config(&[]);
+    let out = env.command(&config, &["--continue"]).stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No previous session found for the working directory"));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn empty_sessions_are_removed_at_exit() {
+    let env = Env::new();
+    let config = env.scripted_config(&[]);
+    let mut k = env.spawn(&config, &["--session", "empty"]);
+    k.initialize();
+    finish(k);
+    assert!(!session_dir(&env, "empty").exists());
+}
+
+#[test]
+fn a_second_server_on_the_same_session_is_refused() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: a"]);
+    let mut first = env.spawn(&config, &["--session", "shared"]);
+    first.initialize();
+    let out = env.command(&config, &["--session", "shared"]).stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Session shared is in use by another process"));
+    assert!(out.stdout.is_empty());
+    let (_, r) = first.prompt("p", json!("still mine"));
+    assert_eq!(r["result"]["status"], "finished");
+}
+
+#[test]
+fn resume_after_kill_with_a_torn_last_line() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: remembered", "text: after resume"]);
+    let mut k = env.spawn(&config, &["--session", "torn"]);
+    k.prompt("p", json!("keep this"));
+    k.child.kill().unwrap();
+    k.child.wait().unwrap();
+    let dir = session_dir(&env, "torn");
+    // Simulate a crash in the middle of writing the next line.
+    let context = dir.join("context.jsonl");
+    let mut text = std::fs::read_to_string(&context).unwrap();
+    text.push_str("{\"role\":\"user\",\"content\":\"half");
+    std::fs::write(&context, text).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("wire.jsonl"))
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(b"{\"timestamp\": 1.0, \"mess")
+        })
+        .unwrap();
+
+    let config2 = env.scripted_config(&["text: after resume"]);
+    let mut k = env.spawn(&config2, &["--session", "torn"]);
+    let (_, r) = k.prompt("p", json!("and this"));
+    assert_eq!(r["result"]["status"], "finished");
+    finish(k);
+    let context_lines = lines(&context);
+    assert!(context_lines.contains(&"{\"role\":\"user\",\"content\":\"keep this\"}".to_string()));
+    assert!(
+        context_lines.contains(&"{\"role\":\"user\",\"content\":\"half".to_string()),
+        "the fragment stays on its own line"
+    );
+    assert!(context_lines.contains(&"{\"role\":\"user\",\"content\":\"and this\"}".to_string()));
+    let wire = lines(&dir.join("wire.jsonl"));
+    assert!(
+        wire.iter()
+            .filter(|l| !l.contains("\"mess") || l.ends_with('}'))
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+    );
+}
+
+#[test]
+fn resumed_history_is_sent_to_the_model() {
+    let env = Env::new();
+    let echo = env.dir.path().join("echo.json");
+    std::fs::write(&echo, r#"{"default_model":"e","models":{"e":{"provider":"p","model":"x","max_context_size":1000}},"providers":{"p":{"type":"_echo"}}}"#).unwrap();
+    let mut k = env.spawn(&echo, &["--session", "echo"]);
+    let (_, r) = k.prompt("p", json!("text: first answer"));
+    assert_eq!(r["result"]["status"], "finished");
+    finish(k);
+    let context = lines(&session_dir(&env, "echo").join("context.jsonl"));
+    assert_eq!(context[3], r#"{"role":"assistant","content":"first answer"}"#);
+}
+
+#[test]
+fn clear_rotates_and_compact_events() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: a", "text: b"]);
+    let mut k = env.spawn(&config, &["--session", "c"]);
+    k.prompt("p1", json!("hello"));
+    let (events, _) = k.prompt("p2", json!("/compact"));
+    assert_eq!(
+        types(&events),
+        ["TurnBegin", "CompactionBegin", "CompactionEnd", "ContentPart", "StatusUpdate", "TurnEnd"]
+    );
+    assert_eq!(events[3]["params"]["payload"]["text"], "The context has been compacted.");
+    assert_eq!(events[4]["params"]["payload"], json!({"context_usage":0.0,"token_usage":null,"message_id":null}));
+    // Nothing was summarized, so no script was consumed: the next answer is the second script.
+    let (events, _) = k.prompt("p3", json!("next"));
+    assert_eq!(events[2]["params"]["payload"]["text"], "b");
+    let (events, _) = k.prompt("p4", json!("/clear"));
+    assert_eq!(types(&events), ["TurnBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
+    finish(k);
+    let dir = session_dir(&env, "c");
+    assert_eq!(std::fs::metadata(dir.join("context.jsonl")).unwrap().len(), 0);
+    assert!(dir.join("context_1.jsonl").exists() && dir.join("context_2.jsonl").exists());
+}
+
+#[test]
+fn compact_summarizes_and_persists() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: a1", "text: a2", "text: SUMMARY OF EARLIER WORK"]);
+    let mut k = env.spawn(&config, &["--session", "s"]);
+    k.prompt("p1", json!("u1"));
+    k.prompt("p2", json!("u2"));
+    let (events, r) = k.prompt("p3", json!("/compact keep the names"));
+    assert_eq!(r["result"]["status"], "finished");
+    assert_eq!(
+        types(&events),
+        ["TurnBegin", "CompactionBegin", "CompactionEnd", "ContentPart", "StatusUpdate", "TurnEnd"]
+    );
+    finish(k);
+    let context = lines(&session_dir(&env, "s").join("context.jsonl"));
+    assert_eq!(context[0], r#"{"role": "_checkpoint", "id": 0}"#);
+    assert!(context[1].contains("SUMMARY OF EARLIER WORK") && context[1].starts_with(r#"{"role":"user""#));
+    assert_eq!(context[2], r#"{"role":"user","content":"u2"}"#);
+    assert_eq!(context[3], r#"{"role":"assistant","content":"a2"}"#);
+}
+
+#[test]
+fn auto_compaction_from_usage() {
+    let env = Env::new();
+    let config =
+        env.scripted_config(&["usage: input_other=60000 output=10\ntext: big", "text: the summary", "text: after"]);
+    let mut k = env.spawn(&config, &[]);
+    k.prompt("p1", json!("u1"));
+    let (events, r) = k.prompt("p2", json!("u2"));
+    assert_eq!(r["result"]["status"], "finished");
+    assert_eq!(
+        types(&events),
+        ["TurnBegin", "StepBegin", "CompactionBegin", "CompactionEnd", "ContentPart", "StatusUpdate", "TurnEnd"]
+    );
+    assert_eq!(events[4]["params"]["payload"]["text"], "after");
+}
+
+fn write_skill(dir: &std::path::Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir.join(name)).unwrap();
+    std::fs::write(dir.join(name).join("SKILL.md"), text).unwrap();
+}
+
+#[test]
+fn skills_are_listed_and_injected() {
+    let env = Env::new();
+    let skills = env.dir.path().join("skills");
+    let skill_text = "---\nname: test\ndescription: A test skill\n---\n\nDo the test thing.";
+    write_skill(&skills, "test", skill_text);
+    write_skill(
+        &skills,
+        "test-flow",
+        "---\nname: test-flow\ndescription: A flow\ntype: flow\n---\n```mermaid\nflowchart TD\nA([BEGIN]) --> B[Say hello]\nB --> C([END])\n```\n",
+    );
+    let config = env.scripted_config(&["text: skill done", "text: hello!"]);
+    let mut k = env.spawn(&config, &["--skills-dir", skills.to_str().unwrap(), "--session", "sk"]);
+    let init = k.initialize();
+    let commands: Vec<(String, String)> = init["result"]["slash_commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["description"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        commands[4..],
+        [
+            ("skill:test".to_string(), "A test skill".to_string()),
+            ("skill:test-flow".to_string(), "A flow".to_string()),
+            ("flow:test-flow".to_string(), "A flow".to_string())
+        ]
+    );
+    let (events, r) = k.prompt("p1", json!("/skill:test"));
+    assert_eq!(r["result"]["status"], "finished");
+    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
+    let (events, r) = k.prompt("p2", json!("/flow:test-flow"));
+    assert_eq!(r["result"]["status"], "finished");
+    assert_eq!(
+        types(&events),
+        ["TurnBegin", "TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd", "TurnEnd"]
+    );
+    assert_eq!(events[1]["params"]["payload"]["user_input"], "Say hello");
+    finish(k);
+    let context = lines(&session_dir(&env, "sk").join("context.jsonl"));
+    let stored: serde_json::Value = serde_json::from_str(&context[1]).unwrap();
+    assert_eq!(stored["content"], skill_text);
+}
+
+#[test]
+fn agent_file_excludes_a_tool() {
+    let env = Env::new();
+    let agent = env.dir.path().join("agent.yaml");
+    std::fs::write(
+        &agent,
+        "version: 1\nagent:\n  extend: default\n  exclude_tools:\n    - kimi_cli.tools.shell:Shell\n",
+    )
+    .unwrap();
+    let shell = r#"tool_call: {"id": "s", "name": "Shell", "arguments": "{\"command\": \"echo hi\"}"}"#;
+    let config = env.scripted_config(&[shell, "text: ok"]);
+    let mut k = env.spawn(&config, &["--agent-file", agent.to_str().unwrap()]);
+    let (events, _) = k.prompt("p", json!("go"));
+    let result = events.iter().find(|e| e["params"]["type"] == "ToolResult").unwrap();
+    assert_eq!(result["params"]["payload"]["return_value"]["message"], "Tool `Shell` not found");
+    // Excluded tools are not builtins any more, so a client may register one of that name.
+    let init = k.call("i", "initialize", json!({"protocol_version":"1.2","external_tools":[{"name":"Shell","description":"mine","parameters":{"type":"object"}}]})).1;
+    assert_eq!(init["result"]["external_tools"]["accepted"], json!(["Shell"]));
+}
+
+#[test]
+fn ralph_loop_runs_until_max_iterations() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: did it", "text: <choice>CONTINUE</choice>", "text: never"]);
+    let mut k = env.spawn(&config, &["--max-ralph-iterations", "1"]);
+    let (events, r) = k.prompt("p", json!("work"));
+    assert_eq!(r["result"], json!({"status":"max_steps_reached","steps":2}));
+    assert_eq!(events[1]["params"]["payload"]["user_input"], json!([{"type":"text","text":"work"}]));
+    assert_eq!(types(&events).iter().filter(|t| *t == "TurnBegin").count(), 3);
+}
