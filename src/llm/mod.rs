@@ -4,6 +4,7 @@
 pub mod echo;
 pub mod error;
 pub mod message;
+pub mod providers;
 
 use std::sync::Arc;
 
