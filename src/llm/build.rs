@@ -29,7 +29,7 @@ pub fn build_provider(
                 .or_else(|| std::env::var("KIMI_SCRIPTED_ECHO_SCRIPTS").ok());
             Arc::new(ScriptedEchoProvider::from_env_path(path, trace)?)
         }
-        other => return Err(format!("Provider type {other:?} is not supported yet (session {session_id})")),
+        _ => super::providers::build_http_provider(settings, session_id)?,
     };
     Ok(Some(provider))
 }

@@ -5,6 +5,7 @@ pub mod build;
 pub mod echo;
 pub mod error;
 pub mod message;
+pub mod providers;
 
 use std::sync::Arc;
 
