@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use futures::FutureExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -186,8 +187,10 @@ impl WireServer {
         let server = self.clone();
         tokio::spawn(async move {
             let mut soul = server.soul.lock().await;
+            // A panic inside the turn is still answered (-32603), never left in silence.
+            let turn = std::panic::AssertUnwindSafe(soul.run_turn(input, &server.sink)).catch_unwind();
             let outcome = tokio::select! {
-                r = soul.run_turn(input, &server.sink) => Some(r),
+                r = turn => Some(r.unwrap_or_else(|panic| Err(TurnError::Internal(panic_message(&panic))))),
                 () = cancel.cancelled() => None,
             };
             drop(soul);
@@ -241,6 +244,16 @@ impl WireServer {
         self.pending.fail_all();
         self.sink.flush().await;
     }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    tracing::error!("a turn panicked: {text}");
+    format!("Panic: {text}")
 }
 
 fn busy() -> ErrorObject {
