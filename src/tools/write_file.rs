@@ -22,10 +22,10 @@ pub(crate) const EDIT_OUTSIDE: &str = "edit file outside of working directory";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WriteMode {
-    /// Replace the whole file.
+    // Replace the whole file.
     #[default]
     Overwrite,
-    /// Add the content at the end of the file.
+    // Add the content at the end of the file.
     Append,
 }
 

@@ -1,0 +1,192 @@
+//! Shell tool: output, exit codes, timeouts, approvals and process-group cleanup.
+
+mod tools_support;
+
+use std::time::{Duration, Instant};
+
+use kiwi::protocol::{ApprovalDecision, DisplayBlock};
+use kiwi::tools::process::group_alive;
+use serde_json::json;
+use tools_support::*;
+
+#[tokio::test]
+async fn echo_succeeds_with_output() {
+    let h = harness(true);
+    let r = h.call("Shell", json!({"command": "echo hi"})).await;
+    assert!(!r.is_error);
+    assert_eq!(text(&r), "hi\n");
+    assert_eq!(r.message, "Command executed successfully.");
+    assert!(r.display.is_empty());
+}
+
+#[tokio::test]
+async fn runs_in_work_dir_with_stdin_closed() {
+    let h = harness(true);
+    let r = h.call("Shell", json!({"command": "pwd; cat; echo done"})).await;
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(text(&r), format!("{}\ndone\n", h.work().display()));
+}
+
+#[tokio::test]
+async fn stderr_is_merged_in_order() {
+    let h = harness(true);
+    let r = h.call("Shell", json!({"command": "echo out1; sleep 0.1; echo err1 >&2; sleep 0.1; echo out2"})).await;
+    assert_eq!(text(&r), "out1\nerr1\nout2\n");
+}
+
+#[tokio::test]
+async fn nonzero_exit_is_an_error_with_output() {
+    let h = harness(true);
+    let r = h.call("Shell", json!({"command": "echo partial; exit 3"})).await;
+    assert!(r.is_error);
+    assert_eq!(r.message, "Command failed with exit code: 3.");
+    assert_eq!(brief(&r), Some("Failed with exit code: 3"));
+    assert_eq!(text(&r), "partial\n");
+}
+
+#[tokio::test]
+async fn empty_command_and_bad_timeout() {
+    let h = harness(true);
+    let r = h.call("Shell", json!({"command": ""})).await;
+    assert_eq!(r.message, "Command cannot be empty.");
+    assert_eq!(brief(&r), Some("Empty command"));
+    for t in [0, 301, -5] {
+        let r = h.call("Shell", json!({"command": "echo", "timeout": t})).await;
+        assert!(r.message.starts_with("Error validating JSON arguments:"), "{}", r.message);
+        assert_eq!(brief(&r), Some("Invalid arguments"));
+    }
+    let r = h.call("Shell", json!({"timeout": 5})).await;
+    assert!(r.message.starts_with("Error validating JSON arguments:"));
+    let r = h.call_raw("Shell", Some("{not json")).await;
+    assert!(r.message.starts_with("Error parsing JSON arguments:"));
+    let r = h.call_raw("Shell", Some("[]")).await;
+    assert!(r.message.starts_with("Error validating JSON arguments:"));
+}
+
+#[tokio::test]
+async fn timeout_kills_and_keeps_partial_output() {
+    let h = harness(true);
+    let start = Instant::now();
+    let r = h.call("Shell", json!({"command": "echo before; sleep 30 & sleep 30", "timeout": 1})).await;
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(r.is_error);
+    assert_eq!(r.message, "Command killed by timeout (1s)");
+    assert_eq!(brief(&r), Some("Killed by timeout (1s)"));
+    assert_eq!(text(&r), "before\n");
+}
+
+#[tokio::test]
+async fn long_lines_and_huge_output_are_truncated() {
+    let h = harness(true);
+    let r = h.call("Shell", json!({"command": "head -c 100000 /dev/zero | tr '\\0' 'a'; echo; seq 1 100000"})).await;
+    assert!(!r.is_error);
+    let out = text(&r);
+    let first = out.lines().next().unwrap_or_default();
+    // 2,000 characters including the newline.
+    assert_eq!(first.chars().count(), 1999);
+    assert!(first.ends_with("[...truncated]"));
+    assert!(out.chars().count() <= 50_000 + 20);
+    assert_eq!(r.message, "Command executed successfully. Output is truncated to fit in the message.");
+}
+
+#[tokio::test]
+async fn invalid_utf8_is_replaced() {
+    let h = harness(true);
+    let r = h.call("Shell", json!({"command": "printf 'a\\377b\\n'"})).await;
+    assert_eq!(text(&r), "a\u{FFFD}b\n");
+}
+
+#[tokio::test]
+async fn approval_request_shape_and_reject() {
+    let mut h = harness(false);
+    let (r, req) = h.call_answering("Shell", json!({"command": "touch x"}), ApprovalDecision::Reject).await;
+    let req = req.expect("approval asked");
+    assert_eq!(req.sender, "Shell");
+    assert_eq!(req.action, "run command");
+    assert_eq!(req.description, "Run command `touch x`");
+    assert_eq!(req.tool_call_id, "tc-1");
+    assert_eq!(req.display, vec![DisplayBlock::Shell { language: "bash".into(), command: "touch x".into() }]);
+    assert!(r.is_rejection());
+    assert!(!h.path("x").exists());
+
+    let (r, req) = h.call_answering("Shell", json!({"command": "touch x"}), ApprovalDecision::Approve).await;
+    assert!(req.is_some());
+    assert!(!r.is_error);
+    assert!(h.path("x").exists());
+}
+
+#[tokio::test]
+async fn empty_command_asks_no_approval() {
+    let mut h = harness(false);
+    let (r, req) = h.call_answering("Shell", json!({"command": ""}), ApprovalDecision::Approve).await;
+    assert!(req.is_none());
+    assert_eq!(brief(&r), Some("Empty command"));
+}
+
+async fn wait_for_pgid(path: &std::path::Path) -> i32 {
+    for _ in 0..200 {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && let Ok(pgid) = s.trim().parse::<i32>()
+        {
+            return pgid;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("command did not start");
+}
+
+async fn gone_within(pgid: i32, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if !group_alive(pgid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn dropping_the_call_kills_the_whole_group() {
+    let h = harness(true);
+    let pid_file = h.path("pgid");
+    let cmd = format!("echo $$ > {}; sleep 30 & sleep 30", pid_file.display());
+    let call = h.call("Shell", json!({"command": cmd}));
+    let pgid = tokio::select! {
+        _ = call => panic!("finished early"),
+        pgid = wait_for_pgid(&pid_file) => pgid,
+    };
+    // Give bash time to fork both sleeps before the future is dropped.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // `call` was dropped when select! returned.
+    assert!(gone_within(pgid, Duration::from_secs(1)).await, "process group {pgid} survived the cancel");
+}
+
+#[tokio::test]
+async fn cancelled_turn_via_abort_kills_the_group() {
+    let h = harness(true);
+    let pid_file = h.path("pgid");
+    let cmd = format!("echo $$ > {}; sleep 30 & sleep 30", pid_file.display());
+    let toolset = h.toolset.clone();
+    let ctx = h.ctx.clone();
+    let task =
+        tokio::spawn(async move { toolset.dispatch("Shell", Some(&json!({"command": cmd}).to_string()), &ctx).await });
+    let pgid = wait_for_pgid(&pid_file).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(group_alive(pgid));
+    task.abort();
+    assert!(gone_within(pgid, Duration::from_secs(1)).await);
+}
+
+#[tokio::test]
+async fn detached_background_process_survives_normal_exit() {
+    let h = harness(true);
+    let pid_file = h.path("bgpid");
+    let cmd = format!("sleep 30 > /dev/null 2>&1 & echo $! > {}", pid_file.display());
+    let r = h.call("Shell", json!({"command": cmd})).await;
+    assert!(!r.is_error);
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // SAFETY: signal 0 only checks existence.
+    assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "detached process should survive");
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}

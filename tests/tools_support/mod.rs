@@ -1,0 +1,145 @@
+//! Shared set-up for the built-in tool tests: a temp work dir, a runtime, the default toolset and
+//! a tool-call context whose approval channel the test can answer.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kiwi::config::Config;
+use kiwi::llm::Capability;
+use kiwi::protocol::{ApprovalDecision, ApprovalRequest, DisplayBlock, Request, ToolOutput, ToolReturnValue};
+use kiwi::runtime::Runtime;
+use kiwi::soul::approval::{Approval, ApprovalState};
+use kiwi::soul::event::{ClientAnswer, EventSink, SoulEvent};
+use kiwi::tools::{ToolCallContext, Toolset, builtin};
+use serde_json::Value;
+use tokio::sync::mpsc::Receiver;
+
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub runtime: Arc<Runtime>,
+    pub toolset: Toolset,
+    pub ctx: ToolCallContext,
+    pub rx: Receiver<SoulEvent>,
+}
+
+pub fn runtime(work_dir: &Path, config: Config, caps: &[Capability]) -> Arc<Runtime> {
+    Arc::new(Runtime {
+        work_dir: work_dir.to_path_buf(),
+        share_dir: work_dir.join(".share"),
+        session_dir: work_dir.join(".session"),
+        session_id: "test-session".into(),
+        config: Arc::new(config),
+        capabilities: caps.iter().copied().collect::<BTreeSet<_>>(),
+    })
+}
+
+pub fn harness(yolo: bool) -> Harness {
+    harness_with(yolo, Config::default(), &[])
+}
+
+pub fn harness_with(yolo: bool, config: Config, caps: &[Capability]) -> Harness {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Canonical, like the real work dir (macOS-style /tmp symlinks would otherwise differ).
+    let work = dir.path().canonicalize().expect("canonical");
+    let runtime = runtime(&work, config, caps);
+    let toolset = Toolset::new(builtin::default_tools(&runtime));
+    let (sink, rx) = EventSink::channel();
+    let approval = Approval::new(Arc::new(ApprovalState::new(yolo)), sink.clone());
+    let ctx = ToolCallContext {
+        tool_call_id: "tc-1".into(),
+        raw_arguments: None,
+        runtime: Arc::clone(&runtime),
+        approval,
+        sink,
+    };
+    Harness { dir, runtime, toolset, ctx, rx }
+}
+
+impl Harness {
+    pub fn work(&self) -> PathBuf {
+        self.runtime.work_dir.clone()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.work().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, content).expect("write");
+        p
+    }
+
+    pub async fn call(&self, name: &str, args: Value) -> ToolReturnValue {
+        self.toolset.dispatch(name, Some(&args.to_string()), &self.ctx).await
+    }
+
+    pub async fn call_raw(&self, name: &str, args: Option<&str>) -> ToolReturnValue {
+        self.toolset.dispatch(name, args, &self.ctx).await
+    }
+
+    /// Runs a call while answering its approval request with `decision`; returns the result and
+    /// the request that was sent.
+    pub async fn call_answering(
+        &mut self,
+        name: &str,
+        args: Value,
+        decision: ApprovalDecision,
+    ) -> (ToolReturnValue, Option<ApprovalRequest>) {
+        let args = args.to_string();
+        let (toolset, ctx, rx) = (&self.toolset, &self.ctx, &mut self.rx);
+        let call = toolset.dispatch(name, Some(&args), ctx);
+        let answer = async {
+            loop {
+                match rx.recv().await {
+                    Some(SoulEvent::Request { request: Request::ApprovalRequest(req), reply }) => {
+                        let _ = reply.send(ClientAnswer::Approval(decision));
+                        return Some(req);
+                    }
+                    Some(_) => continue,
+                    None => return None,
+                }
+            }
+        };
+        tokio::pin!(call);
+        tokio::pin!(answer);
+        // The call may finish without asking (validation errors): stop waiting then.
+        let mut request = None;
+        let result = loop {
+            tokio::select! {
+                r = &mut call => break r,
+                req = &mut answer, if request.is_none() => { request = req; }
+            }
+        };
+        (result, request)
+    }
+}
+
+pub fn text(r: &ToolReturnValue) -> &str {
+    match &r.output {
+        ToolOutput::Text(t) => t,
+        ToolOutput::Parts(_) => panic!("output is parts"),
+    }
+}
+
+pub fn brief(r: &ToolReturnValue) -> Option<&str> {
+    match r.display.first() {
+        Some(DisplayBlock::Brief { text }) => Some(text),
+        _ => None,
+    }
+}
+
+pub fn diffs(blocks: &[DisplayBlock]) -> Vec<(String, String, String)> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            DisplayBlock::Diff { path, old_text, new_text } => Some((path.clone(), old_text.clone(), new_text.clone())),
+            _ => None,
+        })
+        .collect()
+}
