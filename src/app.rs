@@ -125,9 +125,6 @@ fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
 
 pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     cli.validate().map_err(StartError::Usage)?;
-    // reqwest is built without a bundled crypto provider; every HTTP client (providers, FetchURL,
-    // SearchWeb) uses ring. A second install is a harmless no-op.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = load_config(&cli, share)?;
     let work_dir = resolve_work_dir(&cli)?;
     if let Err(e) = std::env::set_current_dir(&work_dir) {

@@ -6,6 +6,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod llm;
+pub mod net;
 pub mod protocol;
 pub mod rpc;
 pub mod runtime;

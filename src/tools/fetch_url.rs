@@ -55,7 +55,7 @@ impl FetchUrl {
     }
 
     fn client(&self, user_agent: &str) -> reqwest::Result<reqwest::Client> {
-        reqwest::Client::builder()
+        crate::net::client_builder()
             .user_agent(user_agent)
             .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
             .timeout(self.timeout)

@@ -100,7 +100,7 @@ impl SearchWeb {
                 "Search service not configured",
             ));
         }
-        let client = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build()?;
+        let client = crate::net::client_builder().timeout(REQUEST_TIMEOUT).build()?;
         let body = serde_json::json!({
             "text_query": params.query,
             "limit": params.limit,

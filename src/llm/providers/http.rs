@@ -24,10 +24,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const READ_TIMEOUT: Duration = Duration::from_secs(600);
 
 pub(crate) fn new_client() -> Result<reqwest::Client, String> {
-    // reqwest is built without a bundled crypto provider; ring is ours. Installing twice fails
-    // harmlessly (another provider, or ours, is already the default).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
+    crate::net::client_builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(READ_TIMEOUT)
         .build()

@@ -1,0 +1,15 @@
+//! HTTP clients. reqwest is built without a bundled crypto provider (ring is ours, no C build);
+//! every client goes through `client_builder`, which installs it first.
+
+use std::sync::Once;
+
+static CRYPTO: Once = Once::new();
+
+/// A reqwest builder that is safe to `build()`: the rustls crypto provider is installed.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    CRYPTO.call_once(|| {
+        // Fails only when another provider is already the default, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+}
