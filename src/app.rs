@@ -32,6 +32,9 @@ use crate::wire::server::WireServer;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Log lines that may wait for the log file before new ones are dropped.
+const LOG_QUEUE_LINES: usize = 512;
+
 /// A start-up failure: usage errors exit 2, everything else 1.
 pub enum StartError {
     Usage(String),
@@ -91,7 +94,11 @@ fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_bloc
     let dir = log_path.parent()?;
     std::fs::create_dir_all(dir).ok()?;
     let file = std::fs::OpenOptions::new().create(true).append(true).open(log_path).ok()?;
-    let (writer, guard) = tracing_appender::non_blocking(file);
+    // The default queue preallocates 128k slots (4 MB); a few hundred lines of slack is plenty.
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_QUEUE_LINES)
+        .lossy(true)
+        .finish(file);
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(false).try_init();
     Some(guard)
 }
