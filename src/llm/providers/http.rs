@@ -33,7 +33,6 @@ pub(crate) fn new_client() -> Result<reqwest::Client, String> {
 
 /// How the error text of a failed HTTP response is rendered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // Google is used by the gemini provider (next commit).
 pub(crate) enum ErrorStyle {
     /// openai / anthropic SDKs: `Error code: {status} - {repr(body)}`.
     Stainless,
@@ -51,7 +50,6 @@ pub(crate) struct RetryPolicy {
 }
 
 pub(crate) const STAINLESS_RETRIES: RetryPolicy = RetryPolicy { max_retries: 2, retry_count_header: true };
-#[allow(dead_code)]
 pub(crate) const NO_RETRIES: RetryPolicy = RetryPolicy { max_retries: 0, retry_count_header: false };
 
 /// One prepared POST: everything but the retry-count header is fixed.

@@ -11,11 +11,14 @@
 //! * errors carry the reference's -32003 texts and the classification of §2.4 (SDK-level retries
 //!   happen here; the agent-level retry loop belongs to the soul).
 
+mod anthropic;
 mod chaos;
 mod chat_completions;
+mod gemini;
 mod http;
 mod identity;
 pub mod pyrepr;
+mod responses;
 pub mod sse;
 
 use std::sync::Arc;
@@ -35,10 +38,10 @@ pub fn build_http_provider(settings: &LlmSettings, session_id: &str) -> Result<A
         ProviderType::Kimi => Arc::new(chat_completions::ChatCompletions::kimi(client, settings, session_id)?),
         ProviderType::Chaos => Arc::new(chat_completions::ChatCompletions::chaos(client, settings)?),
         ProviderType::OpenAiLegacy => Arc::new(chat_completions::ChatCompletions::openai(client, settings)?),
-        ProviderType::OpenAiResponses
-        | ProviderType::Anthropic
-        | ProviderType::GoogleGenAi
-        | ProviderType::VertexAi => return Err("provider not built yet in this branch".to_string()),
+        ProviderType::OpenAiResponses => Arc::new(responses::Responses::new(client, settings)?),
+        ProviderType::Anthropic => Arc::new(anthropic::Anthropic::new(client, settings)?),
+        ProviderType::GoogleGenAi => Arc::new(gemini::Gemini::new(client, settings, false)?),
+        ProviderType::VertexAi => Arc::new(gemini::Gemini::new(client, settings, true)?),
         ProviderType::Echo | ProviderType::ScriptedEcho => {
             return Err("echo providers are not HTTP providers".to_string());
         }

@@ -172,7 +172,6 @@ pub struct SseStream<M> {
     error: Option<ChatError>,
     /// Whether any content or tool call was produced (an empty reply is an error).
     produced: bool,
-    finished: bool,
 }
 
 impl<M: ChunkMapper> SseStream<M> {
@@ -189,7 +188,6 @@ impl<M: ChunkMapper> SseStream<M> {
             queue: VecDeque::new(),
             error: None,
             produced: false,
-            finished: false,
         }
     }
 
@@ -261,11 +259,9 @@ impl<M: ChunkMapper + Unpin> Stream for SseStream<M> {
                 return Poll::Ready(Some(Ok(ev)));
             }
             if let Some(err) = this.error.take() {
-                this.finished = true;
                 return Poll::Ready(Some(Err(err)));
             }
             let Some(body) = this.body.as_mut() else {
-                this.finished = true;
                 return Poll::Ready(None);
             };
             match body.as_mut().poll_next(cx) {
