@@ -297,10 +297,13 @@ where
 
 fn spawn_signal_watch(stop: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
+    // The handlers are registered here, before the first line is read, so a signal that arrives
+    // right after start-up is already ours (not the default "terminate at once").
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
     tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-            return;
-        };
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}

@@ -1,0 +1,57 @@
+//! kiwi driven by the published npm client, `@moonshot-ai/kimi-agent-sdk` (tests/sdk/check.mjs).
+//! Installs the SDK with `npm ci` on first use; skipped only when Node.js is not installed.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+
+#[test]
+fn published_sdk_drives_kiwi() {
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("node is not installed; skipping the SDK check");
+        return;
+    }
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
+    if !sdk.join("node_modules/@moonshot-ai/kimi-agent-sdk").exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&sdk)
+            .status()
+            .expect("run npm ci");
+        assert!(status.success(), "npm ci failed in tests/sdk");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let share = dir.path().join("share");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&share).unwrap();
+    let scripts = json!([
+        "tool_call: {\"id\": \"s1\", \"name\": \"Shell\", \"arguments\": \"{\\\"command\\\": \\\"echo hi\\\"}\"}",
+        "text: shell done",
+        "tool_call: {\"id\": \"x1\", \"name\": \"lookup\", \"arguments\": \"{\\\"q\\\": \\\"kiwi\\\"}\"}",
+        "text: all done",
+        "tool_call: {\"id\": \"s2\", \"name\": \"Shell\", \"arguments\": \"{\\\"command\\\": \\\"echo no\\\"}\"}",
+    ]);
+    let scripts_path = dir.path().join("scripts.json");
+    std::fs::write(&scripts_path, scripts.to_string()).unwrap();
+    let config = format!(
+        "default_model = \"s\"\n[models.s]\nprovider = \"p\"\nmodel = \"scripted_echo\"\nmax_context_size = 100000\n\
+         [providers.p]\ntype = \"_scripted_echo\"\nbase_url = \"\"\napi_key = \"\"\nenv = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = {:?} }}\n",
+        scripts_path.to_str().unwrap()
+    );
+    std::fs::write(share.join("config.toml"), config).unwrap();
+    let output = Command::new("node")
+        .arg(sdk.join("check.mjs"))
+        .current_dir(&sdk)
+        .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
+        .env("KIWI_WORK", &work)
+        .env("KIMI_SHARE_DIR", &share)
+        .env("HOME", dir.path())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the SDK check failed:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"));
+}
