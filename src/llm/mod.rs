@@ -6,6 +6,7 @@ pub mod echo;
 pub mod error;
 pub mod message;
 pub mod providers;
+pub mod pyfmt;
 
 use std::sync::Arc;
 

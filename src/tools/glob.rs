@@ -19,8 +19,8 @@ use globset::{GlobBuilder, GlobMatcher};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::listing::list_directory;
 use super::{ToolCallContext, TypedTool, paths};
+use crate::agent::system_prompt::work_dir_listing;
 use crate::protocol::ToolReturnValue;
 
 pub const MAX_MATCHES: usize = 1000;
@@ -74,7 +74,7 @@ fn glob_tool(work_dir: &Path, params: &GlobParams) -> ToolReturnValue {
             ),
             "Unsafe pattern",
         )
-        .with_output(list_directory(work_dir));
+        .with_output(work_dir_listing(work_dir));
     }
     let dir = match params.directory.as_deref() {
         None | Some("") => work_dir.to_path_buf(),

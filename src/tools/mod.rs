@@ -12,7 +12,6 @@ pub mod fetch_url;
 pub mod file_type;
 pub mod glob;
 pub mod grep;
-pub mod listing;
 pub mod output;
 pub mod paths;
 pub mod process;

@@ -13,7 +13,7 @@ use crate::llm::{ChatError, StreamEvent};
 use crate::protocol::{ContentPart, MediaUrl, TokenUsage, ToolCall, ToolCallPart};
 
 use super::pyjson::{PyInt, PyValue, loads, py_int, to_serde_map};
-use super::repr::{py_repr_str, py_split_whitespace, py_splitlines, py_strip};
+use crate::llm::pyfmt::{py_repr_str, py_split_whitespace, py_splitlines, py_strip};
 
 /// A script parsed into what a call streams.
 #[derive(Debug, Clone, PartialEq, Default)]

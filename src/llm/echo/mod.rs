@@ -3,13 +3,12 @@
 //! Invariants: both providers speak the same line-oriented DSL (`dsl`), whose error texts are
 //! wire-visible and match the reference verbatim; a call either fails before streaming anything
 //! or streams one event per part line, then the message id and usage (`stream`). Python string
-//! and JSON semantics the DSL relies on live in `repr` and `pyjson`.
+//! and JSON semantics the DSL relies on live in `crate::llm::pyfmt` and `pyjson`.
 
 mod dsl;
 #[allow(clippy::module_inception)]
 mod echo;
 mod pyjson;
-mod repr;
 mod scripted;
 mod stream;
 

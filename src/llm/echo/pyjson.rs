@@ -8,11 +8,10 @@
 //! U+FFFD because Rust strings cannot hold it. Integers keep their exact decimal text so their
 //! `repr` and re-encoding are exact.
 
-use std::fmt::Write as _;
-
 use serde_json::{Map, Number, Value};
 
-use super::repr::{py_repr_float, py_repr_str, py_strip};
+pub use crate::llm::pyfmt::json_str_literal;
+use crate::llm::pyfmt::{py_repr_float, py_repr_str, py_strip, write_json_str};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum PyValue {
@@ -240,38 +239,6 @@ fn unicode_decimal_value(c: char) -> Option<u8> {
     ];
     let code = u32::from(c);
     ZEROS.iter().find(|&&zero| (zero..zero + 10).contains(&code)).map(|zero| (code - zero) as u8)
-}
-
-/// `json.dumps(s)`: a double-quoted literal with every non-printable-ASCII character escaped.
-pub fn write_json_str(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\x08' => out.push_str("\\b"),
-            '\x0c' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            c => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    // Writing to a String cannot fail.
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-        }
-    }
-    out.push('"');
-}
-
-/// `json.dumps(s)` as a new string.
-pub fn json_str_literal(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    write_json_str(s, &mut out);
-    out
 }
 
 /// `json.loads(text)`; `None` where Python raises `JSONDecodeError`.

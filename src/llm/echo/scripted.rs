@@ -19,8 +19,8 @@ use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream};
 
 use super::dsl::parse_script;
 use super::pyjson::{PyValue, json_str_literal, loads};
-use super::repr::py_strip;
 use super::stream::into_stream;
+use crate::llm::pyfmt::py_strip;
 
 const NO_PARTS: &str = "ScriptedEchoChatProvider DSL produced no streamable parts.";
 

@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::llm::pyfmt::{py_repr_float, py_repr_str, write_json_str};
+
 /// `repr()` of the Python object that `json.loads` would build from `value`.
 pub fn repr(value: &Value) -> String {
     let mut out = String::new();
@@ -48,60 +50,17 @@ fn write_repr(value: &Value, out: &mut String) {
     }
 }
 
-/// Python prints floats with the shortest round-trip digits, always with a `.0` or exponent.
 fn write_number(n: &serde_json::Number, out: &mut String) {
-    if n.is_f64() {
-        let f = n.as_f64().unwrap_or(0.0);
-        if f.is_finite() && f == f.trunc() && f.abs() < 1e16 {
-            let _ = write!(out, "{f:.1}");
-        } else if f.abs() >= 1e16 || (f != 0.0 && f.abs() < 1e-4) {
-            // Python switches to exponent notation here: 1e+16, 1e-05.
-            let s = format!("{f:e}");
-            match s.split_once('e') {
-                Some((mant, exp)) => {
-                    let (sign, digits) = match exp.strip_prefix('-') {
-                        Some(d) => ('-', d),
-                        None => ('+', exp),
-                    };
-                    let _ = write!(out, "{mant}e{sign}{digits:0>2}");
-                }
-                None => out.push_str(&s),
-            }
-        } else {
-            let _ = write!(out, "{f}");
+    match n.as_f64().filter(|_| n.is_f64()) {
+        Some(f) => out.push_str(&py_repr_float(f)),
+        None => {
+            let _ = write!(out, "{n}");
         }
-    } else {
-        let _ = write!(out, "{n}");
     }
 }
 
 fn write_str_repr(s: &str, out: &mut String) {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            // Python escapes non-printable non-ASCII too; the common ones are these ranges.
-            c if (0x80..0xa0).contains(&(c as u32)) || c == '\u{ad}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if matches!(c as u32, 0x2028 | 0x2029 | 0xfeff) || (0xd800..0xe000).contains(&(c as u32)) => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
+    out.push_str(&py_repr_str(s));
 }
 
 /// `json.dumps(value)` with Python's default separators and ASCII escaping.
@@ -146,29 +105,6 @@ fn write_dumps(value: &Value, out: &mut String) {
             out.push('}');
         }
     }
-}
-
-fn write_json_str(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                let mut buf = [0u16; 2];
-                for unit in c.encode_utf16(&mut buf) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

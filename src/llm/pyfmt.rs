@@ -1,4 +1,5 @@
-//! Python text semantics the echo DSL is defined in terms of: `repr()` of strings and floats,
+//! Python text semantics that reach the wire verbatim (the echo DSL's error messages, the
+//! providers' `repr(dict)` errors, `json.dumps` arguments): `repr()` of strings and floats,
 //! `str.isspace()` / `str.strip()` / `str.split()`, and `str.splitlines()`.
 //!
 //! Invariants: every function here reproduces CPython 3's behaviour for the inputs the DSL can
@@ -136,6 +137,38 @@ pub fn py_repr_float(f: f64) -> String {
         let exp_sign = if exp < 0 { '-' } else { '+' };
         format!("{sign}{head}{frac}e{exp_sign}{:02}", exp.unsigned_abs())
     }
+}
+
+/// `json.dumps(s)`: a double-quoted literal with every non-printable-ASCII character escaped.
+pub fn write_json_str(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x08' => out.push_str("\\b"),
+            '\x0c' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            c => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    // Writing to a String cannot fail.
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
+/// `json.dumps(s)` as a new string.
+pub fn json_str_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    write_json_str(s, &mut out);
+    out
 }
 
 #[cfg(test)]
