@@ -282,3 +282,38 @@ fn ralph_loop_runs_until_max_iterations() {
     assert_eq!(events[1]["params"]["payload"]["user_input"], json!([{"type":"text","text":"work"}]));
     assert_eq!(types(&events).iter().filter(|t| *t == "TurnBegin").count(), 3);
 }
+
+#[test]
+fn init_runs_a_nested_turn_and_records_agents_md() {
+    let env = Env::new();
+    let path = env.work().join("AGENTS.md");
+    let write = format!(
+        "tool_call: {}",
+        json!({"id":"w","name":"WriteFile","arguments": json!({"path": path, "content": "# Project notes\n"}).to_string()})
+    );
+    let config = env.scripted_config(&[&write, "text: wrote it"]);
+    let mut k = env.spawn(&config, &["--yolo", "--session", "init"]);
+    let (events, r) = k.prompt("p", json!("/init"));
+    assert_eq!(r["result"]["status"], "finished");
+    assert_eq!(
+        types(&events),
+        [
+            "TurnBegin",
+            "TurnBegin",
+            "StepBegin",
+            "ToolCall",
+            "StatusUpdate",
+            "ToolResult",
+            "StepBegin",
+            "ContentPart",
+            "StatusUpdate",
+            "TurnEnd",
+            "TurnEnd"
+        ]
+    );
+    assert_ne!(events[1]["params"]["payload"]["user_input"], "/init");
+    finish(k);
+    let context = lines(&session_dir(&env, "init").join("context.jsonl"));
+    assert_eq!(context.len(), 1, "only the note reaches the real context: {context:?}");
+    assert!(context[0].contains("# Project notes"));
+}

@@ -1,7 +1,7 @@
 //! What the model sees of a tool result (`soul.md` §5.3).
 
 use crate::llm::{Capability, Message};
-use crate::protocol::{ContentPart, ToolOutput, ToolReturnValue};
+use crate::protocol::{ContentPart, DisplayBlock, ToolOutput, ToolReturnValue};
 
 fn system(text: &str) -> ContentPart {
     ContentPart::text(format!("<system>{text}</system>"))
@@ -10,7 +10,11 @@ fn system(text: &str) -> ContentPart {
 pub fn tool_message(tool_call_id: &str, result: &ToolReturnValue) -> Message {
     let mut content = Vec::new();
     if result.is_error {
-        content.push(system(&format!("ERROR: {}", result.message)));
+        let mut text = format!("ERROR: {}", result.message);
+        if result.display.iter().any(|b| matches!(b, DisplayBlock::Brief { text } if text == "Tool runtime error")) {
+            text.push_str(" This tool seems to be broken; avoid calling it again and find another way.");
+        }
+        content.push(system(&text));
     } else if !result.message.is_empty() {
         content.push(system(&result.message));
     }

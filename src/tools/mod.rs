@@ -28,6 +28,7 @@ pub mod write_file;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -167,7 +168,19 @@ impl Toolset {
             Ok(v) => v,
             Err(e) => return invalid_arguments(format!("Error parsing JSON arguments: {e}")),
         };
-        tool.call(arguments, ctx).await
+        // A tool that panics is a broken tool, not a broken turn: the model gets an error result.
+        match std::panic::AssertUnwindSafe(tool.call(arguments, ctx)).catch_unwind().await {
+            Ok(result) => result,
+            Err(panic) => {
+                let detail = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "the tool panicked".into());
+                tracing::error!("tool `{name}` panicked: {detail}");
+                ToolReturnValue::error(format!("Error running tool: {detail}"), "Tool runtime error")
+            }
+        }
     }
 }
 
@@ -192,5 +205,52 @@ mod tests {
         assert_eq!(parse_arguments(Some("")).unwrap(), Value::Object(Map::new()));
         assert_eq!(parse_arguments(Some("null")).unwrap(), Value::Object(Map::new()));
         assert!(parse_arguments(Some("{")).is_err());
+    }
+}
+
+#[cfg(test)]
+mod dispatch_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::soul::approval::{Approval, ApprovalState};
+    use crate::soul::event::EventSink;
+
+    struct Panics(ToolSpec);
+
+    impl Tool for Panics {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+
+        fn call<'a>(&'a self, _: Value, _: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
+            Box::pin(async { panic!("boom") })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_tool_is_an_error_result() {
+        let spec = ToolSpec { name: "P".into(), description: String::new(), parameters: Map::new() };
+        let set = Toolset::new(vec![Arc::new(Panics(spec))]);
+        let (sink, _rx) = EventSink::channel();
+        let runtime = Arc::new(crate::runtime::Runtime {
+            work_dir: std::env::temp_dir(),
+            share_dir: std::env::temp_dir(),
+            session_dir: std::env::temp_dir(),
+            session_id: "t".into(),
+            config: Arc::default(),
+            capabilities: Default::default(),
+        });
+        let ctx = ToolCallContext {
+            tool_call_id: "c".into(),
+            raw_arguments: None,
+            runtime,
+            approval: Approval::new(Arc::new(ApprovalState::new(true)), sink.clone()),
+            sink,
+        };
+        let r = set.dispatch("P", None, &ctx).await;
+        assert!(r.is_error);
+        assert_eq!(r.message, "Error running tool: boom");
+        assert_eq!(r.display, vec![crate::protocol::DisplayBlock::brief("Tool runtime error")]);
     }
 }
