@@ -708,3 +708,241 @@ fn image_input_reaches_each_provider_in_its_format() {
         assert!(all_text(&parts[0]).contains("What is in this image?"), "{}: {last_user}", p.kind);
     }
 }
+
+// ---- cancellation while streaming, in backoff and in a tool; step limits ----
+
+/// A kimi SSE body: one text delta, then a Shell call running `command`, then usage.
+fn kimi_shell_call(command: &str) -> String {
+    let args = serde_json::to_string(&json!({"command": command})).unwrap();
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "model": "kimi-k2-turbo-preview",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    [
+        chunk(json!({"role": "assistant", "content": "Running it."}), Value::Null),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "Shell:0", "type": "function",
+                "function": {"name": "Shell", "arguments": args}}]}),
+            Value::Null,
+        ),
+        chunk(json!({}), json!("tool_calls")),
+    ]
+    .iter()
+    .map(|c| format!("data: {c}\n\n"))
+    .chain(["data: [DONE]\n\n".to_string()])
+    .collect()
+}
+
+fn roles(body: &Value) -> Vec<String> {
+    body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap().to_string()).collect()
+}
+
+/// Sends `cancel` and reads to the prompt's response; asserts it is prompt and `cancelled`, and
+/// that neither `StepInterrupted` nor `TurnEnd` went out. Returns the events since the cancel.
+fn cancel_now(w: &mut World) -> Vec<Value> {
+    let sent = Instant::now();
+    w.kiwi.send(json!({"jsonrpc": "2.0", "id": "c1", "method": "cancel"}));
+    let (events, resp) = w.kiwi.until_response(&json!("p1"));
+    let elapsed = sent.elapsed();
+    assert_eq!(resp["result"], json!({"status": "cancelled"}), "{resp}");
+    assert!(elapsed < Duration::from_secs(2), "cancel took {elapsed:?}");
+    let tys = types(&events);
+    assert!(tys.contains(&"response".to_string()), "the cancel is answered before the prompt: {tys:?}");
+    assert!(!tys.iter().any(|t| t == "StepInterrupted" || t == "TurnEnd"), "{tys:?}");
+    events
+}
+
+#[test]
+fn cancel_mid_stream_stores_only_the_user_message() {
+    let body = mock_llm::fixture("kimi-text.sse");
+    let bounds: Vec<usize> = body.windows(2).enumerate().filter(|(_, w)| w == b"\n\n").map(|(i, _)| i + 2).collect();
+    let slow = MockResponse::sse(body).split(Split::At(bounds)).write_delay(Duration::from_millis(500));
+    let mut w = world(KIMI, vec![slow], &[], &[]);
+    w.kiwi.send(json!({"jsonrpc": "2.0", "id": "p1", "method": "prompt", "params": {"user_input": "hi"}}));
+    let (before, first_part) = loop {
+        let m = w.kiwi.next();
+        if m["params"]["type"] == "ContentPart" {
+            break (w.kiwi.seen.clone(), m);
+        }
+    };
+    assert_eq!(payload(&first_part)["text"], "Hello");
+    assert_eq!(types(&before), ["TurnBegin", "StepBegin", "ContentPart"]);
+    cancel_now(&mut w);
+    assert!(w.rt.block_on(w.mock.wait_disconnects(1, Duration::from_secs(5))), "the stream was dropped");
+
+    w.mock.push(MockResponse::sse_fixture("kimi-text.sse"));
+    let (_, resp) = w.kiwi.prompt("p2", json!("again"));
+    assert_eq!(resp["result"], json!({"status": "finished"}));
+    let body = w.mock.requests()[1].json();
+    assert_eq!(roles(&body), ["system", "user", "user"], "no partial assistant message is stored");
+    assert_eq!(body["messages"][1]["content"], "hi");
+}
+
+#[test]
+fn cancel_during_retry_backoff() {
+    // The SDK would wait 20 s before its retry.
+    let mut w = world(KIMI, vec![MockResponse::json(500, "busy").header("retry-after-ms", "20000")], &[], &[]);
+    w.kiwi.send(json!({"jsonrpc": "2.0", "id": "p1", "method": "prompt", "params": {"user_input": "hi"}}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while w.mock.request_count() == 0 {
+        assert!(Instant::now() < deadline, "the request never reached the mock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    cancel_now(&mut w);
+    assert_eq!(w.mock.request_count(), 1, "no retry after the cancel");
+}
+
+#[test]
+fn cancel_while_a_tool_runs() {
+    let mut w = world(KIMI, vec![MockResponse::sse(kimi_shell_call("sleep 3"))], &[], &["--yolo"]);
+    w.kiwi.send(json!({"jsonrpc": "2.0", "id": "p1", "method": "prompt", "params": {"user_input": "nap"}}));
+    loop {
+        if w.kiwi.next()["params"]["type"] == "StatusUpdate" {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let events = cancel_now(&mut w);
+    assert!(!types(&events).contains(&"ToolResult".to_string()), "{:?}", types(&events));
+
+    w.mock.push(MockResponse::sse_fixture("kimi-text.sse"));
+    let (_, resp) = w.kiwi.prompt("p2", json!("again"));
+    assert_eq!(resp["result"], json!({"status": "finished"}));
+    let body = w.mock.requests()[1].json();
+    assert_eq!(roles(&body), ["system", "user", "user"], "the cancelled step is not stored");
+}
+
+#[test]
+fn step_limit_with_a_real_provider() {
+    let mut w = world(
+        KIMI,
+        vec![MockResponse::sse_fixture("kimi-reasoning-and-toolcall.sse")],
+        &[],
+        &["--yolo", "--max-steps-per-turn", "1"],
+    );
+    let (events, resp) = w.kiwi.prompt("p1", json!("list"));
+    assert_eq!(resp["result"], json!({"status": "max_steps_reached", "steps": 1}));
+    let tys = types(&events);
+    assert_eq!(tys.last().map(String::as_str), Some("ToolResult"), "{tys:?}");
+    assert!(!tys.iter().any(|t| t == "TurnEnd" || t == "StepInterrupted"), "{tys:?}");
+    assert_eq!(w.mock.request_count(), 1);
+}
+
+// ---- configuration reaching the request ----
+
+#[test]
+fn kimi_thinking_headers_and_env_overrides() {
+    let rt = runtime();
+    let mock = rt.block_on(MockLlm::start());
+    mock.push(MockResponse::sse_fixture("kimi-text.sse"));
+    let env = Env::new();
+    // The configured base_url and model are replaced by the KIMI_* variables.
+    let config = json!({
+        "default_model": "m",
+        "models": {"m": {"provider": "p", "model": "configured-model", "max_context_size": MAX_CONTEXT,
+            "capabilities": ["thinking"]}},
+        "providers": {"p": {"type": "kimi", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-config",
+            "custom_headers": {"X-Custom": "yes"}}}
+    });
+    let path = env.dir.path().join("config.json");
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    let mut cmd = env.command(&path, &["--thinking"]);
+    cmd.env("KIMI_BASE_URL", format!("{}/v1", mock.base_url()))
+        .env("KIMI_API_KEY", "sk-env")
+        .env("KIMI_MODEL_NAME", "kimi-k2-turbo-preview")
+        .env("KIMI_MODEL_TEMPERATURE", "0.6");
+    let mut kiwi = Kiwi::spawn(cmd);
+    for id in ["p1", "p2"] {
+        let (events, resp) = kiwi.prompt(id, json!("hi"));
+        assert_eq!(resp["result"], json!({"status": "finished"}), "{:?}", types(&events));
+    }
+    let requests = mock.requests();
+    let r = &requests[0];
+    assert_eq!(r.path, "/v1/chat/completions");
+    assert_eq!(r.header("authorization"), Some("Bearer sk-env"));
+    assert_eq!(r.header("x-custom"), Some("yes"));
+    let body = r.json();
+    assert_eq!(body["model"], "kimi-k2-turbo-preview");
+    assert_eq!(body["reasoning_effort"], "high");
+    assert_eq!(body["thinking"], json!({"type": "enabled"}));
+    assert_eq!(body["temperature"], 0.6);
+    // The session id is the cache key, the same for every request of the session.
+    let key = body["prompt_cache_key"].as_str().expect("prompt_cache_key").to_string();
+    assert!(!key.is_empty());
+    assert_eq!(requests[1].json()["prompt_cache_key"], key.as_str());
+    drop(kiwi);
+}
+
+#[test]
+fn anthropic_thinking_flag_sets_the_budget() {
+    let mut w = world(ANTHROPIC, vec![MockResponse::sse_fixture("anthropic-text.sse")], &["thinking"], &["--thinking"]);
+    let (_, resp) = w.kiwi.prompt("p1", json!("hi"));
+    assert_eq!(resp["result"], json!({"status": "finished"}));
+    let body = w.mock.requests()[0].json();
+    assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 32000}));
+    assert_eq!(w.mock.requests()[0].header("x-api-key"), Some("sk-mock-key"));
+}
+
+// ---- history survives a restart ----
+
+/// Removes Anthropic's `cache_control` markers: they move to whichever message is last.
+fn without_cache_control(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "cache_control")
+                .map(|(k, v)| (k.clone(), without_cache_control(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_cache_control).collect()),
+        v => v.clone(),
+    }
+}
+
+/// The history part of a request body, without the system prompt and cache markers.
+fn history_of(p: Provider, body: &Value) -> Vec<Value> {
+    let list = match p.kind {
+        "openai_responses" => &body["input"],
+        "gemini" | "vertexai" => &body["contents"],
+        _ => &body["messages"],
+    };
+    let list = list.as_array().unwrap();
+    let skip = usize::from(matches!(p.kind, "kimi" | "openai_legacy" | "openai_responses"));
+    list[skip..].iter().map(without_cache_control).collect()
+}
+
+#[test]
+fn continued_session_sends_the_same_history() {
+    for (p, tool_fixture, text_fixture) in [
+        (KIMI, "kimi-reasoning-and-toolcall.sse", "kimi-text.sse"),
+        (OPENAI_RESPONSES, "openai-responses-reasoning-toolcall.sse", "openai-responses-failed.sse"),
+        (ANTHROPIC, "anthropic-thinking-toolcall.sse", "anthropic-text.sse"),
+        (GEMINI, "gemini-thinking-functioncall.sse", "gemini-text.sse"),
+    ] {
+        let mut w = world(
+            p,
+            vec![MockResponse::sse_fixture(tool_fixture), MockResponse::sse_fixture(text_fixture)],
+            &[],
+            &["--yolo"],
+        );
+        let (_, resp) = w.kiwi.prompt("p1", json!("What files are here?"));
+        assert_eq!(resp["result"], json!({"status": "finished"}), "{}", p.kind);
+        w.kiwi.close_stdin();
+        assert!(w.kiwi.wait_exit(Duration::from_secs(10)).expect("exit").success());
+
+        // The same history, read back from disk, plus the new message.
+        let config = w._env.dir.path().join("config.json");
+        w.kiwi = w._env.spawn(&config, &["--yolo", "--continue"]);
+        let (_, resp) = w.kiwi.prompt("p2", json!("Thanks, bye"));
+        assert_eq!(resp["result"], json!({"status": "finished"}), "{}", p.kind);
+        let requests = w.mock.requests();
+        assert_eq!(requests.len(), 3, "{}", p.kind);
+        let before = history_of(p, &requests[1].json());
+        let after = history_of(p, &requests[2].json());
+        assert_eq!(after[..before.len()], before[..], "{}: history after --continue", p.kind);
+        let rest = all_text(&Value::Array(after[before.len()..].to_vec()));
+        let answer = all_text(&expected(text_fixture, p.expected_as)["message"]["content"]);
+        assert!(rest.contains(&answer) && rest.contains("Thanks, bye"), "{}: {rest}", p.kind);
+    }
+}
