@@ -946,3 +946,102 @@ fn continued_session_sends_the_same_history() {
         assert!(rest.contains(&answer) && rest.contains("Thanks, bye"), "{}: {rest}", p.kind);
     }
 }
+
+// ---- malformed streams and shutdown ----
+
+#[test]
+fn torn_json_event_at_the_end_fails_the_turn() {
+    // The body ends cleanly (terminating chunk sent) in the middle of a JSON event.
+    let mut body = String::from_utf8(mock_llm::fixture("kimi-text.sse")).unwrap();
+    let cut = body.find("\n\ndata: ").unwrap() + 2;
+    let next = body[cut..].find("\n\n").unwrap() + cut;
+    body.truncate(next - 20);
+    let mut w = world(KIMI, vec![MockResponse::sse(body)], &[], &[]);
+    let (events, message) = failing_turn(&mut w);
+    assert!(!message.is_empty());
+    assert!(!types(&events).contains(&"TurnEnd".to_string()));
+    assert_recovers(&mut w, "kimi-text.sse");
+}
+
+#[test]
+fn a_stream_without_done_still_completes() {
+    let body = String::from_utf8(mock_llm::fixture("kimi-text.sse")).unwrap().replace("data: [DONE]\n\n", "");
+    let mut w = world(KIMI, vec![MockResponse::sse(body)], &[], &[]);
+    let (events, resp) = w.kiwi.prompt("p1", json!("hi"));
+    assert_eq!(resp["result"], json!({"status": "finished"}), "{:?}", types(&events));
+    let exp = expected("kimi-text.sse", "kimi");
+    let status = events.iter().find(|e| e["params"]["type"] == "StatusUpdate").unwrap();
+    assert_eq!(payload(status)["token_usage"], exp["usage"]);
+}
+
+#[test]
+fn eof_during_a_slow_request_exits_promptly() {
+    let mut w = world(
+        KIMI,
+        vec![MockResponse::sse_fixture("kimi-text.sse").first_byte_delay(Duration::from_secs(30))],
+        &[],
+        &[],
+    );
+    w.kiwi.send(json!({"jsonrpc": "2.0", "id": "p1", "method": "prompt", "params": {"user_input": "hi"}}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while w.mock.request_count() == 0 {
+        assert!(Instant::now() < deadline, "the request never reached the mock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    w.kiwi.close_stdin();
+    let status = w.kiwi.wait_exit(Duration::from_secs(5)).expect("kiwi exits after EOF, without waiting for the LLM");
+    assert!(status.success(), "{status:?}");
+    assert!(w.rt.block_on(w.mock.wait_disconnects(1, Duration::from_secs(5))));
+}
+
+// ---- media in tool results ----
+
+#[test]
+fn image_tool_results_reach_each_provider() {
+    use base64::Engine as _;
+    let png = base64::engine::general_purpose::STANDARD.decode(PNG).unwrap();
+    // The tool-call fixtures, turned into a ReadMediaFile call on `pic.png`.
+    let to_read_media = |fixture: &str| {
+        String::from_utf8(mock_llm::fixture(fixture))
+            .unwrap()
+            .replace("\"Shell\"", "\"ReadMediaFile\"")
+            .replace("{\\\"command\\\": \\\"ls -la\\\"}", "{\\\"path\\\": \\\"pic.png\\\"}")
+            .replace("{\\\"command\\\": \\\"ls\\\"}", "{\\\"path\\\": \\\"pic.png\\\"}")
+            .replace("{\\\"command\\\": ", "{\\\"path\\\": ")
+            .replace("{\\\"command\\\":", "{\\\"path\\\":")
+            .replace("\\\"ls -la\\\"}", "\\\"pic.png\\\"}")
+            .replace(" \\\"ls\\\"}", " \\\"pic.png\\\"}")
+            .replace("{\"command\": \"ls -la\"}", "{\"path\": \"pic.png\"}")
+    };
+    for (p, tool_fixture, text_fixture) in [
+        (KIMI, "kimi-reasoning-and-toolcall.sse", "kimi-text.sse"),
+        (OPENAI_RESPONSES, "openai-responses-reasoning-toolcall.sse", "openai-responses-failed.sse"),
+        (ANTHROPIC, "anthropic-thinking-toolcall.sse", "anthropic-text.sse"),
+        (GEMINI, "gemini-thinking-functioncall.sse", "gemini-text.sse"),
+    ] {
+        let body = to_read_media(tool_fixture);
+        assert!(body.contains("pic.png") && !body.contains("command"), "{}: {body}", p.kind);
+        let mut w = world(
+            p,
+            vec![MockResponse::sse(body), MockResponse::sse_fixture(text_fixture)],
+            &["image_in"],
+            &["--yolo"],
+        );
+        std::fs::write(w._env.work().join("pic.png"), &png).unwrap();
+        let (events, resp) = w.kiwi.prompt("p1", json!("look at pic.png"));
+        assert_eq!(resp["result"], json!({"status": "finished"}), "{}: {:?}", p.kind, types(&events));
+        let result = events.iter().find(|e| e["params"]["type"] == "ToolResult").unwrap();
+        assert_eq!(payload(result)["return_value"]["is_error"], false, "{}: {result}", p.kind);
+        let history = history_of(p, &w.mock.requests()[1].json());
+        let tool_item = history.last().unwrap();
+        let data = if p.kind == "gemini" { PNG.replace('+', "-").replace('/', "_") } else { PNG.to_string() };
+        assert!(all_text(tool_item).contains(&data), "{}: image missing from {tool_item}", p.kind);
+        let marker = match p.kind {
+            "kimi" => r#"{"type":"image_url","image_url":{"url":"data:image/png;base64,"#,
+            "openai_responses" => r#"{"type":"input_image","image_url":"data:image/png;base64,"#,
+            "anthropic" => r#"{"type":"image","source":{"type":"base64","data":"#,
+            _ => r#""parts":[{"inlineData":{"data":"#,
+        };
+        assert!(tool_item.to_string().contains(marker), "{}: {tool_item}", p.kind);
+    }
+}
