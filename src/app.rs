@@ -60,10 +60,7 @@ pub fn main() -> ExitCode {
         }
     };
     if cli.version {
-        #[allow(clippy::print_stdout)]
-        {
-            println!("kiwi, version {VERSION}");
-        }
+        crate::cli::print_version(VERSION);
         return ExitCode::SUCCESS;
     }
     let share = share_dir();

@@ -107,6 +107,12 @@ pub struct Cli {
     pub final_message_only: bool,
 }
 
+/// `--version`: the one thing kiwi prints to stdout that is not a protocol frame (it exits at once).
+#[allow(clippy::print_stdout)]
+pub fn print_version(version: &str) {
+    println!("kiwi, version {version}");
+}
+
 impl Cli {
     /// Cross-flag rules clap cannot express; the error text is the usage message.
     pub fn validate(&self) -> Result<(), String> {
