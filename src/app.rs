@@ -24,6 +24,7 @@ use crate::runtime::Runtime;
 use crate::session::store::{Session, SessionChoice, home_dir, normalize, share_dir};
 use crate::session::wire_log::WireLog;
 use crate::soul::agent::AgentParts;
+use crate::soul::dmail::{DMailBox, SendDMail};
 use crate::soul::{Agent, Context, EventSink, Soul};
 use crate::tools::Toolset;
 use crate::tools::builtin::tool_by_path;
@@ -183,9 +184,16 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     }
     .map_err(|e| StartError::Fatal(e.to_string()))?;
     let skills = discover(&home_dir(), &work_dir, cli.skills_dir.as_deref());
-    let mut tools = Vec::new();
+    let mut tools: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
     let mut invalid = Vec::new();
+    let mut dmail = None;
     for path in &spec.tools {
+        if is_dmail_path(path) {
+            let mailbox = Arc::new(DMailBox::default());
+            tools.push(Arc::new(crate::tools::Typed::new(SendDMail { mailbox: mailbox.clone() })));
+            dmail = Some(mailbox);
+            continue;
+        }
         match tool_by_path(path, &runtime) {
             Some(Some(tool)) => tools.push(tool),
             Some(None) => {}
@@ -208,8 +216,17 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         yolo: cli.yolo,
         system_prompt,
         skills,
+        dmail,
     }));
     Ok(Prepared { cli, session, soul: Soul::new(agent, context), trace })
+}
+
+/// `SendDMail` lives with the soul (it rewinds the context), not in the tool registry.
+fn is_dmail_path(path: &str) -> bool {
+    match path.split_once(':') {
+        Some((module, "SendDMail")) => module == "kimi_cli.tools.dmail" || module.starts_with("kimi_cli.tools.dmail."),
+        _ => false,
+    }
 }
 
 /// The provider's `env` table goes into the process environment (`_scripted_echo`, `vertexai`).

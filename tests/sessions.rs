@@ -317,3 +317,51 @@ fn init_runs_a_nested_turn_and_records_agents_md() {
     assert_eq!(context.len(), 1, "only the note reaches the real context: {context:?}");
     assert!(context[0].contains("# Project notes"));
 }
+
+#[test]
+fn dmail_rewinds_the_context() {
+    let env = Env::new();
+    let send = r#"tool_call: {"id": "d", "name": "SendDMail", "arguments": "{\"message\": \"skip the detour\", \"checkpoint_id\": 1}"}"#;
+    let bad =
+        r#"tool_call: {"id": "b", "name": "SendDMail", "arguments": "{\"message\": \"x\", \"checkpoint_id\": 99}"}"#;
+    let config = env.scripted_config(&["text: first", send, "text: after the mail", bad, "text: ok"]);
+    let mut k = env.spawn(&config, &["--agent", "okabe", "--session", "dm"]);
+    k.prompt("p1", json!("one"));
+    let (events, r) = k.prompt("p2", json!("two"));
+    assert_eq!(r["result"]["status"], "finished");
+    assert_eq!(
+        types(&events),
+        [
+            "TurnBegin",
+            "StepBegin",
+            "ToolCall",
+            "StatusUpdate",
+            "ToolResult",
+            "StepBegin",
+            "ContentPart",
+            "StatusUpdate",
+            "TurnEnd"
+        ]
+    );
+    assert_eq!(
+        events[4]["params"]["payload"]["return_value"]["display"],
+        json!([{"type":"brief","text":"El Psy Kongroo"}])
+    );
+    let (events, _) = k.prompt("p3", json!("three"));
+    let result = events.iter().find(|e| e["params"]["type"] == "ToolResult").unwrap();
+    assert_eq!(
+        result["params"]["payload"]["return_value"]["message"],
+        "Failed to send D-Mail. Error: There is no checkpoint with the given ID"
+    );
+    finish(k);
+    let dir = session_dir(&env, "dm");
+    assert!(dir.join("context_1.jsonl").exists(), "the rewound context is archived");
+    let context = lines(&dir.join("context.jsonl"));
+    assert_eq!(context[0], r#"{"role": "_checkpoint", "id": 0}"#);
+    assert_eq!(context[1], r#"{"role":"user","content":"<system>CHECKPOINT 0</system>"}"#);
+    assert_eq!(context[2], r#"{"role":"user","content":"one"}"#);
+    let text = context.join("\n");
+    assert!(text.contains("skip the detour"));
+    assert!(!text.contains(r#""content":"two""#), "the rewound prompt is gone");
+    assert!(text.contains("after the mail"));
+}

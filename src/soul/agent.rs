@@ -9,6 +9,7 @@ use crate::llm::{Capability, SharedProvider};
 use crate::protocol::methods::SlashCommandInfo;
 use crate::runtime::Runtime;
 use crate::soul::approval::ApprovalState;
+use crate::soul::dmail::DMailBox;
 use crate::soul::slash::builtin_commands;
 use crate::tools::Toolset;
 
@@ -25,6 +26,7 @@ pub struct Agent {
     /// Built-in commands, then `skill:` and `flow:` commands, as `initialize` lists them.
     pub slash_commands: Vec<SlashCommandInfo>,
     pub skills: Vec<Skill>,
+    pub dmail: Option<Arc<DMailBox>>,
 }
 
 /// Everything start-up decides about an agent.
@@ -37,6 +39,8 @@ pub struct AgentParts {
     pub yolo: bool,
     pub system_prompt: String,
     pub skills: Vec<Skill>,
+    /// Present when the agent has the `SendDMail` tool.
+    pub dmail: Option<Arc<DMailBox>>,
 }
 
 impl Agent {
@@ -57,6 +61,7 @@ impl Agent {
             system_prompt: parts.system_prompt,
             slash_commands,
             skills: parts.skills,
+            dmail: parts.dmail,
         }
     }
 

@@ -32,6 +32,7 @@ impl Soul {
             }
             "clear" | "reset" => {
                 self.context.clear().map_err(|e| TurnError::Internal(format!("Failed to clear the context: {e}")))?;
+                self.sync_dmail_checkpoints();
                 say(sink, "The context has been cleared.").await;
                 self.emit_context_usage(sink).await;
             }

@@ -76,7 +76,7 @@ impl Soul {
             }
         };
         self.context.clear().map_err(|e| TurnError::Internal(format!("Failed to rotate the context: {e}")))?;
-        self.context.checkpoint();
+        self.checkpoint();
         for message in new_history {
             self.context.append(message);
         }

@@ -147,6 +147,30 @@ impl Context {
         Ok(())
     }
 
+    /// Rolls back to just before checkpoint `id`: the file is archived and the new one holds the
+    /// lines that came before that checkpoint; memory is rebuilt from them.
+    pub fn revert_to(&mut self, id: u64) -> std::io::Result<()> {
+        let lines = read_lines(&self.path)?;
+        let is_target = |line: &str| {
+            serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| {
+                v.get("role").and_then(|r| r.as_str()) == Some("_checkpoint")
+                    && v.get("id").and_then(|i| i.as_u64()) == Some(id)
+            })
+        };
+        let keep = lines.iter().position(|l| is_target(l)).unwrap_or(lines.len());
+        self.rotate()?;
+        self.history.clear();
+        self.token_count = 0;
+        self.next_checkpoint = 0;
+        for (n, line) in lines[..keep].iter().enumerate() {
+            let mut bytes = line.clone().into_bytes();
+            bytes.push(b'\n');
+            self.write(&bytes);
+            self.apply_line(line, n + 1);
+        }
+        Ok(())
+    }
+
     /// Number of `user`/`assistant` messages (compaction keeps the last two of them).
     pub fn is_empty(&self) -> bool {
         self.history.is_empty()

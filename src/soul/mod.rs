@@ -9,6 +9,7 @@ pub mod approval;
 pub mod commands;
 pub mod compaction;
 pub mod context;
+pub mod dmail;
 pub mod error;
 pub mod event;
 pub mod flow_runner;
@@ -33,6 +34,23 @@ pub struct Soul {
 
 impl Soul {
     pub fn new(agent: Arc<Agent>, context: Context) -> Self {
-        Self { agent, context }
+        let soul = Self { agent, context };
+        soul.sync_dmail_checkpoints();
+        soul
+    }
+
+    /// Takes a checkpoint; with D-Mail the model also sees it as `CHECKPOINT N`.
+    pub(crate) fn checkpoint(&mut self) {
+        let id = self.context.checkpoint();
+        if self.agent.dmail.is_some() {
+            self.context.append(crate::llm::Message::user_text(format!("<system>CHECKPOINT {id}</system>")));
+        }
+        self.sync_dmail_checkpoints();
+    }
+
+    pub(crate) fn sync_dmail_checkpoints(&self) {
+        if let Some(mailbox) = &self.agent.dmail {
+            mailbox.set_checkpoints(self.context.checkpoints());
+        }
     }
 }

@@ -17,6 +17,7 @@ use super::error::TurnError;
 use super::event::EventSink;
 use super::retry::backoff;
 use super::tool_message::tool_message;
+use crate::agent::prompts::dmail_note;
 use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent};
 use crate::protocol::{ContentPart, Event, StatusUpdate, TokenUsage, ToolCall, ToolResult, ToolReturnValue};
 use crate::tools::{ToolCallContext, Toolset};
@@ -49,7 +50,7 @@ impl Soul {
         if self.context.token_count() + lc.reserved_context_size >= self.agent.max_context_size {
             self.compact(sink).await?;
         }
-        self.context.checkpoint();
+        self.checkpoint();
 
         let toolset = self.agent.toolset();
         let approval = Approval::new(self.agent.approval.clone(), sink.clone());
@@ -107,6 +108,15 @@ impl Soul {
         }
 
         let rejected = results.iter().any(ToolReturnValue::is_rejection);
+        let mail = self.agent.dmail.as_ref().and_then(|mailbox| mailbox.take());
+        if let Some(mail) = mail.filter(|_| !rejected) {
+            self.context
+                .revert_to(mail.checkpoint_id)
+                .map_err(|e| TurnError::Internal(format!("Failed to revert the context: {e}")))?;
+            self.checkpoint();
+            self.context.append(Message::user_text(dmail_note(&mail.message)));
+            return Ok(StepOutcome::Continue);
+        }
         if rejected || !has_calls { Ok(StepOutcome::Stop { rejected }) } else { Ok(StepOutcome::Continue) }
     }
 

@@ -72,7 +72,7 @@ impl Soul {
     pub async fn agent_run(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<AgentRun, TurnError> {
         let Some(llm) = self.agent.llm.clone() else { return Err(TurnError::LlmNotSet) };
         self.check_capabilities(&parts)?;
-        self.context.checkpoint();
+        self.checkpoint();
         self.context.append(Message::user(parts));
 
         let max_steps = self.agent.loop_control.max_steps_per_turn;
