@@ -1,6 +1,6 @@
-//! Throughput of the shared SSE layer + Kimi mapper: 20,000 one-token chunks through the mock.
-//! The thresholds (≥150k events/s, ≤3 µs CPU per chunk) are asserted in optimized builds only;
-//! the measured CPU includes the mock server, which runs on the same thread.
+//! 20,000 one-token chunks through the shared SSE layer + Kimi mapper: every chunk must arrive,
+//! in order. Speed is not asserted here (tests never time things); the measured rate is written
+//! to a temp file for curiosity, and `kiwi-bench` reports the real numbers end to end.
 
 #[path = "common/provider_harness.rs"]
 mod harness;
@@ -25,7 +25,7 @@ fn thread_cpu() -> std::time::Duration {
 }
 
 #[tokio::test]
-async fn twenty_thousand_chunks_map_fast() {
+async fn twenty_thousand_chunks_all_arrive() {
     let mut body = String::new();
     for i in 0..CHUNKS {
         body.push_str(&format!(
@@ -55,8 +55,4 @@ async fn twenty_thousand_chunks_map_fast() {
         format!("events/s {rate:.0}, cpu µs/chunk {per_chunk:.2}, wall {wall:?}\n"),
     )
     .ok();
-    if !cfg!(debug_assertions) {
-        assert!(rate >= 150_000.0, "{rate:.0} events/s");
-        assert!(per_chunk <= 3.0, "{per_chunk:.2} µs per chunk");
-    }
 }

@@ -193,7 +193,7 @@ fn cancel_during_an_approval_answers_cancelled_and_ignores_the_late_answer() {
     k.send(json!({"jsonrpc":"2.0","id":"c","method":"cancel"}));
     assert_eq!(k.next(), json!({"jsonrpc":"2.0","id":"c","result":{}}));
     let (events, response) = k.until_response(&json!("p0"));
-    assert!(started.elapsed() < Duration::from_millis(1000));
+    assert!(started.elapsed() < Duration::from_secs(2), "cancel took {:?}", started.elapsed());
     assert!(events.is_empty());
     assert_eq!(response["result"]["status"], "cancelled");
     answer(&mut k, &request, "approve");
