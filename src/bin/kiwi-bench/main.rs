@@ -1,0 +1,363 @@
+//! kiwi-bench: performance of the release `kiwi` binary, measured from a client's side over
+//! pipes (the way an IDE sees it), with the model either `_scripted_echo` or a mock Kimi server
+//! inside this process.
+//!
+//! Run: `cargo build --release && ./target/release/kiwi-bench` (expects `kiwi` next to itself;
+//! a few minutes on 2 cores). Every number is a median over ≥5 runs, each run a fresh `kiwi`
+//! process; nothing here asserts on timings, it only prints.
+//!
+//! What the lines mean ("server" = the `kiwi` child; its CPU is read from
+//! `/proc/<pid>/task/*/schedstat`, ns resolution, falling back to the 10 ms ticks of
+//! `/proc/<pid>/stat` utime+stime; peak RSS is `VmHWM` from `/proc/<pid>/status`):
+//! * `startup`: spawn → `initialize` answered (ms), and peak RSS of an idle server (MB).
+//! * `scripted 20k`: one turn of 20,000 `_scripted_echo` text parts: wire lines relayed to the
+//!   client per second (prompt sent → prompt answered), server CPU µs per event, peak RSS.
+//! * `scripted 200 steps`: one turn of 200 `SetTodoList` calls + a text answer, wall ms/step.
+//! * `kimi stream` (issue 4): `type = "kimi"` against the mock, which streams 20,000 one-token
+//!   chunks then `[DONE]` (chunked HTTP/1.1, `text/event-stream`): events/s relayed to the
+//!   client, server CPU µs per chunk (schedstat, and the tick-based value), peak RSS.
+//!   Targets: ≥150,000 events/s, ≤3 µs/chunk, ≤12 MB.
+//! * `kimi 200 steps`: 200 mock replies that each stream one `SetTodoList` call (name delta,
+//!   four argument deltas, `finish_reason: tool_calls`), then a text reply. "overhead" is the
+//!   server's time per step: mock finished writing reply k → mock has request k+1 in full
+//!   (parse the stream, run the tool, store the step, build and send the whole history again),
+//!   as medians over steps 1-20 and 181-200, so a growing history shows as a difference. The
+//!   cost of re-sending the history is the least-squares slope of that overhead over the request
+//!   body size (µs per KB), the rest is the intercept (the overhead at an empty body). The
+//!   body build cannot be timed from the `ToolResult` event: kiwi's soul and its event relay
+//!   share one thread, so the event reaches stdout only once the soul awaits the HTTP reply.
+//!   Target ≤1 ms/step, flat.
+//! * `session 50 turns` (issue 5): 50 prompts in one session; per-turn latency (prompt sent →
+//!   answered) median over turns 1-10 and 41-50, and the least-squares slope over all 50
+//!   (ms per turn). `echo` does not re-send history, so its slope is kiwi's own per-turn growth
+//!   (target ≤0.01 ms/turn); `kimi` does, so its slope includes encoding and sending the
+//!   growing history.
+//! * `resume`: spawn → `initialize` answered for `--session <id>` over a 10,000-line
+//!   `context.jsonl` versus a fresh session, and the difference (target ≤50 ms). A final run
+//!   checks that the resumed history really reaches the model.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod client;
+mod history;
+mod mock;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use client::{Kiwi, Setup, fit, median, slope};
+use mock::{MockKimi, text_stream, todo_call_stream};
+use serde_json::json;
+
+const RUNS: usize = 5;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn echo_config(dir: &Path, name: &str, scripts: &[String]) -> PathBuf {
+    let scripts_path = dir.join(format!("{name}.scripts.json"));
+    std::fs::write(&scripts_path, serde_json::to_string(scripts).expect("json")).expect("write scripts");
+    let config = json!({
+        "default_model": "s",
+        "models": {"s": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000000}},
+        "providers": {"p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
+            "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path}}},
+        "loop_control": {"max_steps_per_turn": 100000, "reserved_context_size": 1000}
+    });
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, config.to_string()).expect("write config");
+    path
+}
+
+/// A real Kimi provider pointed at the mock. One attempt per step: a failure must show, not be
+/// retried into the timings.
+fn kimi_config(dir: &Path, base_url: &str) -> PathBuf {
+    let text = format!(
+        r#"default_model = "k"
+
+[models.k]
+provider = "mock"
+model = "kimi-k2"
+max_context_size = 100000000
+
+[providers.mock]
+type = "kimi"
+base_url = "{base_url}"
+api_key = "bench"
+
+[loop_control]
+max_steps_per_turn = 100000
+max_retries_per_step = 1
+reserved_context_size = 1000
+"#
+    );
+    let path = dir.join("kimi.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+struct Bench {
+    bin: PathBuf,
+    tmp: PathBuf,
+    share: PathBuf,
+    mock: MockKimi,
+    kimi: PathBuf,
+}
+
+impl Bench {
+    fn setup<'a>(&'a self, config: &'a Path) -> Setup<'a> {
+        Setup { work: &self.tmp, share: &self.share, config }
+    }
+
+    fn spawn(&self, config: &Path) -> Kiwi {
+        let mut k = Kiwi::spawn(&self.bin, &self.setup(config), &[]);
+        k.initialize();
+        k
+    }
+}
+
+fn main() {
+    let bin = std::env::current_exe().expect("exe").with_file_name("kiwi");
+    let tmp = std::env::temp_dir().join(format!("kiwi-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    println!("kiwi-bench: {} (medians of {RUNS}+ runs)", bin.display());
+    let mock = MockKimi::start();
+    let kimi = kimi_config(&tmp, &mock.base_url());
+    let b = Bench { bin, share: tmp.join("share"), tmp: tmp.clone(), mock, kimi };
+
+    startup(&b);
+    scripted_turn(&b);
+    scripted_steps(&b);
+    kimi_stream(&b);
+    kimi_steps(&b);
+    session_turns(&b);
+    resume(&b);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+fn startup(b: &Bench) {
+    let config = echo_config(&b.tmp, "idle", &[]);
+    let mut startup = Vec::new();
+    let mut idle_rss = Vec::new();
+    for i in 0..21 {
+        let t = Instant::now();
+        let k = b.spawn(&config);
+        startup.push(ms(t.elapsed()));
+        if i % 4 == 0 {
+            std::thread::sleep(Duration::from_millis(200));
+            idle_rss.push(k.peak_rss_mb());
+        }
+    }
+    println!(
+        "startup: spawn -> initialize answered {:.2} ms; idle peak RSS {:.2} MB",
+        median(startup),
+        median(idle_rss)
+    );
+}
+
+fn scripted_turn(b: &Bench) {
+    let parts = 20_000;
+    let mut script = String::with_capacity(parts * 12);
+    for i in 0..parts {
+        script.push_str(&format!("text: t{i}\n"));
+    }
+    let config = echo_config(&b.tmp, "turn", std::slice::from_ref(&script));
+    let (mut rates, mut cpu, mut rss) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let mut k = b.spawn(&config);
+        let cpu0 = k.cpu();
+        let t = Instant::now();
+        k.prompt("p", "go");
+        let events = k.until("p");
+        let secs = t.elapsed().as_secs_f64();
+        rates.push(events as f64 / secs);
+        cpu.push((k.cpu() - cpu0) / events as f64 * 1e6);
+        rss.push(k.peak_rss_mb());
+    }
+    println!(
+        "scripted 20k: {:.0} events/s, {:.2} µs server CPU per event, peak RSS {:.2} MB",
+        median(rates),
+        median(cpu),
+        median(rss)
+    );
+}
+
+fn scripted_steps(b: &Bench) {
+    let steps = 200;
+    let mut scripts: Vec<String> = (0..steps)
+        .map(|i| format!("tool_call: {{\"id\": \"tc-{i}\", \"name\": \"SetTodoList\", \"arguments\": \"{{\\\"todos\\\": [{{\\\"title\\\": \\\"step {i}\\\", \\\"status\\\": \\\"in_progress\\\"}}]}}\"}}"))
+        .collect();
+    scripts.push("text: done".into());
+    let config = echo_config(&b.tmp, "steps", &scripts);
+    let mut per_step = Vec::new();
+    for _ in 0..RUNS {
+        let mut k = b.spawn(&config);
+        let t = Instant::now();
+        k.prompt("p", "go");
+        k.until("p");
+        per_step.push(ms(t.elapsed()) / (steps + 1) as f64);
+    }
+    println!("scripted {steps} steps: {:.3} ms per step (wall)", median(per_step));
+}
+
+fn kimi_stream(b: &Bench) {
+    let chunks = 20_000;
+    let sse = text_stream(chunks, "t");
+    let (mut rates, mut cpu, mut cpu_ticks, mut rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        b.mock.reset();
+        b.mock.push(&sse);
+        let mut k = b.spawn(&b.kimi);
+        let (cpu0, ticks0) = (k.cpu(), k.cpu_ticks());
+        let t = Instant::now();
+        k.prompt("p", "go");
+        let events = k.until("p");
+        let secs = t.elapsed().as_secs_f64();
+        assert!(events >= chunks, "only {events} events for {chunks} chunks");
+        rates.push(events as f64 / secs);
+        cpu.push((k.cpu() - cpu0) / chunks as f64 * 1e6);
+        cpu_ticks.push((k.cpu_ticks() - ticks0) / chunks as f64 * 1e6);
+        rss.push(k.peak_rss_mb());
+    }
+    println!(
+        "kimi stream 20k chunks: {:.0} events/s, {:.2} µs server CPU per chunk ({:.2} by stat ticks), peak RSS {:.2} MB",
+        median(rates),
+        median(cpu),
+        median(cpu_ticks),
+        median(rss)
+    );
+}
+
+fn kimi_steps(b: &Bench) {
+    let steps = 200;
+    let (mut first, mut last, mut per_kb, mut base) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut wall, mut body_first, mut body_last) = (Vec::new(), 0, 0);
+    for _ in 0..RUNS {
+        b.mock.reset();
+        for i in 0..steps {
+            b.mock.push(&todo_call_stream(i, 2000 + 60 * i as u64));
+        }
+        b.mock.push(&text_stream(1, "done"));
+        let mut k = b.spawn(&b.kimi);
+        let t = Instant::now();
+        k.prompt("p", "go");
+        k.until("p");
+        wall.push(ms(t.elapsed()) / (steps + 1) as f64);
+        let hits = b.mock.take_hits(steps + 1);
+        assert_eq!(hits.len(), steps + 1, "requests served");
+        let overhead: Vec<f64> = (0..steps).map(|s| ms(hits[s + 1].received - hits[s].sent)).collect();
+        let kb: Vec<f64> = (0..steps).map(|s| hits[s + 1].body.len() as f64 / 1024.0).collect();
+        first.push(median(overhead[..20].to_vec()));
+        last.push(median(overhead[steps - 20..].to_vec()));
+        let (slope, intercept) = fit(&kb, &overhead);
+        per_kb.push(slope * 1000.0);
+        base.push(intercept);
+        body_first = hits[1].body.len();
+        body_last = hits[steps].body.len();
+    }
+    println!(
+        "kimi {steps} steps: overhead {:.3} ms/step (steps 1-20), {:.3} ms/step (181-200) = \
+         {:.3} ms + {:.2} µs per KB of request body; wall {:.3} ms/step; request body {:.1} -> {:.1} KB",
+        median(first),
+        median(last),
+        median(base),
+        median(per_kb),
+        median(wall),
+        body_first as f64 / 1024.0,
+        body_last as f64 / 1024.0
+    );
+}
+
+/// Per-turn latencies of `turns` prompts in one fresh session.
+fn turns(b: &Bench, config: &Path, turns: usize) -> Vec<f64> {
+    let mut k = b.spawn(config);
+    (0..turns)
+        .map(|i| {
+            let id = format!("p{i}");
+            let t = Instant::now();
+            k.prompt(&id, &format!("question {i}"));
+            k.until(&id);
+            ms(t.elapsed())
+        })
+        .collect()
+}
+
+fn print_turns(label: &str, runs: &[Vec<f64>], extra: &str) {
+    let n = runs[0].len();
+    println!(
+        "session {n} turns ({label}): {:.3} ms/turn (turns 1-10), {:.3} ms/turn ({}-{n}), slope {:+.4} ms/turn{extra}",
+        median(runs.iter().map(|r| median(r[..10].to_vec())).collect()),
+        median(runs.iter().map(|r| median(r[n - 10..].to_vec())).collect()),
+        n - 9,
+        median(runs.iter().map(|r| slope(r)).collect()),
+    );
+}
+
+fn session_turns(b: &Bench) {
+    let n = 50;
+    let scripts: Vec<String> = (0..n).map(|i| format!("text: answer {i}")).collect();
+    let config = echo_config(&b.tmp, "session", &scripts);
+    let runs: Vec<Vec<f64>> = (0..RUNS).map(|_| turns(b, &config, n)).collect();
+    print_turns("echo", &runs, "");
+
+    let mut runs = Vec::new();
+    let mut bodies = (0, 0);
+    for _ in 0..RUNS {
+        b.mock.reset();
+        for _ in 0..n {
+            b.mock.push(&text_stream(4, "ok "));
+        }
+        runs.push(turns(b, &b.kimi, n));
+        let hits = b.mock.take_hits(n);
+        assert_eq!(hits.len(), n, "requests served");
+        bodies = (hits[0].body.len(), hits[n - 1].body.len());
+    }
+    let extra = format!("; request body {:.1} -> {:.1} KB", bodies.0 as f64 / 1024.0, bodies.1 as f64 / 1024.0);
+    print_turns("kimi", &runs, &extra);
+}
+
+fn resume(b: &Bench) {
+    let lines = 10_000;
+    let id = "bench-resume";
+    let work = b.tmp.join("resume-work");
+    let share = b.tmp.join("resume-share");
+    std::fs::create_dir_all(&work).expect("work");
+    let setup = Setup { work: &work, share: &share, config: &b.kimi };
+    let (mut fresh, mut resumed) = (Vec::new(), Vec::new());
+    let mut written = (0, 0);
+    // Interleaved so that machine load drifts hit both sides alike; the file is rewritten each
+    // time because a run may append to it.
+    for _ in 0..2 * RUNS + 1 {
+        written = history::write_session(&share, &work, id, lines);
+        let t = Instant::now();
+        let mut k = Kiwi::spawn(&b.bin, &setup, &["--session", id]);
+        k.initialize();
+        resumed.push(ms(t.elapsed()));
+        drop(k);
+        let t = Instant::now();
+        let mut k = Kiwi::spawn(&b.bin, &setup, &[]);
+        k.initialize();
+        fresh.push(ms(t.elapsed()));
+    }
+    // The resume must have restored the history: the next request carries all of it.
+    history::write_session(&share, &work, id, lines);
+    b.mock.reset();
+    b.mock.push(&text_stream(1, "ok"));
+    let mut k = Kiwi::spawn(&b.bin, &setup, &["--session", id]);
+    k.initialize();
+    k.prompt("p", "go on");
+    k.until("p");
+    let hits = b.mock.take_hits(1);
+    let body: serde_json::Value = serde_json::from_slice(&hits[0].body).expect("request json");
+    let sent = body["messages"].as_array().map_or(0, Vec::len);
+    // + the system prompt and the new user message.
+    assert_eq!(sent, written.1 + 2, "messages sent after resume");
+    let (fresh, resumed) = (median(fresh), median(resumed));
+    println!(
+        "resume {lines} lines ({:.2} MB, {} messages): fresh {fresh:.2} ms, resumed {resumed:.2} ms, \
+         difference {:.2} ms",
+        written.0 as f64 / (1024.0 * 1024.0),
+        written.1,
+        resumed - fresh
+    );
+}
