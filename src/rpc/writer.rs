@@ -14,9 +14,9 @@ use super::error_code::ErrorObject;
 use super::message::{ErrorFrame, NotificationFrame, RequestFrame, RequestId, ResponseFrame};
 
 /// Frames waiting for stdout; a slow client slows the producers down.
-pub const OUTBOUND_CAPACITY: usize = 4096;
+pub const OUTBOUND_CAPACITY: usize = 1024;
 
-const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Handle for queueing frames. Cheap to clone.
 #[derive(Clone, Debug)]

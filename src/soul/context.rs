@@ -52,28 +52,26 @@ impl Context {
     }
 
     fn apply_line(&mut self, line: &str, n: usize) {
-        let value: serde_json::Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!("{}:{n}: skipping an unreadable line ({e})", self.path.display());
-                return;
+        /// `_checkpoint` / `_usage` bookkeeping lines.
+        #[derive(serde::Deserialize)]
+        struct Marker {
+            role: String,
+            id: Option<u64>,
+            token_count: Option<u64>,
+        }
+        // Messages are most lines; parse each line once, as what it most likely is.
+        let is_marker = line.contains("\"_checkpoint\"") || line.contains("\"_usage\"");
+        if is_marker && let Ok(marker) = serde_json::from_str::<Marker>(line) {
+            match (marker.role.as_str(), marker.id, marker.token_count) {
+                ("_checkpoint", Some(id), _) => self.next_checkpoint = id + 1,
+                ("_usage", _, Some(t)) => self.token_count = t,
+                _ => tracing::warn!("{}:{n}: skipping an unknown bookkeeping line", self.path.display()),
             }
-        };
-        match value.get("role").and_then(|r| r.as_str()) {
-            Some("_usage") => {
-                if let Some(t) = value.get("token_count").and_then(|t| t.as_u64()) {
-                    self.token_count = t;
-                }
-            }
-            Some("_checkpoint") => {
-                if let Some(id) = value.get("id").and_then(|t| t.as_u64()) {
-                    self.next_checkpoint = id + 1;
-                }
-            }
-            _ => match serde_json::from_value::<Message>(value) {
-                Ok(m) => self.history.push(m),
-                Err(e) => tracing::warn!("{}:{n}: skipping an unreadable message ({e})", self.path.display()),
-            },
+            return;
+        }
+        match serde_json::from_str::<Message>(line) {
+            Ok(m) => self.history.push(m),
+            Err(e) => tracing::warn!("{}:{n}: skipping an unreadable line ({e})", self.path.display()),
         }
     }
 

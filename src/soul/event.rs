@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::protocol::{ApprovalDecision, Event, Request, ToolReturnValue};
 
 /// How many soul events may wait for the front end before the turn is slowed down.
-pub const SOUL_EVENT_CAPACITY: usize = 1024;
+pub const SOUL_EVENT_CAPACITY: usize = 256;
 
 /// The client's answer to a request, already interpreted by the front end.
 #[derive(Debug, Clone, PartialEq)]
