@@ -47,7 +47,9 @@ pub struct Prepared {
     cli: Cli,
     session: Session,
     soul: Soul,
-    trace: Arc<std::sync::Mutex<Option<crate::rpc::Outbound>>>,
+    /// Where scripted-echo trace lines go once serving starts (through the soul's event queue,
+    /// so they keep their place among the events).
+    trace: Arc<std::sync::Mutex<Option<EventSink>>>,
 }
 
 #[allow(clippy::print_stderr)]
@@ -157,12 +159,12 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     let settings = config::select(&config, cli.model.as_deref(), cli.thinking_flag(), &config::select::ProcessEnv)
         .map_err(|e| StartError::Fatal(e.to_string()))?;
     export_provider_env(&settings);
-    let trace: Arc<std::sync::Mutex<Option<crate::rpc::Outbound>>> = Arc::default();
+    let trace: Arc<std::sync::Mutex<Option<EventSink>>> = Arc::default();
     let trace_sink: TraceSink = {
         let trace = trace.clone();
         Box::new(move |line: String| {
-            if let Some(out) = trace.lock().ok().and_then(|g| g.clone()) {
-                out.try_send_line(line);
+            if let Some(sink) = trace.lock().ok().and_then(|g| g.clone()) {
+                sink.try_raw_line(line);
             }
         })
     };
@@ -269,11 +271,11 @@ where
 {
     let Prepared { cli, session, soul, trace } = prepared;
     let (outbound, writer) = spawn_writer(output);
-    if let Ok(mut slot) = trace.lock() {
-        *slot = Some(outbound.clone());
-    }
     let pending = Arc::new(PendingRequests::default());
     let (sink, events) = EventSink::channel();
+    if let Ok(mut slot) = trace.lock() {
+        *slot = Some(sink.clone());
+    }
     let projection = tokio::spawn(run_projection(
         events,
         outbound.clone(),

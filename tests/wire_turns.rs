@@ -388,3 +388,15 @@ fn startup_failures_exit_nonzero_with_nothing_on_stdout() {
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("Scripted echo file not found: /definitely/missing.json"));
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn scripted_echo_trace_lines_keep_their_place() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: traced"]);
+    let mut cmd = env.command(&config, &[]);
+    cmd.env("KIMI_SCRIPTED_ECHO_TRACE", " On ");
+    let mut k = common::Kiwi::spawn(cmd);
+    let (events, _) = k.prompt("p", json!("go"));
+    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
+    assert_eq!(k.raw, vec![(2, "SCRIPTED_ECHO TURN 1: \"text: traced\"".to_string())]);
+}

@@ -91,13 +91,6 @@ impl Outbound {
         self.tx.send(frame).await.is_ok()
     }
 
-    /// Queues a raw non-JSON line (the scripted-echo trace switch).
-    pub fn try_send_line(&self, line: String) {
-        let mut bytes = line.into_bytes();
-        bytes.push(b'\n');
-        let _ = self.tx.try_send(bytes);
-    }
-
     pub async fn respond<T: Serialize>(&self, id: &RequestId, result: &T) {
         self.send_raw(encode(&ResponseFrame { jsonrpc: "2.0", id, result })).await;
     }

@@ -27,6 +27,8 @@ pub enum SoulEvent {
     },
     /// Answered once every earlier item has been handed to the writer.
     Flush(oneshot::Sender<()>),
+    /// A raw non-JSON line for stdout (the scripted-echo trace switch), kept in event order.
+    RawLine(String),
 }
 
 /// Where a soul sends its events. Cheap to clone; a slow front end applies backpressure.
@@ -51,6 +53,11 @@ impl EventSink {
         let (reply, rx) = oneshot::channel();
         let _ = self.tx.send(SoulEvent::Request { request, reply }).await;
         rx
+    }
+
+    /// Queues a raw line without waiting; dropped when the queue is full (it is diagnostics).
+    pub fn try_raw_line(&self, line: String) {
+        let _ = self.tx.try_send(SoulEvent::RawLine(line));
     }
 
     /// Waits until everything emitted so far has reached the writer.

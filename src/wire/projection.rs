@@ -46,6 +46,11 @@ pub async fn run_projection(
                 tokio::spawn(await_answer(kind, answer, reply, pending.clone()));
                 outbound.send_raw(frame).await;
             }
+            SoulEvent::RawLine(line) => {
+                let mut bytes = line.into_bytes();
+                bytes.push(b'\n');
+                outbound.send_raw(bytes).await;
+            }
             SoulEvent::Flush(done) => {
                 if let Some(log) = &mut log {
                     log.flush();

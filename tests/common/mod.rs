@@ -89,6 +89,9 @@ pub struct Kiwi {
     lines: Receiver<String>,
     /// Every JSON message read so far, in order.
     pub seen: Vec<Value>,
+    /// Lines that were not JSON objects (e.g. the scripted-echo trace), with the number of JSON
+    /// messages seen before each.
+    pub raw: Vec<(usize, String)>,
 }
 
 impl Kiwi {
@@ -112,7 +115,7 @@ impl Kiwi {
             }
         });
         let stdin = child.stdin.take();
-        Kiwi { child, stdin, lines, seen: Vec::new() }
+        Kiwi { child, stdin, lines, seen: Vec::new(), raw: Vec::new() }
     }
 
     pub fn send(&mut self, message: Value) {
@@ -146,6 +149,7 @@ impl Kiwi {
                         self.seen.push(v.clone());
                         return Some(v);
                     }
+                    self.raw.push((self.seen.len(), line));
                 }
                 Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return None,
             }
