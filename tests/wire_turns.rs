@@ -388,3 +388,20 @@ fn startup_failures_exit_nonzero_with_nothing_on_stdout() {
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("Scripted echo file not found: /definitely/missing.json"));
     assert!(out.stdout.is_empty());
 }
+
+/// `cli-and-config.md` §1.1/§1.2: `--work-dir` is validated with the other flags (a usage
+/// error, exit 2) before any config is read, so a bad config does not mask it.
+#[test]
+fn missing_work_dir_is_a_usage_error_even_with_a_bad_config() {
+    let env = Env::new();
+    let bad = env.dir.path().join("bad.toml");
+    std::fs::write(&bad, "default_model = [").unwrap();
+    let missing = env.dir.path().join("no-such-dir");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+    cmd.arg("--wire").arg("--config-file").arg(&bad).arg("--work-dir").arg(&missing);
+    cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share());
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    assert!(out.stdout.is_empty());
+}

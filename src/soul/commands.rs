@@ -22,7 +22,8 @@ impl Soul {
                 if self.context.checkpoints() == 0 {
                     say(sink, "The context is empty.").await;
                 } else {
-                    if let Err(e) = self.compact_with_focus(sink, args).await {
+                    // Arguments are ignored in 1.2 (`soul.md` §7.2).
+                    if let Err(e) = self.compact(sink).await {
                         sink.emit(Event::StepInterrupted {}).await;
                         return Err(e);
                     }
