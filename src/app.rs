@@ -132,8 +132,9 @@ fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
 
 pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     cli.validate().map_err(StartError::Usage)?;
-    let mut config = load_config(&cli, share)?;
+    // Flag values are checked (usage errors) before any config is read.
     let work_dir = resolve_work_dir(&cli)?;
+    let mut config = load_config(&cli, share)?;
     if let Err(e) = std::env::set_current_dir(&work_dir) {
         return Err(StartError::Fatal(format!("Cannot enter {}: {e}", work_dir.display())));
     }

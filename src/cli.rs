@@ -70,11 +70,11 @@ pub struct Cli {
     #[arg(long = "skills-dir", value_name = "DIR")]
     pub skills_dir: Option<PathBuf>,
 
-    #[arg(long = "max-steps-per-turn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long = "max-steps-per-turn", value_name = "N", value_parser = at_least_one)]
     pub max_steps_per_turn: Option<u32>,
-    #[arg(long = "max-retries-per-step", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long = "max-retries-per-step", value_name = "N", value_parser = at_least_one)]
     pub max_retries_per_step: Option<u32>,
-    #[arg(long = "max-ralph-iterations", value_name = "N", value_parser = clap::value_parser!(i64).range(-1..), allow_negative_numbers = true)]
+    #[arg(long = "max-ralph-iterations", value_name = "N", value_parser = at_least_minus_one, allow_negative_numbers = true)]
     pub max_ralph_iterations: Option<i64>,
 
     /// Verbose logging to the log file.
@@ -105,6 +105,23 @@ pub struct Cli {
     /// Print-mode only.
     #[arg(long = "final-message-only")]
     pub final_message_only: bool,
+}
+
+/// Click's wording for an out-of-range integer: `0 is not in the range x>=1.`
+fn int_at_least(text: &str, min: i64) -> Result<i64, String> {
+    let n: i64 = text.trim().parse().map_err(|_| format!("'{text}' is not a valid integer."))?;
+    if n < min {
+        return Err(format!("{n} is not in the range x>={min}."));
+    }
+    Ok(n)
+}
+
+fn at_least_one(text: &str) -> Result<u32, String> {
+    int_at_least(text, 1).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+fn at_least_minus_one(text: &str) -> Result<i64, String> {
+    int_at_least(text, -1)
 }
 
 /// `--version`: the one thing kiwi prints to stdout that is not a protocol frame (it exits at once).
@@ -220,7 +237,10 @@ mod tests {
         assert_eq!(parse(&["--print", "--wire"]).unwrap_err(), "Cannot combine --print, --wire.");
         assert!(parse(&["--continue", "--session", "x"]).is_err());
         assert_eq!(parse(&["--session", "  "]).unwrap_err(), "Session ID cannot be empty");
-        assert!(parse(&["--max-steps-per-turn", "0"]).is_err());
+        assert!(parse(&["--max-steps-per-turn", "0"]).unwrap_err().contains("0 is not in the range x>=1."));
+        assert!(parse(&["--max-retries-per-step", "0"]).unwrap_err().contains("0 is not in the range x>=1."));
+        assert!(parse(&["--max-ralph-iterations", "-2"]).unwrap_err().contains("-2 is not in the range x>=-1."));
+        assert_eq!(parse(&["--max-steps-per-turn", "7"]).unwrap().max_steps_per_turn, Some(7));
         assert!(parse(&["--wire", "--yes", "-m", "x", "--no-thinking", "--max-ralph-iterations", "-1"]).is_ok());
         assert!(parse(&["--quiet"]).is_err());
         assert!(parse(&["--mcp-config", "{"]).unwrap_err().starts_with("Invalid JSON"));

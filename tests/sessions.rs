@@ -329,6 +329,16 @@ fn dmail_rewinds_the_context() {
     k.prompt("p1", json!("one"));
     let (events, r) = k.prompt("p2", json!("two"));
     assert_eq!(r["result"]["status"], "finished");
+
+/// `soul.md` §9: the nested `/init` run enters through the normal entry point, so with the Ralph
+/// loop enabled it runs as the R1/R2 flow inside the `/init` sub-turn.
+#[test]
+fn init_is_subject_to_the_ralph_loop() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: wrote it", "text: <choice>STOP</choice>"]);
+    let mut k = env.spawn(&config, &["--max-ralph-iterations", "1"]);
+    let (events, r) = k.prompt("p", json!("/init"));
+    assert_eq!(r["result"], json!({"status":"finished"}), "{:?}", types(&events));
     assert_eq!(
         types(&events),
         [
@@ -364,4 +374,23 @@ fn dmail_rewinds_the_context() {
     assert!(text.contains("skip the detour"));
     assert!(!text.contains(r#""content":"two""#), "the rewound prompt is gone");
     assert!(text.contains("after the mail"));
+
+            "TurnBegin",
+            "TurnBegin",
+            "StepBegin",
+            "ContentPart",
+            "StatusUpdate",
+            "TurnEnd",
+            "TurnBegin",
+            "StepBegin",
+            "ContentPart",
+            "StatusUpdate",
+            "TurnEnd",
+            "TurnEnd",
+            "TurnEnd"
+        ]
+    );
+    let init_prompt = events[1]["params"]["payload"]["user_input"].clone();
+    assert!(init_prompt.is_string());
+    assert_eq!(events[2]["params"]["payload"]["user_input"], json!([{"type":"text","text":init_prompt}]));
 }

@@ -1045,3 +1045,20 @@ fn image_tool_results_reach_each_provider() {
         assert!(tool_item.to_string().contains(marker), "{}: {tool_item}", p.kind);
     }
 }
+
+/// `soul.md` §7.2: arguments to `/compact` are ignored in 1.2 (custom compaction instructions
+/// are a later-version feature), so they never reach the compaction request.
+#[test]
+fn compact_arguments_are_ignored() {
+    // The last response repeats: both prompts and the compaction call get the same text.
+    let mut w = world(KIMI, vec![MockResponse::sse_fixture("kimi-text.sse")], &[], &[]);
+    w.kiwi.prompt("p1", json!("first"));
+    w.kiwi.prompt("p2", json!("second"));
+    let (events, resp) = w.kiwi.prompt("p3", json!("/compact ZEBRA-FOCUS-WORDS"));
+    assert_eq!(resp["result"], json!({"status": "finished"}), "{:?}", types(&events));
+    assert_eq!(types(&events)[..3], ["TurnBegin", "CompactionBegin", "CompactionEnd"]);
+    let requests = w.mock.requests();
+    assert_eq!(requests.len(), 3);
+    let body = requests[2].json().to_string();
+    assert!(!body.contains("ZEBRA-FOCUS-WORDS"), "the /compact argument reached the LLM: {body}");
+}

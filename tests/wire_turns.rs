@@ -399,4 +399,20 @@ fn scripted_echo_trace_lines_keep_their_place() {
     let (events, _) = k.prompt("p", json!("go"));
     assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
     assert_eq!(k.raw, vec![(2, "SCRIPTED_ECHO TURN 1: \"text: traced\"".to_string())]);
+
+/// `cli-and-config.md` §1.1/§1.2: `--work-dir` is validated with the other flags (a usage
+/// error, exit 2) before any config is read, so a bad config does not mask it.
+#[test]
+fn missing_work_dir_is_a_usage_error_even_with_a_bad_config() {
+    let env = Env::new();
+    let bad = env.dir.path().join("bad.toml");
+    std::fs::write(&bad, "default_model = [").unwrap();
+    let missing = env.dir.path().join("no-such-dir");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+    cmd.arg("--wire").arg("--config-file").arg(&bad).arg("--work-dir").arg(&missing);
+    cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share());
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    assert!(out.stdout.is_empty());
 }

@@ -22,7 +22,8 @@ impl Soul {
                 if self.context.checkpoints() == 0 {
                     say(sink, "The context is empty.").await;
                 } else {
-                    if let Err(e) = self.compact_with_focus(sink, args).await {
+                    // Arguments are ignored in 1.2 (`soul.md` §7.2).
+                    if let Err(e) = self.compact(sink).await {
                         sink.emit(Event::StepInterrupted {}).await;
                         return Err(e);
                     }
@@ -80,11 +81,17 @@ impl Soul {
     async fn run_init(&mut self, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
         let real = std::mem::replace(&mut self.context, Context::in_memory());
         sink.emit(Event::TurnBegin { user_input: UserInput::Text(INIT.trim().to_string()) }).await;
-        let result = self.agent_run(vec![ContentPart::text(INIT.trim())], sink).await;
+        // The nested run enters like any prompt, so the Ralph loop applies to it (`soul.md` §9).
+        let parts = vec![ContentPart::text(INIT.trim())];
+        let result = if self.agent.loop_control.max_ralph_iterations != 0 {
+            self.run_ralph(parts, sink).await
+        } else {
+            self.agent_run(parts, sink).await.map(|run| self.turn_outcome(run))
+        };
         self.context = real;
-        let run = result?;
-        if self.turn_outcome(run) != TurnOutcome::Finished {
-            return Ok(self.turn_outcome(run));
+        let outcome = result?;
+        if outcome != TurnOutcome::Finished {
+            return Ok(outcome);
         }
         sink.emit(Event::TurnEnd {}).await;
         let agents_md = std::fs::read_to_string(self.agent.runtime.work_dir.join("AGENTS.md")).ok();

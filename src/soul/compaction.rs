@@ -36,35 +36,26 @@ fn role_name(role: Role) -> &'static str {
 }
 
 /// The single user message that asks for the summary.
-fn compaction_request(to_summarize: &[Message], focus: &str) -> Message {
+fn compaction_request(to_summarize: &[Message]) -> Message {
     let mut parts = Vec::new();
     for (i, m) in to_summarize.iter().enumerate() {
         parts.push(ContentPart::text(format!("## Message {}\nRole: {}\nContent:\n", i + 1, role_name(m.role))));
         parts.extend(m.content.iter().filter(|p| !p.is_think()).cloned());
     }
-    let mut instructions = COMPACTION_INSTRUCTIONS.trim().to_string();
-    if !focus.is_empty() {
-        instructions.push_str("\n\nGive particular attention to: ");
-        instructions.push_str(focus);
-    }
-    parts.push(ContentPart::text(instructions));
+    parts.push(ContentPart::text(COMPACTION_INSTRUCTIONS.trim()));
     Message::user(parts)
 }
 
 impl Soul {
     /// Compacts with `CompactionBegin` / `CompactionEnd` around it.
     pub(super) async fn compact(&mut self, sink: &EventSink) -> Result<(), TurnError> {
-        self.compact_with_focus(sink, "").await
-    }
-
-    pub(super) async fn compact_with_focus(&mut self, sink: &EventSink, focus: &str) -> Result<(), TurnError> {
         sink.emit(Event::CompactionBegin {}).await;
         let history = self.context.history().to_vec();
         let new_history = match tail_start(&history) {
             None => history,
             Some(start) => {
                 let Some(llm) = self.agent.llm.clone() else { return Err(TurnError::LlmNotSet) };
-                let request = compaction_request(&history[..start], focus);
+                let request = compaction_request(&history[..start]);
                 let summary = summarize(&llm, &request, self.agent.loop_control.max_retries_per_step)
                     .await
                     .map_err(TurnError::Provider)?;
@@ -140,10 +131,10 @@ mod tests {
     #[test]
     fn request_lists_messages_without_think_parts() {
         let m = Message::new(Role::Assistant, vec![ContentPart::think("hidden"), ContentPart::text("shown")]);
-        let req = compaction_request(&[m], "tests");
+        let req = compaction_request(&[m]);
         let text = req.text();
         assert!(text.contains("## Message 1\nRole: assistant"));
         assert!(text.contains("shown") && !text.contains("hidden"));
-        assert!(text.ends_with("tests"));
+        assert!(text.ends_with(COMPACTION_INSTRUCTIONS.trim()));
     }
 }
