@@ -212,3 +212,25 @@ async fn grep_long_lines_are_truncated() {
     assert_eq!(text(&r).chars().count(), 2000);
     assert_eq!(r.message, "Output is truncated to fit in the message.");
 }
+
+// ---------- Review: adversarial trees ----------
+
+/// Symlink loops and non-UTF-8 names neither hang nor fail Glob and Grep.
+#[tokio::test]
+async fn symlink_loops_and_non_utf8_names() {
+    use std::os::unix::ffi::OsStrExt;
+    let h = harness(true);
+    h.write("d/a.txt", "needle\n");
+    std::os::unix::fs::symlink("..", h.path("d/up")).unwrap();
+    std::os::unix::fs::symlink("self", h.path("d/self")).unwrap();
+    let odd = h.path("d").join(std::ffi::OsStr::from_bytes(b"n\xffme.txt"));
+    std::fs::write(&odd, "needle\n").unwrap();
+    let r = h.call("Glob", json!({"pattern": "d/**"})).await;
+    assert!(!r.is_error, "{}", r.message);
+    assert_eq!(text(&r), "d\nd/a.txt\nd/n\u{FFFD}me.txt\nd/self\nd/up");
+    let r = h.call("Glob", json!({"pattern": "d/*/*/a.txt"})).await;
+    assert_eq!(text(&r), "d/up/d/a.txt");
+    let r = h.call("Grep", json!({"pattern": "needle", "path": "d"})).await;
+    assert!(!r.is_error, "{}", r.message);
+    assert_eq!(text(&r), "d/a.txt\nd/n\u{FFFD}me.txt\n");
+}
