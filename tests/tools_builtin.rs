@@ -98,6 +98,11 @@ fn schemas_have_spec_parameter_names() {
     assert_eq!(shell["properties"]["timeout"]["default"], json!(60));
     let write = schema("WriteFile");
     assert_eq!(write["properties"]["mode"]["enum"], json!(["overwrite", "append"]));
+    // tools.md §6: `mode` defaults to `overwrite`, and the model is told so.
+    assert_eq!(write["properties"]["mode"]["default"], json!("overwrite"));
+    assert_eq!(write["required"], json!(["path", "content"]));
+    assert_eq!(schema("Glob")["properties"]["include_dirs"]["default"], json!(true));
+    assert_eq!(schema("ReadFile")["properties"]["line_offset"]["default"], json!(1));
     let sr = schema("StrReplaceFile");
     assert!(sr["properties"]["edit"]["anyOf"].is_array(), "{sr}");
     assert_eq!(schema("ReadFile")["properties"]["n_lines"]["default"], json!(1000));

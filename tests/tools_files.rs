@@ -350,3 +350,66 @@ async fn approve_for_session_covers_later_edits() {
     let r = h.call("WriteFile", json!({"path": "b.txt", "content": "2"})).await;
     assert!(!r.is_error);
 }
+
+// ---------- Review: diff parity, missing-path rules ----------
+
+/// `tools.md` §6.1: the hunks are those of `difflib.SequenceMatcher(None, old, new,
+/// autojunk=False).get_grouped_opcodes(3)`. The fixture was produced by Python's difflib on
+/// random small-alphabet texts (where many minimal diffs exist) plus hand-picked cases: changes
+/// 6 and 7 unchanged lines apart, moved blocks, blank lines, `\u2028`, empty sides.
+#[test]
+fn diff_blocks_match_python_difflib() {
+    let cases: serde_json::Value =
+        serde_json::from_str(include_str!("tools_support/difflib_cases.json")).expect("fixture");
+    let mut differing = Vec::new();
+    for (i, case) in cases.as_array().expect("array").iter().enumerate() {
+        let old = case["old"].as_str().unwrap();
+        let new = case["new"].as_str().unwrap();
+        let got: Vec<(String, String)> =
+            diffs(&kiwi::tools::diff::diff_blocks("/p", old, new)).into_iter().map(|(_, o, n)| (o, n)).collect();
+        let want: Vec<(String, String)> = case["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b[0].as_str().unwrap().to_string(), b[1].as_str().unwrap().to_string()))
+            .collect();
+        if got != want {
+            differing.push((i, got, want));
+        }
+    }
+    assert!(differing.is_empty(), "{} cases differ from difflib: {:#?}", differing.len(), differing.first());
+}
+
+/// Big files still diff promptly (difflib's matcher is quadratic in the worst case; the
+/// implementation must stay usable on a large, repetitive file).
+#[test]
+fn diff_of_large_repetitive_file_is_fast() {
+    let old: String =
+        (0..20_000).map(|i| if i % 3 == 0 { "\n".to_string() } else { format!("l{}\n", i % 50) }).collect();
+    let new = format!("head\n{old}tail\n");
+    let start = std::time::Instant::now();
+    let blocks = diffs(&kiwi::tools::diff::diff_blocks("/p", &old, &new));
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+    assert_eq!(blocks.len(), 2);
+    assert_eq!(blocks[0].2.lines().next(), Some("head"));
+}
+
+/// `tools.md` §4 step 3 / §7 step 1: a path that cannot exist (a regular file used as a
+/// directory, a symlink loop, an embedded NUL) is reported as missing, like Python's
+/// `Path.exists()` returning False, not as a read failure.
+#[tokio::test]
+async fn unreachable_paths_do_not_exist() {
+    let h = harness_with(true, Config::default(), &[Capability::ImageIn]);
+    h.write("f.txt", "x\n");
+    std::os::unix::fs::symlink("loop", h.path("loop")).unwrap();
+    for p in ["f.txt/inner", "loop", "nul\u{0}byte"] {
+        for tool in ["ReadFile", "ReadMediaFile"] {
+            let r = h.call(tool, json!({"path": p})).await;
+            assert_eq!(r.message, format!("`{p}` does not exist."), "{tool}");
+            assert_eq!(brief(&r), Some("File not found"));
+        }
+        let r = h.call("StrReplaceFile", json!({"path": p, "edit": {"old": "x", "new": "y"}})).await;
+        assert_eq!(r.message, format!("`{p}` does not exist."));
+        assert_eq!(brief(&r), Some("File not found"));
+    }
+}

@@ -212,3 +212,48 @@ async fn grep_long_lines_are_truncated() {
     assert_eq!(text(&r).chars().count(), 2000);
     assert_eq!(r.message, "Output is truncated to fit in the message.");
 }
+
+// ---------- Review: adversarial trees ----------
+
+/// Symlink loops and non-UTF-8 names neither hang nor fail Glob and Grep.
+#[tokio::test]
+async fn symlink_loops_and_non_utf8_names() {
+    use std::os::unix::ffi::OsStrExt;
+    let h = harness(true);
+    h.write("d/a.txt", "needle\n");
+    std::os::unix::fs::symlink("..", h.path("d/up")).unwrap();
+    std::os::unix::fs::symlink("self", h.path("d/self")).unwrap();
+    let odd = h.path("d").join(std::ffi::OsStr::from_bytes(b"n\xffme.txt"));
+    std::fs::write(&odd, "needle\n").unwrap();
+    let r = h.call("Glob", json!({"pattern": "d/**"})).await;
+    assert!(!r.is_error, "{}", r.message);
+    assert_eq!(text(&r), "d\nd/a.txt\nd/n\u{FFFD}me.txt\nd/self\nd/up");
+    let r = h.call("Glob", json!({"pattern": "d/*/*/a.txt"})).await;
+    assert_eq!(text(&r), "d/up/d/a.txt");
+    let r = h.call("Grep", json!({"pattern": "needle", "path": "d"})).await;
+    assert!(!r.is_error, "{}", r.message);
+    assert_eq!(text(&r), "d/a.txt\nd/n\u{FFFD}me.txt\n");
+}
+
+/// tools.md §9: `-A`/`-B`/`-C`/`head_limit` are plain "integer or null" (no minimum in the
+/// schema). A negative context is ripgrep's error, returned as output (not a validation error);
+/// a negative `head_limit` slices like Python (`lines[:-1]`).
+#[tokio::test]
+async fn grep_negative_numbers_follow_the_reference() {
+    let h = harness(true);
+    tree(&h);
+    let schema = serde_json::Value::Object(h.toolset.get("Grep").unwrap().spec().parameters.clone());
+    for key in ["-A", "-B", "-C", "head_limit"] {
+        assert_eq!(schema["properties"][key]["type"], json!(["integer", "null"]), "{key}");
+        assert!(schema["properties"][key].get("minimum").is_none(), "{key}: {}", schema["properties"][key]);
+    }
+    let r = h.call("Grep", json!({"pattern": "hello", "output_mode": "content", "-B": -1})).await;
+    assert!(!r.is_error, "{}", r.message);
+    assert!(text(&r).contains("--before-context"), "{}", text(&r));
+    // Outside content mode the context flags are not passed to ripgrep at all.
+    let r = h.call("Grep", json!({"pattern": "hello", "-B": -1})).await;
+    assert_eq!(text(&r), "./a.txt\n./sub/b.py\n./sub/deep/x.py\n");
+    let r = h.call("Grep", json!({"pattern": "hello", "head_limit": -2})).await;
+    assert_eq!(text(&r), "./a.txt\n./sub/b.py\n... (results truncated to -2 lines)");
+    assert_eq!(r.message, "Results truncated to first -2 lines.");
+}

@@ -190,3 +190,57 @@ async fn detached_background_process_survives_normal_exit() {
     assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "detached process should survive");
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
+
+// ---------- Review: adversarial commands ----------
+
+/// A command that closes its output streams but keeps running is still bounded by the timeout
+/// (the reader reaches EOF at once; the wait must not outlive `timeout`).
+#[tokio::test]
+async fn closed_stdout_but_still_running_times_out() {
+    let h = harness(true);
+    let start = Instant::now();
+    let r = h.call("Shell", json!({"command": "echo early; exec >&- 2>&-; sleep 30", "timeout": 1})).await;
+    assert!(start.elapsed() < Duration::from_secs(6), "{:?}", start.elapsed());
+    assert!(r.is_error);
+    assert_eq!(r.message, "Command killed by timeout (1s)");
+    assert_eq!(text(&r), "early\n");
+}
+
+/// stdin is /dev/null (deliberate divergence): a command reading stdin sees EOF at once.
+#[tokio::test]
+async fn reading_stdin_sees_eof() {
+    let h = harness(true);
+    let start = Instant::now();
+    let r = h.call("Shell", json!({"command": "cat; read x; echo done", "timeout": 20})).await;
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(!r.is_error, "{}", r.message);
+    assert_eq!(text(&r), "done\n");
+}
+
+/// An endless flood is drained (the command is not blocked on a full pipe) while the result
+/// stays within 50,000 characters; the timeout error carries the truncation note (§1.1).
+#[tokio::test]
+async fn endless_flood_is_capped_and_timed_out() {
+    let h = harness(true);
+    let start = Instant::now();
+    let r = h.call("Shell", json!({"command": "yes flood", "timeout": 1})).await;
+    assert!(start.elapsed() < Duration::from_secs(6));
+    assert!(r.is_error);
+    assert_eq!(r.message, "Command killed by timeout (1s) Output is truncated to fit in the message.");
+    // 8,333 whole `flood\n` lines, then the line that no longer fits becomes the bare marker
+    // plus its newline (the helper never cuts below `len(marker + ending)`).
+    assert_eq!(text(&r).chars().count(), 8_333 * 6 + 15);
+    assert!(text(&r).ends_with("flood\n[...truncated]\n"));
+    // A single endless line (no newline at all) neither exhausts memory nor hangs; like the
+    // reference's `readline`, an unfinished line is not part of a timed-out result.
+    let start = Instant::now();
+    let r = h.call("Shell", json!({"command": "tr '\\0' x < /dev/zero", "timeout": 1})).await;
+    assert!(start.elapsed() < Duration::from_secs(6));
+    assert!(r.is_error);
+    assert_eq!(text(&r), "");
+    // Once the stream ends, the endless-looking line is emitted, cut to 2,000 characters.
+    let r = h.call("Shell", json!({"command": "head -c 10000000 /dev/zero | tr '\\0' x"})).await;
+    assert!(!r.is_error);
+    assert_eq!(text(&r).chars().count(), 2_000);
+    assert!(text(&r).ends_with("[...truncated]"));
+}

@@ -1,11 +1,14 @@
 //! Diff display blocks for file edits (`tools.md` §6.1).
 //!
-//! Invariants: both texts are split like Python's `str.splitlines()`; hunks carry 3 lines of
-//! context and are split when more than 6 unchanged lines separate two changes, mirroring
-//! `difflib.SequenceMatcher.get_grouped_opcodes(3)`; identical texts produce no blocks. The
-//! line matching itself comes from `similar` (Myers), so for ambiguous diffs the hunk borders
-//! may differ from difflib's heuristic.
+//! Invariants: both texts are split like Python's `str.splitlines()`; the opcodes are those of
+//! `difflib.SequenceMatcher(None, old, new, autojunk=False)` (a transcription of its
+//! longest-matching-block recursion, so ambiguous diffs come out exactly as in the reference);
+//! hunks carry 3 lines of context and are split when more than 6 unchanged lines separate two
+//! changes (`get_grouped_opcodes(3)`); identical texts produce no blocks. Should the matcher
+//! exceed [`DIFF_DEADLINE`] on a pathological input, a Myers diff (same hunk rules, possibly
+//! different borders) is used instead so the tool call never stalls.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -15,7 +18,7 @@ use super::output::split_lines;
 use crate::protocol::DisplayBlock;
 
 const CONTEXT: usize = 3;
-/// Big edits fall back to a coarser (still correct) diff instead of stalling the tool call.
+/// Time the difflib-exact matcher may take before falling back to Myers.
 const DIFF_DEADLINE: Duration = Duration::from_secs(2);
 
 type Opcode = (DiffTag, Range<usize>, Range<usize>);
@@ -25,11 +28,18 @@ pub fn diff_blocks(path: &str, old_text: &str, new_text: &str) -> Vec<DisplayBlo
     let old: Vec<&str> = split_lines(old_text);
     let new: Vec<&str> = split_lines(new_text);
     let deadline = Instant::now() + DIFF_DEADLINE;
-    let ops: Vec<Opcode> = similar::capture_diff_slices_deadline(Algorithm::Myers, &old, &new, Some(deadline))
-        .iter()
-        .map(|op| op.as_tag_tuple())
-        .collect();
-    grouped_opcodes(merge_adjacent(ops), old.len(), new.len(), CONTEXT)
+    let ops = match SequenceMatcher::new(&old, &new, deadline).opcodes() {
+        Some(ops) => ops,
+        None => {
+            let fallback = Instant::now() + DIFF_DEADLINE;
+            let ops = similar::capture_diff_slices_deadline(Algorithm::Myers, &old, &new, Some(fallback))
+                .iter()
+                .map(|op| op.as_tag_tuple())
+                .collect();
+            merge_adjacent(ops)
+        }
+    };
+    grouped_opcodes(ops, old.len(), new.len(), CONTEXT)
         .into_iter()
         .map(|group| {
             let (first, last) = (&group[0], &group[group.len() - 1]);
@@ -42,6 +52,139 @@ pub fn diff_blocks(path: &str, old_text: &str, new_text: &str) -> Vec<DisplayBlo
             }
         })
         .collect()
+}
+
+/// `difflib.SequenceMatcher` without junk (`isjunk=None`, `autojunk=False`).
+struct SequenceMatcher<'a> {
+    a: &'a [&'a str],
+    b: &'a [&'a str],
+    /// Positions of each line of `b`, ascending.
+    b2j: HashMap<&'a str, Vec<usize>>,
+    /// `j2len` rows of `find_longest_match`, indexed by `j + 1`, kept all-zero between calls.
+    row: Vec<usize>,
+    next_row: Vec<usize>,
+    deadline: Instant,
+}
+
+impl<'a> SequenceMatcher<'a> {
+    fn new(a: &'a [&'a str], b: &'a [&'a str], deadline: Instant) -> Self {
+        let mut b2j: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (j, line) in b.iter().enumerate() {
+            b2j.entry(line).or_default().push(j);
+        }
+        let n = b.len() + 1;
+        Self { a, b, b2j, row: vec![0; n], next_row: vec![0; n], deadline }
+    }
+
+    /// `find_longest_match(alo, ahi, blo, bhi)`: the longest common run, earliest in `a`, then
+    /// earliest in `b`. `None` once the deadline has passed.
+    fn find_longest_match(&mut self, alo: usize, ahi: usize, blo: usize, bhi: usize) -> Option<(usize, usize, usize)> {
+        let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0);
+        let mut touched: Vec<usize> = Vec::new();
+        let mut next_touched: Vec<usize> = Vec::new();
+        for i in alo..ahi {
+            if (i - alo) % 64 == 63 && Instant::now() > self.deadline {
+                self.reset(&touched);
+                return None;
+            }
+            if let Some(js) = self.b2j.get(self.a[i]) {
+                for &j in js {
+                    if j < blo {
+                        continue;
+                    }
+                    if j >= bhi {
+                        break;
+                    }
+                    let k = self.row[j] + 1;
+                    self.next_row[j + 1] = k;
+                    next_touched.push(j + 1);
+                    if k > bestsize {
+                        (besti, bestj, bestsize) = (i + 1 - k, j + 1 - k, k);
+                    }
+                }
+            }
+            for &t in &touched {
+                self.row[t] = 0;
+            }
+            std::mem::swap(&mut self.row, &mut self.next_row);
+            std::mem::swap(&mut touched, &mut next_touched);
+            next_touched.clear();
+        }
+        self.reset(&touched);
+        // Without junk these extensions are no-ops in practice; kept for fidelity.
+        while besti > alo && bestj > blo && self.a[besti - 1] == self.b[bestj - 1] {
+            (besti, bestj, bestsize) = (besti - 1, bestj - 1, bestsize + 1);
+        }
+        while besti + bestsize < ahi && bestj + bestsize < bhi && self.a[besti + bestsize] == self.b[bestj + bestsize] {
+            bestsize += 1;
+        }
+        Some((besti, bestj, bestsize))
+    }
+
+    fn reset(&mut self, touched: &[usize]) {
+        for &t in touched {
+            self.row[t] = 0;
+        }
+    }
+
+    /// `get_matching_blocks()`: non-adjacent matching runs plus the `(len_a, len_b, 0)` sentinel.
+    fn matching_blocks(&mut self) -> Option<Vec<(usize, usize, usize)>> {
+        let (la, lb) = (self.a.len(), self.b.len());
+        let mut queue = vec![(0, la, 0, lb)];
+        let mut blocks = Vec::new();
+        while let Some((alo, ahi, blo, bhi)) = queue.pop() {
+            let (i, j, k) = self.find_longest_match(alo, ahi, blo, bhi)?;
+            if k > 0 {
+                blocks.push((i, j, k));
+                if alo < i && blo < j {
+                    queue.push((alo, i, blo, j));
+                }
+                if i + k < ahi && j + k < bhi {
+                    queue.push((i + k, ahi, j + k, bhi));
+                }
+            }
+        }
+        blocks.sort_unstable();
+        let mut merged = Vec::with_capacity(blocks.len() + 1);
+        let (mut i1, mut j1, mut k1) = (0, 0, 0);
+        for (i2, j2, k2) in blocks {
+            if i1 + k1 == i2 && j1 + k1 == j2 {
+                k1 += k2;
+            } else {
+                if k1 > 0 {
+                    merged.push((i1, j1, k1));
+                }
+                (i1, j1, k1) = (i2, j2, k2);
+            }
+        }
+        if k1 > 0 {
+            merged.push((i1, j1, k1));
+        }
+        merged.push((la, lb, 0));
+        Some(merged)
+    }
+
+    /// `get_opcodes()`.
+    fn opcodes(&mut self) -> Option<Vec<Opcode>> {
+        let mut ops = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        for (ai, bj, size) in self.matching_blocks()? {
+            let tag = match (i < ai, j < bj) {
+                (true, true) => Some(DiffTag::Replace),
+                (true, false) => Some(DiffTag::Delete),
+                (false, true) => Some(DiffTag::Insert),
+                (false, false) => None,
+            };
+            if let Some(tag) = tag {
+                ops.push((tag, i..ai, j..bj));
+            }
+            (i, j) = (ai + size, bj + size);
+            if size > 0 {
+                ops.push((DiffTag::Equal, ai..i, bj..j));
+            }
+        }
+        Some(ops)
+    }
 }
 
 /// Joins consecutive non-equal ops into one change, as difflib reports a single `replace`

@@ -63,13 +63,13 @@ pub struct GrepParams {
     pub output_mode: String,
     /// Lines of context before each match (content mode only).
     #[serde(rename = "-B", default)]
-    pub before_context: Option<u64>,
+    pub before_context: Option<i64>,
     /// Lines of context after each match (content mode only).
     #[serde(rename = "-A", default)]
-    pub after_context: Option<u64>,
+    pub after_context: Option<i64>,
     /// Lines of context before and after each match (content mode only).
     #[serde(rename = "-C", default)]
-    pub context: Option<u64>,
+    pub context: Option<i64>,
     /// Prefix matching lines with their line numbers (content mode only).
     #[serde(rename = "-n", default)]
     pub line_number: bool,
@@ -81,7 +81,7 @@ pub struct GrepParams {
     pub file_type: Option<String>,
     /// Keep only the first N lines of the output.
     #[serde(default)]
-    pub head_limit: Option<u64>,
+    pub head_limit: Option<i64>,
     /// Let the pattern span lines (`.` also matches newlines).
     #[serde(default)]
     pub multiline: bool,
@@ -118,8 +118,11 @@ fn grep_tool(work_dir: &Path, params: &GrepParams) -> ToolReturnValue {
     let mut message = String::new();
     if let Some(limit) = params.head_limit {
         let lines: Vec<&str> = output.split('\n').collect();
-        if lines.len() as u64 > limit {
-            let kept = lines[..limit as usize].join("\n");
+        if lines.len() as i64 > limit {
+            // Python slicing: a negative limit drops that many lines from the end.
+            let keep =
+                if limit < 0 { lines.len().saturating_sub(limit.unsigned_abs() as usize) } else { limit as usize };
+            let kept = lines[..keep].join("\n");
             output = format!("{kept}\n... (results truncated to {limit} lines)");
             message = format!("Results truncated to first {limit} lines");
         }
@@ -201,6 +204,16 @@ pub fn search(work_dir: &Path, params: &GrepParams) -> SearchResult {
 
     let content = mode == Mode::Content;
     let (before, after) = if params.output_mode == "content" {
+        // The schema allows any integer (as the reference's does); ripgrep rejects negatives.
+        for (flag, value) in [
+            ("--before-context", params.before_context),
+            ("--after-context", params.after_context),
+            ("--context", params.context),
+        ] {
+            if let Some(n) = value.filter(|n| *n < 0) {
+                return fail(format!("error: invalid value '{n}' for '{flag} <NUM>': invalid digit found in string"));
+            }
+        }
         let both = params.context;
         (params.before_context.or(both).unwrap_or(0) as usize, params.after_context.or(both).unwrap_or(0) as usize)
     } else {

@@ -58,6 +58,15 @@ pub fn is_within(path: &Path, dir: &Path) -> bool {
     path.starts_with(normalize(dir))
 }
 
+/// Whether a failed `stat` means "the path does not exist" in the reference's sense: Python's
+/// `Path.exists()` answers False for ENOENT, ENOTDIR (a file used as a directory), ELOOP (a
+/// symlink loop) and a path it cannot even encode (an embedded NUL byte).
+pub fn is_missing(err: &std::io::Error) -> bool {
+    err.kind() == std::io::ErrorKind::NotFound
+        || err.kind() == std::io::ErrorKind::InvalidInput
+        || matches!(err.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP))
+}
+
 /// Whether the user wrote an absolute path (after `~` expansion).
 pub fn is_absolute_input(path: &str) -> bool {
     expand_home(path).is_absolute()

@@ -110,7 +110,7 @@ fn read_file(work_dir: &Path, params: &ReadFileParams) -> ToolReturnValue {
     };
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if paths::is_missing(&e) => {
             return ToolReturnValue::error(format!("`{given}` does not exist."), "File not found");
         }
         Err(e) => return failed(given, e),

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::file_type::{self, Kind};
 use super::read_file::check_path;
-use super::{ToolCallContext, TypedTool};
+use super::{ToolCallContext, TypedTool, paths};
 use crate::llm::Capability;
 use crate::protocol::{ContentPart, MediaUrl, ToolOutput, ToolReturnValue};
 
@@ -84,7 +84,7 @@ fn read_media(work_dir: &Path, given: &str, image_in: bool, video_in: bool) -> T
     };
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if paths::is_missing(&e) => {
             return ToolReturnValue::error(format!("`{given}` does not exist."), "File not found");
         }
         Err(e) => return failed(e),

@@ -73,7 +73,7 @@ impl TypedTool for StrReplaceFile {
                 ToolReturnValue::error(format!("Failed to edit. Error: {e}"), "Failed to edit file")
             };
             match std::fs::metadata(&path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(e) if paths::is_missing(&e) => {
                     return ToolReturnValue::error(format!("`{given}` does not exist."), "File not found");
                 }
                 Err(e) => return failed(e),

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::diff::diff_blocks;
 use super::read_file::{check_path, read_text_universal};
@@ -19,7 +19,8 @@ use crate::protocol::ToolReturnValue;
 pub(crate) const EDIT: &str = "edit file";
 pub(crate) const EDIT_OUTSIDE: &str = "edit file outside of working directory";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+// `Serialize` lets schemars show the model `"default": "overwrite"` (tools.md §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WriteMode {
     // Replace the whole file.
