@@ -329,16 +329,6 @@ fn dmail_rewinds_the_context() {
     k.prompt("p1", json!("one"));
     let (events, r) = k.prompt("p2", json!("two"));
     assert_eq!(r["result"]["status"], "finished");
-
-/// `soul.md` §9: the nested `/init` run enters through the normal entry point, so with the Ralph
-/// loop enabled it runs as the R1/R2 flow inside the `/init` sub-turn.
-#[test]
-fn init_is_subject_to_the_ralph_loop() {
-    let env = Env::new();
-    let config = env.scripted_config(&["text: wrote it", "text: <choice>STOP</choice>"]);
-    let mut k = env.spawn(&config, &["--max-ralph-iterations", "1"]);
-    let (events, r) = k.prompt("p", json!("/init"));
-    assert_eq!(r["result"], json!({"status":"finished"}), "{:?}", types(&events));
     assert_eq!(
         types(&events),
         [
@@ -374,7 +364,21 @@ fn init_is_subject_to_the_ralph_loop() {
     assert!(text.contains("skip the detour"));
     assert!(!text.contains(r#""content":"two""#), "the rewound prompt is gone");
     assert!(text.contains("after the mail"));
+}
 
+/// `soul.md` §9: the nested `/init` run enters through the normal entry point, so with the Ralph
+/// loop enabled it runs as the R1/R2 flow inside the `/init` sub-turn.
+#[test]
+fn init_is_subject_to_the_ralph_loop() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: wrote it", "text: <choice>STOP</choice>"]);
+    let mut k = env.spawn(&config, &["--max-ralph-iterations", "1"]);
+    let (events, r) = k.prompt("p", json!("/init"));
+    assert_eq!(r["result"], json!({"status":"finished"}), "{:?}", types(&events));
+    assert_eq!(
+        types(&events),
+        [
+            "TurnBegin",
             "TurnBegin",
             "TurnBegin",
             "StepBegin",

@@ -1049,7 +1049,7 @@ fn image_tool_results_reach_each_provider() {
 /// `soul.md` §7.2: arguments to `/compact` are ignored in 1.2 (custom compaction instructions
 /// are a later-version feature), so they never reach the compaction request.
 #[test]
-fn compact_arguments_are_ignored() {
+fn compact_arguments_become_the_summary_focus() {
     // The last response repeats: both prompts and the compaction call get the same text.
     let mut w = world(KIMI, vec![MockResponse::sse_fixture("kimi-text.sse")], &[], &[]);
     w.kiwi.prompt("p1", json!("first"));
@@ -1060,5 +1060,6 @@ fn compact_arguments_are_ignored() {
     let requests = w.mock.requests();
     assert_eq!(requests.len(), 3);
     let body = requests[2].json().to_string();
-    assert!(!body.contains("ZEBRA-FOCUS-WORDS"), "the /compact argument reached the LLM: {body}");
+    // Protocol 1.2 ignores the argument; kiwi (as later versions) passes it on as the focus.
+    assert!(body.contains("ZEBRA-FOCUS-WORDS"), "the /compact focus did not reach the LLM: {body}");
 }

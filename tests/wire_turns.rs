@@ -399,6 +399,7 @@ fn scripted_echo_trace_lines_keep_their_place() {
     let (events, _) = k.prompt("p", json!("go"));
     assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
     assert_eq!(k.raw, vec![(2, "SCRIPTED_ECHO TURN 1: \"text: traced\"".to_string())]);
+}
 
 /// `cli-and-config.md` §1.1/§1.2: `--work-dir` is validated with the other flags (a usage
 /// error, exit 2) before any config is read, so a bad config does not mask it.

@@ -23,7 +23,7 @@ impl Soul {
                     say(sink, "The context is empty.").await;
                 } else {
                     // Arguments are ignored in 1.2 (`soul.md` §7.2).
-                    if let Err(e) = self.compact(sink).await {
+                    if let Err(e) = self.compact(sink, args).await {
                         sink.emit(Event::StepInterrupted {}).await;
                         return Err(e);
                     }

@@ -35,27 +35,34 @@ fn role_name(role: Role) -> &'static str {
     }
 }
 
-/// The single user message that asks for the summary.
-fn compaction_request(to_summarize: &[Message]) -> Message {
+/// The single user message that asks for the summary. `focus` is what the user asked `/compact`
+/// to keep in particular (empty for automatic compaction).
+fn compaction_request(to_summarize: &[Message], focus: &str) -> Message {
     let mut parts = Vec::new();
     for (i, m) in to_summarize.iter().enumerate() {
         parts.push(ContentPart::text(format!("## Message {}\nRole: {}\nContent:\n", i + 1, role_name(m.role))));
         parts.extend(m.content.iter().filter(|p| !p.is_think()).cloned());
     }
-    parts.push(ContentPart::text(COMPACTION_INSTRUCTIONS.trim()));
+    let mut instructions = COMPACTION_INSTRUCTIONS.trim().to_string();
+    if !focus.is_empty() {
+        instructions.push_str("\n\nThe user asked to keep this in particular: ");
+        instructions.push_str(focus);
+    }
+    parts.push(ContentPart::text(instructions));
     Message::user(parts)
 }
 
 impl Soul {
-    /// Compacts with `CompactionBegin` / `CompactionEnd` around it.
-    pub(super) async fn compact(&mut self, sink: &EventSink) -> Result<(), TurnError> {
+    /// Compacts with `CompactionBegin` / `CompactionEnd` around it. Protocol 1.2 ignores
+    /// `/compact` arguments; kiwi takes them as a focus for the summary (as later versions do).
+    pub(super) async fn compact(&mut self, sink: &EventSink, focus: &str) -> Result<(), TurnError> {
         sink.emit(Event::CompactionBegin {}).await;
         let history = self.context.history().to_vec();
         let new_history = match tail_start(&history) {
             None => history,
             Some(start) => {
                 let Some(llm) = self.agent.llm.clone() else { return Err(TurnError::LlmNotSet) };
-                let request = compaction_request(&history[..start]);
+                let request = compaction_request(&history[..start], focus);
                 let summary = summarize(&llm, &request, self.agent.loop_control.max_retries_per_step)
                     .await
                     .map_err(TurnError::Provider)?;
@@ -131,10 +138,11 @@ mod tests {
     #[test]
     fn request_lists_messages_without_think_parts() {
         let m = Message::new(Role::Assistant, vec![ContentPart::think("hidden"), ContentPart::text("shown")]);
-        let req = compaction_request(&[m]);
+        let req = compaction_request(std::slice::from_ref(&m), "");
         let text = req.text();
         assert!(text.contains("## Message 1\nRole: assistant"));
         assert!(text.contains("shown") && !text.contains("hidden"));
         assert!(text.ends_with(COMPACTION_INSTRUCTIONS.trim()));
+        assert!(compaction_request(&[m], "the names").text().ends_with("the names"));
     }
 }

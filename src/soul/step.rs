@@ -48,7 +48,7 @@ impl Soul {
     pub(super) async fn run_step(&mut self, llm: &SharedProvider, sink: &EventSink) -> Result<StepOutcome, TurnError> {
         let lc = &self.agent.loop_control;
         if self.context.token_count() + lc.reserved_context_size >= self.agent.max_context_size {
-            self.compact(sink).await?;
+            self.compact(sink, "").await?;
         }
         self.checkpoint();
 
