@@ -99,9 +99,7 @@ impl Anthropic {
             thinking,
             tools,
         };
-        serde_json::to_vec(&body)
-            .map(Bytes::from)
-            .map_err(|e| ChatError::Other(format!("Error: cannot encode the request: {e}")))
+        http::encode_body(&body)
     }
 }
 

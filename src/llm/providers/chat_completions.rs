@@ -162,9 +162,7 @@ impl ChatCompletions {
             top_p: self.generation.top_p,
             thinking,
         };
-        serde_json::to_vec(&body)
-            .map(Bytes::from)
-            .map_err(|e| ChatError::Other(format!("Error: cannot encode the request: {e}")))
+        http::encode_body(&body)
     }
 }
 

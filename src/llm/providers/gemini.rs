@@ -96,9 +96,7 @@ impl Gemini {
                 .then(|| [ToolsOut { function_declarations: declarations(request.tools) }]),
             generation_config: thinking_config.map(|thinking_config| GenerationConfig { thinking_config }),
         };
-        serde_json::to_vec(&body)
-            .map(Bytes::from)
-            .map_err(|e| ChatError::Other(format!("Error: cannot encode the request: {e}")))
+        http::encode_body(&body)
     }
 }
 

@@ -23,6 +23,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Read timeout of the reference SDKs (between bytes of the body, too).
 const READ_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Serializes a request body once; the same bytes are re-sent on SDK-level retries.
+pub(crate) fn encode_body<T: serde::Serialize>(body: &T) -> Result<Bytes, ChatError> {
+    serde_json::to_vec(body)
+        .map(Bytes::from)
+        .map_err(|e| ChatError::Other(format!("Error: cannot encode the request: {e}")))
+}
+
 pub(crate) fn new_client() -> Result<reqwest::Client, String> {
     crate::net::client_builder()
         .connect_timeout(CONNECT_TIMEOUT)

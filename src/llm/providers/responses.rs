@@ -147,9 +147,7 @@ impl Responses {
             stream: true,
             tools: Tools(request.tools),
         };
-        serde_json::to_vec(&body)
-            .map(Bytes::from)
-            .map_err(|e| ChatError::Other(format!("Error: cannot encode the request: {e}")))
+        http::encode_body(&body)
     }
 }
 
