@@ -1,5 +1,6 @@
 //! kiwi: an agent runtime that speaks the Kimi Wire protocol over stdio.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod agent;
 pub mod app;
