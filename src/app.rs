@@ -179,6 +179,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         session_id: session.id.clone(),
         config: config.clone(),
         capabilities: settings.capabilities.clone(),
+        llm: llm.clone(),
     });
     let spec = match (&cli.agent_file, &cli.agent) {
         (Some(path), _) => load_agent_spec(Some(path)),

@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::llm::Capability;
+use crate::llm::{Capability, SharedProvider};
 
-#[derive(Debug)]
 pub struct Runtime {
     /// Canonical work dir (absolute, normalized, symlinks kept); tools resolve paths against it.
     pub work_dir: PathBuf,
@@ -20,6 +19,9 @@ pub struct Runtime {
     pub config: Arc<Config>,
     /// Effective capabilities of the selected model.
     pub capabilities: BTreeSet<Capability>,
+    /// The chat provider, for tools that hand it media (the Kimi video upload); `None` when no
+    /// model is configured.
+    pub llm: Option<SharedProvider>,
 }
 
 impl Runtime {

@@ -1063,3 +1063,45 @@ fn compact_arguments_become_the_summary_focus() {
     // Protocol 1.2 ignores the argument; kiwi (as later versions) passes it on as the focus.
     assert!(body.contains("ZEBRA-FOCUS-WORDS"), "the /compact focus did not reach the LLM: {body}");
 }
+
+/// `llm-providers.md` §3.8: with the kimi provider a video read by ReadMediaFile is uploaded to
+/// `POST {base}/files` (multipart, purpose `video`) and referenced as `ms://<id>`.
+#[test]
+fn kimi_uploads_videos_and_references_them_by_id() {
+    let body = String::from_utf8(mock_llm::fixture("kimi-reasoning-and-toolcall.sse"))
+        .unwrap()
+        .replace("\"Shell\"", "\"ReadMediaFile\"")
+        .replace("{\\\"command\\\": ", "{\\\"path\\\": ")
+        .replace("{\\\"command\\\":", "{\\\"path\\\":")
+        .replace("\\\"ls -la\\\"}", "\\\"clip.mp4\\\"}")
+        .replace(" \\\"ls\\\"}", " \\\"clip.mp4\\\"}");
+    assert!(body.contains("clip.mp4"), "{body}");
+    let mut w = world(
+        KIMI,
+        vec![
+            MockResponse::sse(body),
+            MockResponse::json(200, r#"{"id":"file-video-42","object":"file","purpose":"video"}"#),
+            MockResponse::sse_fixture("kimi-text.sse"),
+        ],
+        &["video_in"],
+        &["--yolo"],
+    );
+    let mut video = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2".to_vec();
+    video.extend_from_slice(&[0u8; 64]);
+    std::fs::write(w._env.work().join("clip.mp4"), &video).unwrap();
+    let (events, resp) = w.kiwi.prompt("p1", json!("watch clip.mp4"));
+    assert_eq!(resp["result"], json!({"status": "finished"}), "{:?}", types(&events));
+    let result = events.iter().find(|e| e["params"]["type"] == "ToolResult").unwrap();
+    assert_eq!(payload(result)["return_value"]["is_error"], false, "{result}");
+    assert_eq!(payload(result)["return_value"]["output"][1]["video_url"]["url"], "ms://file-video-42");
+    let requests = w.mock.requests();
+    assert_eq!(requests.len(), 3);
+    let upload = &requests[1];
+    assert_eq!((upload.method.as_str(), upload.path.as_str()), ("POST", "/v1/files"));
+    assert!(upload.header("content-type").unwrap_or_default().starts_with("multipart/form-data; boundary="));
+    assert_eq!(upload.header("authorization").as_deref(), Some("Bearer sk-mock-key"));
+    let form = String::from_utf8_lossy(&upload.body);
+    assert!(form.contains("name=\"purpose\"\r\n\r\nvideo\r\n"), "{form}");
+    assert!(form.contains("name=\"file\"; filename=\"upload.mp4\"\r\nContent-Type: video/mp4\r\n"), "{form}");
+    assert!(requests[2].json().to_string().contains("ms://file-video-42"));
+}

@@ -97,6 +97,12 @@ pub trait ChatProvider: Send + Sync {
 
     /// Called on `initialize` with the client's identity (or `None` to reset it).
     fn set_client(&self, _client: Option<ClientIdentity>) {}
+
+    /// Uploads a video for a later `video_url` part. `Ok(None)` means this provider takes videos
+    /// inline (as a `data:` URL); `Ok(Some(url))` is the URL to reference instead.
+    fn upload_video<'a>(&'a self, _data: &'a [u8], _mime: &'a str) -> BoxFuture<'a, Result<Option<String>, ChatError>> {
+        Box::pin(async { Ok(None) })
+    }
 }
 
 pub type SharedProvider = Arc<dyn ChatProvider>;

@@ -240,6 +240,7 @@ mod dispatch_tests {
             session_id: "t".into(),
             config: Arc::default(),
             capabilities: Default::default(),
+            llm: None,
         });
         let ctx = ToolCallContext {
             tool_call_id: "c".into(),

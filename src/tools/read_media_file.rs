@@ -1,9 +1,9 @@
 //! `ReadMediaFile`: hands an image or video file to the model (`tools.md` §5).
 //!
-//! Only offered when the model accepts images or videos. The media is inlined as a base64
-//! `data:` URL in an `image_url` / `video_url` part. The reference uploads videos to the Kimi
-//! files API when the provider is Kimi; that upload is out of scope here, so videos are always
-//! inlined as data URLs.
+//! Only offered when the model accepts images or videos. Images are inlined as a base64 `data:`
+//! URL in an `image_url` part. Videos go to the provider first (`ChatProvider::upload_video`):
+//! Kimi stores them through its files API and they are referenced as `ms://<id>`; other providers
+//! take them inline as a `data:` URL in a `video_url` part.
 //!
 //! Invariants: validation mirrors ReadFile; files over 100 MiB or empty are refused before being
 //! read; the output is `<image path="...">`, the media part, `</image>` (`video` for videos).
@@ -66,18 +66,45 @@ impl TypedTool for ReadMediaFile {
         let work_dir = ctx.runtime.work_dir.clone();
         let (image_in, video_in) = (self.image_in, self.video_in);
         Box::pin(async move {
-            match tokio::task::spawn_blocking(move || read_media(&work_dir, &params.path, image_in, video_in)).await {
-                Ok(r) => r,
-                Err(e) => ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
-            }
+            let loaded = match tokio::task::spawn_blocking(move || {
+                read_media(&work_dir, &params.path, image_in, video_in)
+            })
+            .await
+            {
+                Ok(Ok(media)) => media,
+                Ok(Err(result)) => return result,
+                Err(e) => return ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
+            };
+            // A provider with a files API (Kimi) gets videos uploaded and referenced by id.
+            let uploaded = match (&loaded.kind, &ctx.runtime.llm) {
+                (Kind::Video, Some(llm)) => match llm.upload_video(&loaded.data, &loaded.mime).await {
+                    Ok(url) => url,
+                    Err(e) => {
+                        return ToolReturnValue::error(
+                            format!("Failed to upload the video file `{}`. Error: {e}", loaded.abs),
+                            "Failed to upload video",
+                        );
+                    }
+                },
+                _ => None,
+            };
+            media_result(loaded, uploaded)
         })
     }
 }
 
-fn read_media(work_dir: &Path, given: &str, image_in: bool, video_in: bool) -> ToolReturnValue {
+/// A media file read from disk, checked and ready to hand to the model.
+struct LoadedMedia {
+    abs: String,
+    mime: String,
+    kind: Kind,
+    data: Vec<u8>,
+}
+
+fn read_media(work_dir: &Path, given: &str, image_in: bool, video_in: bool) -> Result<LoadedMedia, ToolReturnValue> {
     let path = match check_path(work_dir, given, "read a file") {
         Ok(p) => p,
-        Err(e) => return e,
+        Err(e) => return Err(e),
     };
     let failed = |e: std::io::Error| {
         ToolReturnValue::error(format!("Failed to read {given}. Error: {e}"), "Failed to read file")
@@ -85,69 +112,76 @@ fn read_media(work_dir: &Path, given: &str, image_in: bool, video_in: bool) -> T
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
         Err(e) if paths::is_missing(&e) => {
-            return ToolReturnValue::error(format!("`{given}` does not exist."), "File not found");
+            return Err(ToolReturnValue::error(format!("`{given}` does not exist."), "File not found"));
         }
-        Err(e) => return failed(e),
+        Err(e) => return Err(failed(e)),
     };
     if !meta.is_file() {
-        return ToolReturnValue::error(format!("`{given}` is not a file."), "Invalid path");
+        return Err(ToolReturnValue::error(format!("`{given}` is not a file."), "Invalid path"));
     }
     let header = match file_type::read_header(&path) {
         Ok(h) => h,
-        Err(e) => return failed(e),
+        Err(e) => return Err(failed(e)),
     };
     let ft = file_type::detect(&path, Some(&header));
     match ft.kind {
         Kind::Text => {
-            return ToolReturnValue::error(
+            return Err(ToolReturnValue::error(
                 format!("`{given}` is a text file. Use ReadFile to read text files."),
                 "Unsupported file type",
-            );
+            ));
         }
         Kind::Unknown => {
-            return ToolReturnValue::error(
+            return Err(ToolReturnValue::error(
                 format!(
                     "`{given}` seems not readable as an image or video file. You may need to inspect it with shell \
                      commands or other tools."
                 ),
                 "File not readable",
-            );
+            ));
         }
         Kind::Image if !image_in => {
-            return ToolReturnValue::error(
+            return Err(ToolReturnValue::error(
                 format!("`{given}` is an image file, but the current model does not support image input."),
                 "Unsupported media type",
-            );
+            ));
         }
         Kind::Video if !video_in => {
-            return ToolReturnValue::error(
+            return Err(ToolReturnValue::error(
                 format!("`{given}` is a video file, but the current model does not support video input."),
                 "Unsupported media type",
-            );
+            ));
         }
         Kind::Image | Kind::Video => {}
     }
     let size = meta.len();
     if size == 0 {
-        return ToolReturnValue::error(format!("`{given}` is empty."), "Empty file");
+        return Err(ToolReturnValue::error(format!("`{given}` is empty."), "Empty file"));
     }
     if size > MAX_MEDIA_BYTES {
-        return ToolReturnValue::error(
+        return Err(ToolReturnValue::error(
             format!("`{given}` is {size} bytes, which exceeds the max 100MB bytes for media files."),
             "File too large",
-        );
+        ));
     }
     let data = match std::fs::read(&path) {
         Ok(d) => d,
-        Err(e) => return failed(e),
+        Err(e) => return Err(failed(e)),
     };
-    let abs = path.to_string_lossy().into_owned();
-    let url = format!("data:{};base64,{}", ft.mime, base64::engine::general_purpose::STANDARD.encode(&data));
-    let (tag, part) = match ft.kind {
+    Ok(LoadedMedia { abs: path.to_string_lossy().into_owned(), mime: ft.mime.to_string(), kind: ft.kind, data })
+}
+
+/// The tool result for loaded media; `url` is where an uploaded video lives (else a data URL).
+fn media_result(media: LoadedMedia, url: Option<String>) -> ToolReturnValue {
+    let LoadedMedia { abs, mime, kind, data } = media;
+    let size = data.len();
+    let url = url
+        .unwrap_or_else(|| format!("data:{mime};base64,{}", base64::engine::general_purpose::STANDARD.encode(&data)));
+    let (tag, part) = match kind {
         Kind::Video => ("video", ContentPart::VideoUrl { video_url: MediaUrl::new(url) }),
         _ => ("image", ContentPart::ImageUrl { image_url: MediaUrl::new(url) }),
     };
-    let mut message = format!("Loaded {tag} file `{abs}` ({}, {size} bytes", ft.mime);
+    let mut message = format!("Loaded {tag} file `{abs}` ({mime}, {size} bytes");
     if tag == "image"
         && let Some((w, h)) = image_dimensions(&data)
     {

@@ -32,6 +32,7 @@ pub fn runtime(work_dir: &Path, config: Config, caps: &[Capability]) -> Arc<Runt
         session_id: "test-session".into(),
         config: Arc::new(config),
         capabilities: caps.iter().copied().collect::<BTreeSet<_>>(),
+        llm: None,
     })
 }
 

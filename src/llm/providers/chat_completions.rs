@@ -43,6 +43,8 @@ enum Dialect {
 pub(crate) struct ChatCompletions {
     client: reqwest::Client,
     url: String,
+    /// `{base}/files`: where Kimi takes video uploads.
+    files_url: String,
     model: String,
     /// What `model_name` reports (`chaos(<model>)` for `_chaos`).
     display_name: String,
@@ -83,6 +85,7 @@ impl ChatCompletions {
         Ok(Self {
             client,
             url: openai_url(&settings.provider.base_url, "chat/completions"),
+            files_url: openai_url(&settings.provider.base_url, "files"),
             model: settings.model.model.clone(),
             display_name: settings.model.model.clone(),
             dialect: Dialect::Kimi,
@@ -113,6 +116,7 @@ impl ChatCompletions {
         Ok(Self {
             client,
             url: openai_url(&settings.provider.base_url, "chat/completions"),
+            files_url: openai_url(&settings.provider.base_url, "files"),
             model: settings.model.model.clone(),
             display_name: settings.model.model.clone(),
             dialect: Dialect::OpenAi,
@@ -200,6 +204,66 @@ impl ChatProvider for ChatCompletions {
 
     fn set_client(&self, client: Option<ClientIdentity>) {
         *self.client_identity.write().unwrap_or_else(|p| p.into_inner()) = client;
+    }
+
+    /// Kimi takes videos through its files API (`llm-providers.md` §3.8); others inline them.
+    fn upload_video<'a>(&'a self, data: &'a [u8], mime: &'a str) -> BoxFuture<'a, Result<Option<String>, ChatError>> {
+        Box::pin(async move {
+            if self.dialect != Dialect::Kimi || self.chaos.is_some() {
+                return Ok(None);
+            }
+            let part = reqwest::multipart::Part::bytes(data.to_vec())
+                .file_name(format!("upload.{}", video_extension(mime)))
+                .mime_str(mime)
+                .map_err(|e| ChatError::Other(format!("Error: invalid media type {mime:?}: {e}")))?;
+            let form = reqwest::multipart::Form::new().text("purpose", "video").part("file", part);
+            let mut headers = self.headers.clone();
+            // The multipart body brings its own content type.
+            headers.remove(reqwest::header::CONTENT_TYPE);
+            if !headers.contains_key(USER_AGENT) {
+                let ua = self.user_agent();
+                if let Ok(value) = ua.parse() {
+                    headers.insert(USER_AGENT, value);
+                }
+            }
+            let response = self
+                .client
+                .post(&self.files_url)
+                .headers(headers)
+                .multipart(form)
+                .send()
+                .await
+                .map_err(|e| http::transport_error(&e))?;
+            let status = response.status().as_u16();
+            let body = response.bytes().await.map_err(|e| http::body_error(&e))?;
+            if !(200..300).contains(&status) {
+                return Err(ChatError::Status {
+                    status,
+                    message: http::stainless_message(status, &body),
+                    retry_after: None,
+                });
+            }
+            #[derive(serde::Deserialize)]
+            struct FileObject {
+                id: String,
+            }
+            let file: FileObject = serde_json::from_slice(&body)
+                .map_err(|e| ChatError::Other(format!("Error: unexpected answer from the files API: {e}")))?;
+            Ok(Some(format!("ms://{}", file.id)))
+        })
+    }
+}
+
+/// The file extension the upload's name gets, from the video's media type.
+fn video_extension(mime: &str) -> &str {
+    match mime {
+        "video/quicktime" => "mov",
+        "video/x-matroska" => "mkv",
+        "video/x-msvideo" => "avi",
+        "video/x-ms-wmv" => "wmv",
+        "video/mpeg" => "mpeg",
+        "video/3gpp" => "3gp",
+        other => other.strip_prefix("video/").filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric())).unwrap_or("bin"),
     }
 }
 
