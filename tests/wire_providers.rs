@@ -1099,7 +1099,7 @@ fn kimi_uploads_videos_and_references_them_by_id() {
     let upload = &requests[1];
     assert_eq!((upload.method.as_str(), upload.path.as_str()), ("POST", "/v1/files"));
     assert!(upload.header("content-type").unwrap_or_default().starts_with("multipart/form-data; boundary="));
-    assert_eq!(upload.header("authorization").as_deref(), Some("Bearer sk-mock-key"));
+    assert_eq!(upload.header("authorization"), Some("Bearer sk-mock-key"));
     let form = String::from_utf8_lossy(&upload.body);
     assert!(form.contains("name=\"purpose\"\r\n\r\nvideo\r\n"), "{form}");
     assert!(form.contains("name=\"file\"; filename=\"upload.mp4\"\r\nContent-Type: video/mp4\r\n"), "{form}");

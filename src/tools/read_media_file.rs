@@ -72,7 +72,7 @@ impl TypedTool for ReadMediaFile {
             .await
             {
                 Ok(Ok(media)) => media,
-                Ok(Err(result)) => return result,
+                Ok(Err(result)) => return *result,
                 Err(e) => return ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
             };
             // A provider with a files API (Kimi) gets videos uploaded and referenced by id.
@@ -101,10 +101,10 @@ struct LoadedMedia {
     data: Vec<u8>,
 }
 
-fn read_media(work_dir: &Path, given: &str, image_in: bool, video_in: bool) -> Result<LoadedMedia, ToolReturnValue> {
+fn read_media(work_dir: &Path, given: &str, image_in: bool, video_in: bool) -> Result<LoadedMedia, Box<ToolReturnValue>> {
     let path = match check_path(work_dir, given, "read a file") {
         Ok(p) => p,
-        Err(e) => return Err(e),
+        Err(e) => return Err(Box::new(e)),
     };
     let failed = |e: std::io::Error| {
         ToolReturnValue::error(format!("Failed to read {given}. Error: {e}"), "Failed to read file")
@@ -112,61 +112,61 @@ fn read_media(work_dir: &Path, given: &str, image_in: bool, video_in: bool) -> R
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
         Err(e) if paths::is_missing(&e) => {
-            return Err(ToolReturnValue::error(format!("`{given}` does not exist."), "File not found"));
+            return Err(Box::new(ToolReturnValue::error(format!("`{given}` does not exist."), "File not found")));
         }
-        Err(e) => return Err(failed(e)),
+        Err(e) => return Err(Box::new(failed(e))),
     };
     if !meta.is_file() {
-        return Err(ToolReturnValue::error(format!("`{given}` is not a file."), "Invalid path"));
+        return Err(Box::new(ToolReturnValue::error(format!("`{given}` is not a file."), "Invalid path")));
     }
     let header = match file_type::read_header(&path) {
         Ok(h) => h,
-        Err(e) => return Err(failed(e)),
+        Err(e) => return Err(Box::new(failed(e))),
     };
     let ft = file_type::detect(&path, Some(&header));
     match ft.kind {
         Kind::Text => {
-            return Err(ToolReturnValue::error(
+            return Err(Box::new(ToolReturnValue::error(
                 format!("`{given}` is a text file. Use ReadFile to read text files."),
                 "Unsupported file type",
-            ));
+            )));
         }
         Kind::Unknown => {
-            return Err(ToolReturnValue::error(
+            return Err(Box::new(ToolReturnValue::error(
                 format!(
                     "`{given}` seems not readable as an image or video file. You may need to inspect it with shell \
                      commands or other tools."
                 ),
                 "File not readable",
-            ));
+            )));
         }
         Kind::Image if !image_in => {
-            return Err(ToolReturnValue::error(
+            return Err(Box::new(ToolReturnValue::error(
                 format!("`{given}` is an image file, but the current model does not support image input."),
                 "Unsupported media type",
-            ));
+            )));
         }
         Kind::Video if !video_in => {
-            return Err(ToolReturnValue::error(
+            return Err(Box::new(ToolReturnValue::error(
                 format!("`{given}` is a video file, but the current model does not support video input."),
                 "Unsupported media type",
-            ));
+            )));
         }
         Kind::Image | Kind::Video => {}
     }
     let size = meta.len();
     if size == 0 {
-        return Err(ToolReturnValue::error(format!("`{given}` is empty."), "Empty file"));
+        return Err(Box::new(ToolReturnValue::error(format!("`{given}` is empty."), "Empty file")));
     }
     if size > MAX_MEDIA_BYTES {
-        return Err(ToolReturnValue::error(
+        return Err(Box::new(ToolReturnValue::error(
             format!("`{given}` is {size} bytes, which exceeds the max 100MB bytes for media files."),
             "File too large",
-        ));
+        )));
     }
     let data = match std::fs::read(&path) {
         Ok(d) => d,
-        Err(e) => return Err(failed(e)),
+        Err(e) => return Err(Box::new(failed(e))),
     };
     Ok(LoadedMedia { abs: path.to_string_lossy().into_owned(), mime: ft.mime.to_string(), kind: ft.kind, data })
 }
