@@ -101,7 +101,12 @@ struct LoadedMedia {
     data: Vec<u8>,
 }
 
-fn read_media(work_dir: &Path, given: &str, image_in: bool, video_in: bool) -> Result<LoadedMedia, Box<ToolReturnValue>> {
+fn read_media(
+    work_dir: &Path,
+    given: &str,
+    image_in: bool,
+    video_in: bool,
+) -> Result<LoadedMedia, Box<ToolReturnValue>> {
     let path = match check_path(work_dir, given, "read a file") {
         Ok(p) => p,
         Err(e) => return Err(Box::new(e)),
