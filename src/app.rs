@@ -179,7 +179,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         session_id: session.id.clone(),
         config: config.clone(),
         capabilities: settings.capabilities.clone(),
-        llm: llm.clone(),
+        llm,
     });
     let spec = match (&cli.agent_file, &cli.agent) {
         (Some(path), _) => load_agent_spec(Some(path)),
@@ -213,7 +213,6 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         .map_err(|e| StartError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
     let agent = Arc::new(Agent::new(AgentParts {
         runtime,
-        llm,
         max_context_size: settings.model.max_context_size,
         loop_control: config.loop_control.clone(),
         toolset: Toolset::new(tools),

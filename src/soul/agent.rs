@@ -14,9 +14,8 @@ use crate::soul::slash::builtin_commands;
 use crate::tools::Toolset;
 
 pub struct Agent {
+    /// Also holds the model (`runtime.llm`; `None` when none is configured: `prompt` ⇒ -32001).
     pub runtime: Arc<Runtime>,
-    /// `None` when no usable model is configured (`prompt` ⇒ -32001).
-    pub llm: Option<SharedProvider>,
     pub max_context_size: u64,
     pub loop_control: LoopControl,
     /// Replaced whole when the client registers external tools (never during a turn).
@@ -32,7 +31,6 @@ pub struct Agent {
 /// Everything start-up decides about an agent.
 pub struct AgentParts {
     pub runtime: Arc<Runtime>,
-    pub llm: Option<SharedProvider>,
     pub max_context_size: u64,
     pub loop_control: LoopControl,
     pub toolset: Toolset,
@@ -53,7 +51,6 @@ impl Agent {
         }));
         Self {
             runtime: parts.runtime,
-            llm: parts.llm,
             max_context_size: parts.max_context_size,
             loop_control: parts.loop_control,
             toolset: RwLock::new(Arc::new(parts.toolset)),
@@ -63,6 +60,11 @@ impl Agent {
             skills: parts.skills,
             dmail: parts.dmail,
         }
+    }
+
+    /// The chat provider; `None` when no usable model is configured.
+    pub fn llm(&self) -> Option<&SharedProvider> {
+        self.runtime.llm.as_ref()
     }
 
     pub fn skill(&self, name: &str) -> Option<&Skill> {
@@ -92,6 +94,6 @@ impl Agent {
     }
 
     pub fn model_name(&self) -> String {
-        self.llm.as_ref().map(|l| l.model_name().to_string()).unwrap_or_default()
+        self.llm().map(|l| l.model_name().to_string()).unwrap_or_default()
     }
 }

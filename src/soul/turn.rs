@@ -70,7 +70,7 @@ impl Soul {
 
     /// A normal agent run (`soul.md` §2): checks, the user message, then the step loop.
     pub async fn agent_run(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<AgentRun, TurnError> {
-        let Some(llm) = self.agent.llm.clone() else { return Err(TurnError::LlmNotSet) };
+        let Some(llm) = self.agent.llm().cloned() else { return Err(TurnError::LlmNotSet) };
         self.check_capabilities(&parts)?;
         self.checkpoint();
         self.context.append(Message::user(parts));

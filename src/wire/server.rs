@@ -157,7 +157,7 @@ impl WireServer {
         if !accepted.is_empty() {
             self.agent.update_toolset(|set| accepted.into_iter().for_each(|t| set.insert(t)));
         }
-        if let Some(llm) = &self.agent.llm {
+        if let Some(llm) = self.agent.llm() {
             llm.set_client(params.client.map(|c| ClientIdentity { name: c.name, version: c.version }));
         }
         let result = InitializeResult {
