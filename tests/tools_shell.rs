@@ -123,29 +123,6 @@ async fn empty_command_asks_no_approval() {
     assert_eq!(brief(&r), Some("Empty command"));
 }
 
-async fn wait_for_pgid(path: &std::path::Path) -> i32 {
-    for _ in 0..200 {
-        if let Ok(s) = std::fs::read_to_string(path)
-            && let Ok(pgid) = s.trim().parse::<i32>()
-        {
-            return pgid;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("command did not start");
-}
-
-async fn gone_within(pgid: i32, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if !group_alive(pgid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 #[tokio::test]
 async fn dropping_the_call_kills_the_whole_group() {
     let h = harness(true);

@@ -3,34 +3,11 @@
 
 mod tools_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kiwi::tools::process::{group_alive, kill_all_process_groups};
+use kiwi::tools::process::kill_all_process_groups;
 use serde_json::json;
 use tools_support::*;
-
-async fn wait_for_pgid(path: &std::path::Path) -> i32 {
-    for _ in 0..200 {
-        if let Ok(s) = std::fs::read_to_string(path)
-            && let Ok(pgid) = s.trim().parse::<i32>()
-        {
-            return pgid;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("command did not start");
-}
-
-async fn gone_within(pgid: i32, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if !group_alive(pgid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
 
 #[tokio::test]
 async fn kill_all_process_groups_kills_running_commands() {

@@ -211,23 +211,27 @@ fn cancel_kills_the_whole_process_group() {
     let config = env.scripted_config(&[&shell("tc-1", &command)]);
     let mut k = env.spawn(&config, &["--yolo"]);
     k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
-    // Find the shell's process group and wait until both sleeps run in it.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let pgid = loop {
-        if let Some(pgid) = group_of(&marker)
-            && members(pgid) >= 3
-        {
-            break pgid;
-        }
-        assert!(Instant::now() < deadline, "sleeps did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let pgid = wait_for_sleeps(&marker);
     k.send(json!({"jsonrpc":"2.0","id":"c","method":"cancel"}));
     let (_, response) = k.until_response(&json!("p0"));
     assert_eq!(response["result"]["status"], "cancelled");
     let deadline = Instant::now() + Duration::from_secs(1);
     while members(pgid) > 0 {
         assert!(Instant::now() < deadline, "children survived the cancel");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Finds the shell's process group and waits until it runs both `sleep 30`s.
+fn wait_for_sleeps(marker: &str) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(pgid) = group_of(marker)
+            && members(pgid) >= 3
+        {
+            return pgid;
+        }
+        assert!(Instant::now() < deadline, "sleeps did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -265,16 +269,7 @@ fn eof_kills_running_commands() {
     let config = env.scripted_config(&[&shell("tc-1", &command)]);
     let mut k = env.spawn(&config, &["--yolo"]);
     k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let pgid = loop {
-        if let Some(pgid) = group_of(&marker)
-            && members(pgid) >= 3
-        {
-            break pgid;
-        }
-        assert!(Instant::now() < deadline, "sleeps did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let pgid = wait_for_sleeps(&marker);
     k.close_stdin();
     assert!(k.wait_exit(Duration::from_secs(2)).expect("exits after EOF").success());
     let deadline = Instant::now() + Duration::from_secs(1);

@@ -144,3 +144,28 @@ pub fn diffs(blocks: &[DisplayBlock]) -> Vec<(String, String, String)> {
         })
         .collect()
 }
+
+/// The process group id a Shell command wrote to `path` (`echo $$ > path`), once it is there.
+pub async fn wait_for_pgid(path: &std::path::Path) -> i32 {
+    for _ in 0..200 {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && let Ok(pgid) = s.trim().parse::<i32>()
+        {
+            return pgid;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("command did not start");
+}
+
+/// True when no process of group `pgid` is left within `limit`.
+pub async fn gone_within(pgid: i32, limit: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if !kiwi::tools::process::group_alive(pgid) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    false
+}
