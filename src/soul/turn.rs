@@ -72,6 +72,10 @@ impl Soul {
     pub async fn agent_run(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<AgentRun, TurnError> {
         let Some(llm) = self.agent.llm().cloned() else { return Err(TurnError::LlmNotSet) };
         self.check_capabilities(&parts)?;
+        // A D-Mail left over from a cancelled or failed turn must not rewind this one.
+        if let Some(mailbox) = &self.agent.dmail {
+            mailbox.take();
+        }
         self.checkpoint();
         self.context.append(Message::user(parts));
 
