@@ -262,7 +262,11 @@ where
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(serve(prepared, input, output))
+    let code = runtime.block_on(serve(prepared, input, output));
+    // A writer stuck on a client that stopped reading stdout must not keep the process alive:
+    // dropping the runtime would wait for its blocking join forever.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }
 
 async fn serve<R, W>(prepared: Prepared, input: R, output: W) -> ExitCode
@@ -305,7 +309,7 @@ where
     }
     // A turn that ignored its cancel may still hold a sender; do not wait for it forever.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), projection).await;
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.join()).await;
+    writer.join_while_read(std::time::Duration::from_secs(1)).await;
     // Nothing a tool started outlives the server.
     crate::tools::process::kill_all_process_groups();
     session.finish();

@@ -60,7 +60,12 @@ fn invalid_request() -> Incoming {
 /// Classifies one line, already stripped of its terminator.
 pub fn classify(line: &[u8]) -> Incoming {
     let text = String::from_utf8_lossy(line);
-    let value: Value = match serde_json::from_str(text.trim()) {
+    let text = text.trim();
+    let parsed = serde_json::from_str(text).or_else(|e| match replace_lone_surrogates(text) {
+        Some(fixed) => serde_json::from_str(&fixed),
+        None => Err(e),
+    });
+    let value: Value = match parsed {
         Ok(v) => v,
         Err(_) => {
             return Incoming::Reject { id: None, error: ErrorCode::ParseError.with_message("Invalid JSON format") };
@@ -123,6 +128,52 @@ pub fn classify(line: &[u8]) -> Incoming {
             }
         }
     }
+}
+
+/// A lone UTF-16 surrogate escape (`"\ud800"`) is valid JSON text, and Python clients send it
+/// (`json.dumps` of a surrogate-escaped file name), but it has no Rust `String` form. Like invalid
+/// UTF-8, it becomes U+FFFD. Returns None when there is none to replace.
+fn replace_lone_surrogates(text: &str) -> Option<String> {
+    fn escape_at(b: &[u8], i: usize) -> Option<u16> {
+        let hex = b.get(i..i + 6)?;
+        if hex[0] != b'\\' || hex[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()
+    }
+    let is_high = |u: u16| (0xD800..0xDC00).contains(&u);
+    let is_low = |u: u16| (0xDC00..0xE000).contains(&u);
+    let b = text.as_bytes();
+    let mut out: Option<String> = None;
+    let (mut i, mut copied, mut in_string) = (0, 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => {
+                if let Some(u) = escape_at(b, i) {
+                    if is_high(u) && escape_at(b, i + 6).is_some_and(is_low) {
+                        i += 12;
+                        continue;
+                    }
+                    if is_high(u) || is_low(u) {
+                        let o = out.get_or_insert_with(String::new);
+                        o.push_str(&text[copied..i]);
+                        o.push_str("\\ufffd");
+                        i += 6;
+                        copied = i;
+                        continue;
+                    }
+                }
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut o = out?;
+    o.push_str(&text[copied..]);
+    Some(o)
 }
 
 fn parse_error_object(mut e: Map<String, Value>) -> Option<ErrorObject> {
@@ -243,6 +294,16 @@ mod tests {
         let mut line = br#"{"jsonrpc":"2.0","id":"u","method":"prompt","params":{"user_input":""#.to_vec();
         line.extend_from_slice(b"\xff\"}}");
         assert!(matches!(classify(&line), Incoming::Request { .. }));
+    }
+
+    #[test]
+    fn lone_surrogate_escapes_become_replacement_characters() {
+        let line = br#"{"id":"s","method":"prompt","params":{"user_input":"a\ud800b\udc00\\ud800\ud83d\ude00"}}"#;
+        let Incoming::Request { params, .. } = classify(line) else { panic!("not served") };
+        assert_eq!(params.unwrap()["user_input"], "a\u{fffd}b\u{fffd}\\ud800\u{1f600}");
+        // Keys too, and nothing else changes meaning: still-invalid JSON stays a parse error.
+        assert!(matches!(classify(br#"{"id":"k","method":"cancel","\udfff":1}"#), Incoming::Request { .. }));
+        assert_eq!(reject(r#"{"id":"x","method":"cancel","a":"\ud800}"#).1, -32700);
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! Invariants: a line longer than the limit is skipped and answered with one error, and the
 //! buffer never grows past the limit (no up-front allocation of the maximum); invalid UTF-8 is
 //! replaced, never fatal; EOF closes the channel, which the dispatcher takes as shutdown.
+//! Lines waiting for the dispatcher are bounded in bytes as well as in number, so a client that
+//! floods big lines while not reading our replies cannot make us grow without bound.
 
 use std::io::{BufRead, BufReader, Read};
+use std::sync::{Arc, Condvar, Mutex};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -18,22 +21,80 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 100 * 1024 * 1024;
 /// Inbound messages waiting for the dispatcher; a flooding client is slowed down here.
 pub const INBOUND_CAPACITY: usize = 256;
 
+/// Bytes of inbound lines that may wait for the dispatcher (one line of any allowed size is
+/// always admitted when nothing waits).
+pub const INBOUND_BYTES: usize = 64 * 1024 * 1024;
+
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 
+/// The dispatcher's end of the reader.
+pub struct Inbound {
+    rx: mpsc::Receiver<(Incoming, Ticket)>,
+}
+
+impl Inbound {
+    /// The next message, or None at EOF.
+    pub async fn recv(&mut self) -> Option<Incoming> {
+        self.rx.recv().await.map(|(item, _ticket)| item)
+    }
+}
+
+/// Bytes admitted and not yet taken by the dispatcher.
+#[derive(Default)]
+struct Budget {
+    used: Mutex<usize>,
+    freed: Condvar,
+}
+
+/// Returns its bytes to the budget when dropped.
+struct Ticket {
+    budget: Arc<Budget>,
+    bytes: usize,
+}
+
+impl Budget {
+    /// Blocks until `bytes` fit (or nothing else waits), then reserves them.
+    fn admit(self: &Arc<Self>, bytes: usize, limit: usize) -> Ticket {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used > 0 && *used + bytes > limit {
+            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += bytes;
+        Ticket { budget: self.clone(), bytes }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut used = self.budget.used.lock().unwrap_or_else(|p| p.into_inner());
+        *used -= self.bytes;
+        self.budget.freed.notify_all();
+    }
+}
+
 /// Reads `input` on a dedicated thread until EOF or until the receiver is dropped.
-pub fn spawn_reader<R: Read + Send + 'static>(input: R, max_line: usize) -> mpsc::Receiver<Incoming> {
+pub fn spawn_reader<R: Read + Send + 'static>(input: R, max_line: usize) -> Inbound {
+    spawn_reader_with(input, max_line, INBOUND_BYTES)
+}
+
+fn spawn_reader_with<R: Read + Send + 'static>(input: R, max_line: usize, budget_bytes: usize) -> Inbound {
     let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
+    let budget = Arc::new(Budget::default());
     let spawned = std::thread::Builder::new().name("kiwi-stdin".into()).spawn(move || {
-        read_lines(input, max_line, |item| tx.blocking_send(item).is_ok());
+        read_lines(input, max_line, |item, bytes| {
+            let ticket = budget.admit(bytes, budget_bytes);
+            tx.blocking_send((item, ticket)).is_ok()
+        });
     });
     if let Err(e) = spawned {
         tracing::error!("cannot start the stdin reader: {e}");
     }
-    rx
+    Inbound { rx }
 }
 
-/// The framing loop; `deliver` returns false when nobody listens any more.
-pub fn read_lines<R: Read>(input: R, max_line: usize, mut deliver: impl FnMut(Incoming) -> bool) {
+/// The framing loop; `deliver` gets each message with the length of its line and returns false
+/// when nobody listens any more.
+pub fn read_lines<R: Read>(input: R, max_line: usize, mut deliver: impl FnMut(Incoming, usize) -> bool) {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, input);
     let mut line: Vec<u8> = Vec::new();
     let mut discarding = false;
@@ -62,23 +123,24 @@ pub fn read_lines<R: Read>(input: R, max_line: usize, mut deliver: impl FnMut(In
         reader.consume(if complete { take + 1 } else { take });
         if complete {
             let item = if discarding { too_long(max_line) } else { classify(strip_cr(&line)) };
+            let bytes = line.len();
             discarding = false;
             line.clear();
             if line.capacity() > READ_BUFFER_BYTES * 16 {
                 line.shrink_to(READ_BUFFER_BYTES);
             }
-            if !skip(&item) && !deliver(item) {
+            if !skip(&item) && !deliver(item, bytes) {
                 return;
             }
         }
     }
     // A last line without a terminator still counts.
     if discarding {
-        deliver(too_long(max_line));
+        deliver(too_long(max_line), 0);
     } else if !line.iter().all(u8::is_ascii_whitespace) {
         let item = classify(&line);
         if !skip(&item) {
-            deliver(item);
+            deliver(item, line.len());
         }
     }
 }
@@ -103,11 +165,29 @@ mod tests {
 
     fn collect(input: &[u8], max: usize) -> Vec<Incoming> {
         let mut out = Vec::new();
-        read_lines(input, max, |i| {
+        read_lines(input, max, |i, _| {
             out.push(i);
             true
         });
         out
+    }
+
+    #[test]
+    fn waiting_lines_are_bounded_in_bytes() {
+        // Budget of 100 bytes, lines of 60: the second line waits until the first is taken.
+        let line = format!("{{\"id\":\"a\",\"method\":\"cancel\",\"x\":\"{}\"}}\n", "y".repeat(20));
+        let input = line.repeat(3).into_bytes();
+        let mut inbound = spawn_reader_with(std::io::Cursor::new(input), 1000, line.len() + 10);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            assert_eq!(inbound.rx.len(), 1, "only one line fits the budget");
+            let mut n = 0;
+            while inbound.recv().await.is_some() {
+                n += 1;
+            }
+            assert_eq!(n, 3);
+        });
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! error (EPIPE: the client closed our stdout) cancels `closed` so the process can end at once.
 
 use std::io::{BufWriter, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -28,6 +31,8 @@ pub struct WriterHandle {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Cancelled when stdout is gone.
     pub closed: CancellationToken,
+    /// Bytes written so far (tells a slow reader from one that stopped reading).
+    written: Arc<AtomicU64>,
 }
 
 impl WriterHandle {
@@ -38,16 +43,38 @@ impl WriterHandle {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
     }
+
+    /// Like `join`, but gives up once the client has read nothing for `patience`: a client that
+    /// stopped reading stdout must not keep us alive, a slow one still gets everything.
+    pub async fn join_while_read(self, patience: Duration) {
+        let written = self.written.clone();
+        let join = self.join();
+        tokio::pin!(join);
+        let mut seen = written.load(Ordering::Relaxed);
+        loop {
+            if tokio::time::timeout(patience, &mut join).await.is_ok() {
+                return;
+            }
+            let now = written.load(Ordering::Relaxed);
+            if now == seen {
+                tracing::info!("stdout is not being read; abandoning the queued output");
+                return;
+            }
+            seen = now;
+        }
+    }
 }
 
 pub fn spawn_writer<W: Write + Send + 'static>(out: W) -> (Outbound, WriterHandle) {
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_CAPACITY);
     let closed = CancellationToken::new();
     let closed_flag = closed.clone();
+    let written = Arc::new(AtomicU64::new(0));
+    let counter = written.clone();
     let thread = std::thread::Builder::new()
         .name("kiwi-stdout".into())
         .spawn(move || {
-            let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, out);
+            let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, Counting { inner: out, written: counter });
             while let Some(frame) = rx.blocking_recv() {
                 let mut result = out.write_all(&frame);
                 while result.is_ok() {
@@ -68,7 +95,25 @@ pub fn spawn_writer<W: Write + Send + 'static>(out: W) -> (Outbound, WriterHandl
     if thread.is_none() {
         closed.cancel();
     }
-    (Outbound { tx }, WriterHandle { thread, closed })
+    (Outbound { tx }, WriterHandle { thread, closed, written })
+}
+
+/// Counts the bytes that actually reached the client.
+struct Counting<W> {
+    inner: W,
+    written: Arc<AtomicU64>,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 fn encode<T: Serialize>(value: &T) -> Vec<u8> {

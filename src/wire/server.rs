@@ -11,7 +11,6 @@ use futures::FutureExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::llm::ClientIdentity;
@@ -21,6 +20,7 @@ use crate::protocol::methods::{
     PromptResult, RejectedTool, SERVER_NAME, ServerInfo,
 };
 use crate::rpc::pending::PendingRequests;
+use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, RequestId};
 use crate::soul::{Agent, EventSink, Soul, TurnError, TurnOutcome};
 use crate::tools::external::ExternalTool;
@@ -67,14 +67,18 @@ impl WireServer {
     }
 
     /// Serves until the inbound channel closes (EOF) or `stop` fires.
-    pub async fn serve(self: &Arc<Self>, mut inbound: mpsc::Receiver<Incoming>, stop: CancellationToken) {
+    pub async fn serve(self: &Arc<Self>, mut inbound: Inbound, stop: CancellationToken) {
         loop {
             let item = tokio::select! {
                 item = inbound.recv() => item,
                 () = stop.cancelled() => None,
             };
             let Some(item) = item else { break };
-            self.dispatch(item).await;
+            // A client that stopped reading stdout can block a reply forever; a signal still ends us.
+            tokio::select! {
+                () = self.dispatch(item) => {}
+                () = stop.cancelled() => break,
+            }
         }
         self.shutdown().await;
     }
@@ -242,7 +246,8 @@ impl WireServer {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, done.wait_for(|d| *d)).await;
         }
         self.pending.fail_all();
-        self.sink.flush().await;
+        // The writer may be stuck on a client that stopped reading: never wait for it forever.
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.sink.flush()).await;
     }
 }
 
