@@ -483,17 +483,13 @@ impl ChunkMapper for AnthropicMapper {
     }
 
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
-        if let Some(id) = self.id.take() {
-            out.push_back(StreamEvent::MessageId(id));
-        }
-        if let Some(u) = self.usage.take() {
-            out.push_back(StreamEvent::Usage(TokenUsage {
-                input_other: u.input_tokens.unwrap_or(0),
-                output: u.output_tokens.unwrap_or(0),
-                input_cache_read: u.cache_read_input_tokens.unwrap_or(0),
-                input_cache_creation: u.cache_creation_input_tokens.unwrap_or(0),
-            }));
-        }
+        let usage = self.usage.take().map(|u| TokenUsage {
+            input_other: u.input_tokens.unwrap_or(0),
+            output: u.output_tokens.unwrap_or(0),
+            input_cache_read: u.cache_read_input_tokens.unwrap_or(0),
+            input_cache_creation: u.cache_creation_input_tokens.unwrap_or(0),
+        });
+        super::sse::push_trailer(out, self.id.take(), usage);
     }
 }
 

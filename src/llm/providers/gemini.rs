@@ -557,17 +557,13 @@ impl ChunkMapper for GeminiMapper {
     }
 
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
-        if let Some(id) = self.id.take() {
-            out.push_back(StreamEvent::MessageId(id));
-        }
-        if let Some(u) = self.usage.take() {
-            out.push_back(StreamEvent::Usage(TokenUsage {
-                input_other: u.prompt_token_count.unwrap_or(0),
-                output: u.candidates_token_count.unwrap_or(0),
-                input_cache_read: u.cached_content_token_count.unwrap_or(0),
-                input_cache_creation: 0,
-            }));
-        }
+        let usage = self.usage.take().map(|u| TokenUsage {
+            input_other: u.prompt_token_count.unwrap_or(0),
+            output: u.candidates_token_count.unwrap_or(0),
+            input_cache_read: u.cached_content_token_count.unwrap_or(0),
+            input_cache_creation: 0,
+        });
+        super::sse::push_trailer(out, self.id.take(), usage);
     }
 }
 

@@ -574,12 +574,7 @@ impl ChunkMapper for ResponsesMapper {
     }
 
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
-        if let Some(id) = self.id.take() {
-            out.push_back(StreamEvent::MessageId(id));
-        }
-        if let Some(usage) = self.usage.take() {
-            out.push_back(StreamEvent::Usage(usage));
-        }
+        super::sse::push_trailer(out, self.id.take(), self.usage.take());
     }
 }
 

@@ -160,6 +160,16 @@ pub trait ChunkMapper: Send + 'static {
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>);
 }
 
+/// The message id and usage every mapper reports once, after the parts of a finished stream.
+pub fn push_trailer(out: &mut VecDeque<StreamEvent>, id: Option<String>, usage: Option<crate::protocol::TokenUsage>) {
+    if let Some(id) = id {
+        out.push_back(StreamEvent::MessageId(id));
+    }
+    if let Some(usage) = usage {
+        out.push_back(StreamEvent::Usage(usage));
+    }
+}
+
 type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
 
 /// The event stream of one response.
