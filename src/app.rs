@@ -144,7 +144,9 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         (None, false) => SessionChoice::New,
     };
     let session = Session::open(share, &work_dir, &choice).map_err(|e| match e {
-        crate::session::SessionError::NoPrevious => StartError::Usage(e.to_string()),
+        crate::session::SessionError::NoPrevious | crate::session::SessionError::InvalidId(_) => {
+            StartError::Usage(e.to_string())
+        }
         other => StartError::Fatal(other.to_string()),
     })?;
 

@@ -159,10 +159,11 @@ impl Cli {
         if self.input_format.is_some() || self.output_format.is_some() || self.final_message_only {
             return Err("--input-format, --output-format and --final-message-only are only for print mode".into());
         }
-        if let Some(session) = &self.session
-            && session.trim().is_empty()
-        {
-            return Err("Session ID cannot be empty".into());
+        if let Some(session) = &self.session {
+            if session.trim().is_empty() {
+                return Err("Session ID cannot be empty".into());
+            }
+            crate::session::id::check_session_id(session.trim())?;
         }
         if let Some(config) = &self.config
             && config.trim().is_empty()
@@ -237,6 +238,9 @@ mod tests {
         assert_eq!(parse(&["--print", "--wire"]).unwrap_err(), "Cannot combine --print, --wire.");
         assert!(parse(&["--continue", "--session", "x"]).is_err());
         assert_eq!(parse(&["--session", "  "]).unwrap_err(), "Session ID cannot be empty");
+        for id in ["..", ".", "/tmp", "a/b", "a\\b"] {
+            assert!(parse(&["--session", id]).unwrap_err().starts_with("Invalid session id"), "{id}");
+        }
         assert!(parse(&["--max-steps-per-turn", "0"]).unwrap_err().contains("0 is not in the range x>=1."));
         assert!(parse(&["--max-retries-per-step", "0"]).unwrap_err().contains("0 is not in the range x>=1."));
         assert!(parse(&["--max-ralph-iterations", "-2"]).unwrap_err().contains("-2 is not in the range x>=-1."));

@@ -398,3 +398,27 @@ fn init_is_subject_to_the_ralph_loop() {
     assert!(init_prompt.is_string());
     assert_eq!(events[2]["params"]["payload"]["user_input"], json!([{"type":"text","text":init_prompt}]));
 }
+
+/// Safety: a session id is a name. `--session ..` once removed every session of every project at
+/// exit, and `--session /some/dir` that directory.
+#[test]
+fn path_like_session_ids_are_usage_errors_and_delete_nothing() {
+    let env = Env::new();
+    let config = env.scripted_config(&[]);
+    // Another project's session, and a directory outside the share dir.
+    let other = env.share().join("sessions").join("0123").join("kept");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("context.jsonl"), "{}\n").unwrap();
+    let outside = env.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("precious.txt"), "mine").unwrap();
+    for id in ["..", ".", "../..", outside.to_str().unwrap(), "a/b", "a\\b"] {
+        let out = env.command(&config, &["--session", id]).stdin(std::process::Stdio::null()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{id}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("Invalid session id"), "{id}: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    assert!(other.join("context.jsonl").exists());
+    assert!(outside.join("precious.txt").exists());
+}

@@ -17,6 +17,9 @@ pub enum SessionError {
     NoPrevious,
     #[error("Session {0} is in use by another process")]
     Locked(String),
+    /// The id names a path, not a session (a usage error).
+    #[error("{0}")]
+    InvalidId(String),
     #[error("{0}")]
     Io(String),
 }
@@ -129,6 +132,9 @@ pub struct Session {
     pub share_dir: PathBuf,
     /// True when an existing session was resumed.
     pub resumed: bool,
+    /// True when this process created the session folder; only such a folder may be removed
+    /// at exit.
+    created_dir: bool,
     /// The locked session folder, held for the life of the process.
     _lock: std::fs::File,
 }
@@ -161,7 +167,9 @@ impl Session {
                 (last, true)
             }
         };
+        super::id::check_session_id(&id).map_err(SessionError::InvalidId)?;
         let dir = base.join(&id);
+        let created_dir = !dir.exists();
         std::fs::create_dir_all(&dir).map_err(io)?;
         // The lock is on the folder, which survives context rotation (the file is renamed).
         let lock = std::fs::File::open(&dir).map_err(io)?;
@@ -176,7 +184,15 @@ impl Session {
             std::fs::create_dir_all(share).map_err(io)?;
             meta.save(share)?;
         }
-        Ok(Session { id, dir, work_dir: work_dir.to_path_buf(), share_dir: share.to_path_buf(), resumed, _lock: lock })
+        Ok(Session {
+            id,
+            dir,
+            work_dir: work_dir.to_path_buf(),
+            share_dir: share.to_path_buf(),
+            resumed,
+            created_dir,
+            _lock: lock,
+        })
     }
 
     pub fn context_path(&self) -> PathBuf {
@@ -185,6 +201,20 @@ impl Session {
 
     pub fn wire_path(&self) -> PathBuf {
         self.dir.join("wire.jsonl")
+    }
+
+    /// Removes the files this session writes and then the folder, but only a folder this process
+    /// created, and never recursively: anything else found inside keeps it (and is logged).
+    fn remove_empty_folder(&self) {
+        if !self.created_dir {
+            return;
+        }
+        for name in ["context.jsonl", "wire.jsonl"] {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+        if let Err(e) = std::fs::remove_dir(&self.dir) {
+            tracing::info!("keeping the empty session folder {}: {e}", self.dir.display());
+        }
     }
 
     /// Exit bookkeeping: delete an empty session, remember a non-empty one as the last.
@@ -197,7 +227,7 @@ impl Session {
         let mut meta = Metadata::load(&self.share_dir);
         let entry = meta.entry_mut(&work);
         if wire_empty && context_empty {
-            let _ = std::fs::remove_dir_all(&self.dir);
+            self.remove_empty_folder();
             if entry.last_session_id.as_deref() == Some(self.id.as_str()) {
                 entry.last_session_id = None;
             }
@@ -248,5 +278,35 @@ mod tests {
         let empty = Session::open(share.path(), work, &SessionChoice::New).unwrap();
         empty.finish();
         assert!(!empty.dir.exists());
+    }
+
+    #[test]
+    fn path_like_ids_are_refused_and_touch_nothing() {
+        let share = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::write(victim.path().join("precious"), "x").unwrap();
+        let work = Path::new("/tmp/some/work");
+        for id in ["..", ".", "../..", &victim.path().display().to_string(), "a/b", "a\\b", "a\0b"] {
+            let r = Session::open(share.path(), work, &SessionChoice::Id(id.to_string()));
+            assert!(matches!(r, Err(SessionError::InvalidId(_))), "{id:?}");
+        }
+        assert!(victim.path().join("precious").exists());
+    }
+
+    #[test]
+    fn an_existing_folder_is_never_removed() {
+        let share = tempfile::tempdir().unwrap();
+        let work = Path::new("/tmp/some/work");
+        let dir = share.path().join("sessions").join(work_dir_key(work)).join("kept");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        let s = Session::open(share.path(), work, &SessionChoice::Id("kept".into())).unwrap();
+        s.finish();
+        assert!(dir.join("notes.txt").exists());
+        // A folder created by this run, with a stranger file in it, is not removed either.
+        let s = Session::open(share.path(), work, &SessionChoice::New).unwrap();
+        std::fs::write(s.dir.join("other"), "x").unwrap();
+        s.finish();
+        assert!(s.dir.join("other").exists());
     }
 }
