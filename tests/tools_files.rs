@@ -258,7 +258,7 @@ async fn write_file_approval_actions() {
     assert_eq!(req.action, "edit file");
     assert_eq!(req.description, format!("Write file `{abs}`"));
     assert_eq!(diffs(&req.display), vec![(abs, String::new(), "x".to_string())]);
-    assert!(r.is_rejection());
+    assert_eq!(r.kind(), kiwi::protocol::ResultKind::Rejected);
     assert!(!h.path("in.txt").exists());
 
     let other = tempfile::tempdir().unwrap();
@@ -335,7 +335,7 @@ async fn str_replace_errors_and_approval() {
     assert_eq!((req.sender.as_str(), req.action.as_str()), ("StrReplaceFile", "edit file"));
     assert_eq!(req.description, format!("Edit file `{abs}`"));
     assert_eq!(diffs(&req.display), vec![(abs, "hello".to_string(), "bye".to_string())]);
-    assert!(r.is_rejection());
+    assert_eq!(r.kind(), kiwi::protocol::ResultKind::Rejected);
     assert_eq!(std::fs::read_to_string(h.path("f.txt")).unwrap(), "hello\n");
 }
 

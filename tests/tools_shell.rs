@@ -106,7 +106,7 @@ async fn approval_request_shape_and_reject() {
     assert_eq!(req.description, "Run command `touch x`");
     assert_eq!(req.tool_call_id, "tc-1");
     assert_eq!(req.display, vec![DisplayBlock::Shell { language: "bash".into(), command: "touch x".into() }]);
-    assert!(r.is_rejection());
+    assert_eq!(r.kind(), kiwi::protocol::ResultKind::Rejected);
     assert!(!h.path("x").exists());
 
     let (r, req) = h.call_answering("Shell", json!({"command": "touch x"}), ApprovalDecision::Approve).await;

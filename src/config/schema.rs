@@ -4,6 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+/// The provider part of the file is the model layer's own settings type (config depends on llm,
+/// never the reverse).
+pub use crate::llm::settings::{ProviderConfig, ProviderType};
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Config {
     #[serde(default)]
@@ -20,48 +24,6 @@ pub struct Config {
     pub services: Services,
     #[serde(default)]
     pub mcp: McpSettings,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ProviderType {
-    #[serde(rename = "kimi")]
-    Kimi,
-    #[serde(rename = "openai_legacy")]
-    OpenAiLegacy,
-    #[serde(rename = "openai_responses")]
-    OpenAiResponses,
-    #[serde(rename = "anthropic")]
-    Anthropic,
-    #[serde(rename = "google_genai", alias = "gemini")]
-    GoogleGenAi,
-    #[serde(rename = "vertexai")]
-    VertexAi,
-    #[serde(rename = "_echo")]
-    Echo,
-    #[serde(rename = "_scripted_echo")]
-    ScriptedEcho,
-    #[serde(rename = "_chaos")]
-    Chaos,
-}
-
-impl ProviderType {
-    pub fn is_echo(self) -> bool {
-        matches!(self, ProviderType::Echo | ProviderType::ScriptedEcho)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProviderConfig {
-    #[serde(rename = "type")]
-    pub kind: ProviderType,
-    #[serde(default)]
-    pub base_url: String,
-    #[serde(default)]
-    pub api_key: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub custom_headers: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

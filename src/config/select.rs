@@ -7,40 +7,7 @@ use thiserror::Error;
 
 use super::schema::{Config, ModelConfig, ProviderConfig, ProviderType};
 use crate::llm::Capability;
-
-/// Reasoning effort handed to a provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThinkingEffort {
-    /// Leave the provider's default.
-    Unchanged,
-    Off,
-    High,
-}
-
-/// Generation parameters from `KIMI_MODEL_*` env vars (kimi provider only).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct GenerationOverrides {
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub max_tokens: Option<u64>,
-}
-
-/// Everything needed to build the chat provider.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LlmSettings {
-    pub provider: ProviderConfig,
-    pub model: ModelConfig,
-    pub capabilities: BTreeSet<Capability>,
-    pub thinking: ThinkingEffort,
-    pub generation: GenerationOverrides,
-}
-
-impl LlmSettings {
-    /// Non-echo providers need a base URL and a model id; otherwise "LLM not set".
-    pub fn is_usable(&self) -> bool {
-        self.provider.kind.is_echo() || (!self.provider.base_url.is_empty() && !self.model.model.is_empty())
-    }
-}
+pub use crate::llm::settings::{GenerationOverrides, LlmSettings, ModelSettings, ThinkingEffort};
 
 #[derive(Debug, Error, PartialEq)]
 pub enum SelectError {
@@ -159,6 +126,7 @@ pub fn select(
         ThinkingEffort::Unchanged
     };
 
+    let model = ModelSettings { model: model.model, max_context_size: model.max_context_size };
     Ok(LlmSettings { provider, model, capabilities, thinking, generation })
 }
 

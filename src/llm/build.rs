@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use super::SharedProvider;
 use super::echo::{EchoProvider, ScriptedEchoProvider};
-use crate::config::{LlmSettings, ProviderType};
+use super::settings::{LlmSettings, ProviderType};
 
-/// A sink for the scripted-echo trace lines (they go to stdout through the single writer).
+/// A sink for the scripted-echo trace lines: the front end sends them straight to its writer.
 pub type TraceSink = Box<dyn Fn(String) + Send + Sync>;
 
 /// `Ok(None)` when no usable model is configured ("LLM not set").
@@ -21,13 +21,9 @@ pub fn build_provider(
     let provider: SharedProvider = match settings.provider.kind {
         ProviderType::Echo => Arc::new(EchoProvider::new()),
         ProviderType::ScriptedEcho => {
-            let path = settings
-                .provider
-                .env
-                .get("KIMI_SCRIPTED_ECHO_SCRIPTS")
-                .cloned()
-                .or_else(|| std::env::var("KIMI_SCRIPTED_ECHO_SCRIPTS").ok());
-            Arc::new(ScriptedEchoProvider::from_env_path(path, trace)?)
+            let path = settings.env_var("KIMI_SCRIPTED_ECHO_SCRIPTS");
+            let trace_switch = settings.env_var("KIMI_SCRIPTED_ECHO_TRACE");
+            Arc::new(ScriptedEchoProvider::from_env_path(path, trace_switch.as_deref(), trace)?)
         }
         _ => super::providers::build_http_provider(settings, session_id)?,
     };

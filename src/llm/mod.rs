@@ -7,6 +7,7 @@ pub mod error;
 pub mod message;
 pub mod providers;
 pub mod pyfmt;
+pub mod settings;
 
 use std::sync::Arc;
 

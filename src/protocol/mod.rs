@@ -1,10 +1,10 @@
-//! Typed protocol vocabulary shared by every front end: content parts, display blocks, tool calls
-//! and results, events and requests, and the params/results of the client methods.
+//! The core's typed vocabulary, shared by every front end: content parts, display blocks, tool
+//! calls and results, events and requests. They serialize in the shape the wire protocol and
+//! `wire.jsonl` use; the other front ends map them onto their own shapes.
 
 pub mod content;
 pub mod display;
 pub mod event;
-pub mod methods;
 pub mod tool;
 
 pub use content::{ContentPart, MediaUrl, UserInput};
@@ -13,4 +13,4 @@ pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalResponse, Event, Request, StatusUpdate, SubagentEvent, TokenUsage,
     ToolCallRequest, WireMessage,
 };
-pub use tool::{FunctionCall, ToolCall, ToolCallPart, ToolOutput, ToolResult, ToolReturnValue};
+pub use tool::{ErrorCause, FunctionCall, ResultKind, ToolCall, ToolCallPart, ToolOutput, ToolResult, ToolReturnValue};

@@ -86,6 +86,31 @@ pub struct ToolReturnValue {
     pub display: Vec<DisplayBlock>,
     #[serde(default)]
     pub extras: Option<Map<String, Value>>,
+    /// Why an error happened, when the agent loop must act on it. Never serialized: the wire
+    /// shape above is unchanged, and control flow never compares message text.
+    #[serde(skip)]
+    pub cause: ErrorCause,
+}
+
+/// The typed reason behind an error result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ErrorCause {
+    /// An ordinary result (ok or error, as `is_error` says).
+    #[default]
+    None,
+    /// The user rejected the call's approval request: the turn stops.
+    Rejected,
+    /// The tool itself failed (a panic, an I/O error of its own): the model is told to avoid it.
+    Crashed,
+}
+
+/// What became of a tool call, as the agent loop sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultKind {
+    Ok,
+    Error,
+    Rejected,
+    Crashed,
 }
 
 impl ToolReturnValue {
@@ -96,6 +121,7 @@ impl ToolReturnValue {
             message: message.into(),
             display: Vec::new(),
             extras: None,
+            cause: ErrorCause::None,
         }
     }
 
@@ -107,6 +133,21 @@ impl ToolReturnValue {
             message: message.into(),
             display: vec![DisplayBlock::brief(brief)],
             extras: None,
+            cause: ErrorCause::None,
+        }
+    }
+
+    /// The tool itself failed (`Tool runtime error`); the model is told to avoid it.
+    pub fn crashed(message: impl Into<String>) -> Self {
+        Self { cause: ErrorCause::Crashed, ..Self::error(message, "Tool runtime error") }
+    }
+
+    pub fn kind(&self) -> ResultKind {
+        match (self.is_error, self.cause) {
+            (true, ErrorCause::Rejected) => ResultKind::Rejected,
+            (true, ErrorCause::Crashed) => ResultKind::Crashed,
+            (true, ErrorCause::None) => ResultKind::Error,
+            (false, _) => ResultKind::Ok,
         }
     }
 
@@ -122,16 +163,13 @@ impl ToolReturnValue {
 
     /// The result a tool returns when the user rejected its approval request.
     pub fn rejected() -> Self {
-        Self::error(
-            "The tool call is rejected by the user. Please follow the new instructions from the user.",
-            "Rejected by user",
-        )
-    }
-
-    pub fn is_rejection(&self) -> bool {
-        self.is_error
-            && self.message
-                == "The tool call is rejected by the user. Please follow the new instructions from the user."
+        Self {
+            cause: ErrorCause::Rejected,
+            ..Self::error(
+                "The tool call is rejected by the user. Please follow the new instructions from the user.",
+                "Rejected by user",
+            )
+        }
     }
 }
 
@@ -169,6 +207,17 @@ mod tests {
             serde_json::to_string(&ToolReturnValue::rejected()).unwrap(),
             r#"{"is_error":true,"output":"","message":"The tool call is rejected by the user. Please follow the new instructions from the user.","display":[{"type":"brief","text":"Rejected by user"}],"extras":null}"#
         );
+    }
+
+    #[test]
+    fn kinds_are_typed_not_read_from_text() {
+        assert_eq!(ToolReturnValue::rejected().kind(), ResultKind::Rejected);
+        assert_eq!(ToolReturnValue::crashed("x").kind(), ResultKind::Crashed);
+        assert_eq!(ToolReturnValue::ok("", "").kind(), ResultKind::Ok);
+        // A client's result that happens to carry the rejection text is still an ordinary error.
+        let json = serde_json::to_string(&ToolReturnValue::rejected()).unwrap();
+        let parsed: ToolReturnValue = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed.kind(), ResultKind::Error);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! JSON-RPC 2.0 envelopes and the classification of one inbound line (`wire-protocol.md` §2).
 //!
-//! Divergences from the reference, on purpose: integer ids are accepted and echoed with their
-//! type; the legacy methods `run` and `interrupt` are known methods.
+//! Generic: nothing here knows a method name. Which methods exist, and what an unknown one is
+//! answered, is each front end's method table. Divergence from the reference, on purpose:
+//! integer ids are accepted and echoed with their type (and `1` and `"1"` are different ids).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -24,9 +25,6 @@ impl std::fmt::Display for RequestId {
         }
     }
 }
-
-/// Methods a client may call.
-pub const KNOWN_METHODS: [&str; 5] = ["initialize", "prompt", "cancel", "run", "interrupt"];
 
 /// What one inbound line turned out to be.
 #[derive(Debug, PartialEq)]
@@ -118,13 +116,8 @@ pub fn classify(line: &[u8]) -> Incoming {
         (Some(method), id) => {
             let params = obj.remove("params");
             match id {
-                Some(id) if KNOWN_METHODS.contains(&method.as_str()) => Incoming::Request { id, method, params },
-                Some(id) => Incoming::Reject {
-                    id: Some(id),
-                    error: ErrorCode::MethodNotFound.with_message(format!("Unexpected method received: {method}")),
-                },
-                None if KNOWN_METHODS.contains(&method.as_str()) => Incoming::Notification { method, params },
-                None => Incoming::Ignore,
+                Some(id) => Incoming::Request { id, method, params },
+                None => Incoming::Notification { method, params },
             }
         }
     }
@@ -199,20 +192,20 @@ pub struct ErrorFrame<'a> {
     pub error: &'a ErrorObject,
 }
 
-/// `{"jsonrpc":"2.0","method":"event","params":{..}}`
+/// `{"jsonrpc":"2.0","method":..,"params":{..}}`
 #[derive(Serialize)]
 pub struct NotificationFrame<'a, T: Serialize> {
     pub jsonrpc: &'static str,
-    pub method: &'static str,
+    pub method: &'a str,
     pub params: &'a T,
 }
 
-/// `{"jsonrpc":"2.0","method":"request","id":..,"params":{..}}`
+/// `{"jsonrpc":"2.0","method":..,"id":..,"params":{..}}` (a request we send to the client).
 #[derive(Serialize)]
 pub struct RequestFrame<'a, T: Serialize> {
     pub jsonrpc: &'static str,
-    pub method: &'static str,
-    pub id: &'a str,
+    pub method: &'a str,
+    pub id: &'a RequestId,
     pub params: &'a T,
 }
 
@@ -267,15 +260,16 @@ mod tests {
         assert_eq!(classify(br#"{"jsonrpc":"2.0","id":"r3"}"#), Incoming::Ignore);
         assert_eq!(classify(b"{}"), Incoming::Ignore);
         assert_eq!(classify(br#"{"jsonrpc":"2.0"}"#), Incoming::Ignore);
-        assert_eq!(classify(br#"{"jsonrpc":"2.0","method":"nope"}"#), Incoming::Ignore);
     }
 
     #[test]
     fn methods() {
+        // Any method name is a request or notification here; the front end's table decides.
         assert_eq!(
-            reject(r#"{"jsonrpc":"2.0","id":"1","method":"nope"}"#),
-            (Some(RequestId::Str("1".into())), -32601, "Unexpected method received: nope".into())
+            classify(br#"{"jsonrpc":"2.0","id":"1","method":"nope"}"#),
+            Incoming::Request { id: RequestId::Str("1".into()), method: "nope".into(), params: None }
         );
+        assert!(matches!(classify(br#"{"jsonrpc":"2.0","method":"nope"}"#), Incoming::Notification { .. }));
         assert_eq!(
             classify(br#"{"jsonrpc":"2.0","id":7,"method":"prompt","params":{"user_input":"x"}}"#),
             Incoming::Request {

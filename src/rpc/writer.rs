@@ -13,7 +13,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::error_code::ErrorObject;
+use super::error_code::{ErrorCode, ErrorObject};
 use super::message::{ErrorFrame, NotificationFrame, RequestFrame, RequestId, ResponseFrame};
 
 /// Frames waiting for stdout; a slow client slows the producers down.
@@ -116,18 +116,20 @@ impl<W: Write> Write for Counting<W> {
     }
 }
 
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+/// One frame: the compact JSON of `value` plus `\n`. `None` when it cannot be serialized, which
+/// for our own types is a bug (logged here; the caller decides what the client sees instead).
+pub fn encode<T: Serialize>(value: &T) -> Option<Vec<u8>> {
     let mut buf = Vec::with_capacity(128);
-    if let Err(e) = serde_json::to_writer(&mut buf, value) {
-        // Our own types always serialize; this is a bug, not a client error.
-        tracing::error!("cannot serialize an outbound frame: {e}");
-        buf.clear();
-        buf.extend_from_slice(
-            br#"{"jsonrpc":"2.0","method":"event","params":{"type":"StepInterrupted","payload":{}}}"#,
-        );
+    match serde_json::to_writer(&mut buf, value) {
+        Ok(()) => {
+            buf.push(b'\n');
+            Some(buf)
+        }
+        Err(e) => {
+            tracing::error!("cannot serialize an outbound frame: {e}");
+            None
+        }
     }
-    buf.push(b'\n');
-    buf
 }
 
 impl Outbound {
@@ -136,20 +138,33 @@ impl Outbound {
         self.tx.send(frame).await.is_ok()
     }
 
+    /// Queues a frame without waiting; false when the queue is full or the writer gone.
+    pub fn try_send_raw(&self, frame: Vec<u8>) -> bool {
+        self.tx.try_send(frame).is_ok()
+    }
+
     pub async fn respond<T: Serialize>(&self, id: &RequestId, result: &T) {
-        self.send_raw(encode(&ResponseFrame { jsonrpc: "2.0", id, result })).await;
+        match encode(&ResponseFrame { jsonrpc: "2.0", id, result }) {
+            Some(frame) => {
+                self.send_raw(frame).await;
+            }
+            // The request still gets its one answer.
+            None => self.error(Some(id), &ErrorCode::InternalError.with_message("cannot serialize the result")).await,
+        }
     }
 
     pub async fn error(&self, id: Option<&RequestId>, error: &ErrorObject) {
-        self.send_raw(encode(&ErrorFrame { jsonrpc: "2.0", id, error })).await;
+        if let Some(frame) = encode(&ErrorFrame { jsonrpc: "2.0", id, error }) {
+            self.send_raw(frame).await;
+        }
     }
 
-    pub fn event_frame<T: Serialize>(params: &T) -> Vec<u8> {
-        encode(&NotificationFrame { jsonrpc: "2.0", method: "event", params })
+    pub fn notification_frame<T: Serialize>(method: &str, params: &T) -> Option<Vec<u8>> {
+        encode(&NotificationFrame { jsonrpc: "2.0", method, params })
     }
 
-    pub fn request_frame<T: Serialize>(id: &str, params: &T) -> Vec<u8> {
-        encode(&RequestFrame { jsonrpc: "2.0", method: "request", id, params })
+    pub fn request_frame<T: Serialize>(id: &RequestId, method: &str, params: &T) -> Option<Vec<u8>> {
+        encode(&RequestFrame { jsonrpc: "2.0", method, id, params })
     }
 }
 
@@ -188,7 +203,7 @@ mod tests {
         let sink = Shared::default();
         let (out, handle) = spawn_writer(sink.clone());
         out.respond(&RequestId::Str("a".into()), &serde_json::json!({"t":"héllo"})).await;
-        out.send_raw(Outbound::event_frame(&serde_json::json!({"n":1}))).await;
+        out.send_raw(Outbound::notification_frame("event", &serde_json::json!({"n":1})).unwrap()).await;
         drop(out);
         handle.join().await;
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();

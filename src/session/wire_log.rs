@@ -13,7 +13,8 @@ use super::jsonl::JsonlAppender;
 use super::pyjson;
 use crate::protocol::{ContentPart, Event, ToolCallPart, WireMessage};
 
-pub const WIRE_PROTOCOL_VERSION: &str = crate::protocol::methods::PROTOCOL_VERSION;
+/// The protocol version the records follow, written in the header of a new file.
+pub const WIRE_PROTOCOL_VERSION: &str = "1.2";
 
 #[derive(Serialize)]
 struct Header {

@@ -3,19 +3,18 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::agent::skills::{Skill, skill_commands};
+use crate::agent_env::AgentEnv;
+use crate::blueprint::skills::{Skill, skill_commands};
 use crate::config::LoopControl;
 use crate::llm::{Capability, SharedProvider};
-use crate::protocol::methods::SlashCommandInfo;
-use crate::runtime::Runtime;
 use crate::soul::approval::ApprovalState;
 use crate::soul::dmail::DMailBox;
-use crate::soul::slash::builtin_commands;
+use crate::soul::slash::{CommandInfo, builtin_commands};
 use crate::tools::Toolset;
 
 pub struct Agent {
     /// Also holds the model (`runtime.llm`; `None` when none is configured: `prompt` ⇒ -32001).
-    pub runtime: Arc<Runtime>,
+    pub env: Arc<AgentEnv>,
     pub max_context_size: u64,
     pub loop_control: LoopControl,
     /// Replaced whole when the client registers external tools (never during a turn).
@@ -23,14 +22,14 @@ pub struct Agent {
     pub approval: Arc<ApprovalState>,
     pub system_prompt: String,
     /// Built-in commands, then `skill:` and `flow:` commands, as `initialize` lists them.
-    pub slash_commands: Vec<SlashCommandInfo>,
+    pub slash_commands: Vec<CommandInfo>,
     pub skills: Vec<Skill>,
     pub dmail: Option<Arc<DMailBox>>,
 }
 
 /// Everything start-up decides about an agent.
 pub struct AgentParts {
-    pub runtime: Arc<Runtime>,
+    pub env: Arc<AgentEnv>,
     pub max_context_size: u64,
     pub loop_control: LoopControl,
     pub toolset: Toolset,
@@ -44,13 +43,13 @@ pub struct AgentParts {
 impl Agent {
     pub fn new(parts: AgentParts) -> Self {
         let mut slash_commands = builtin_commands();
-        slash_commands.extend(skill_commands(&parts.skills).into_iter().map(|(name, description)| SlashCommandInfo {
+        slash_commands.extend(skill_commands(&parts.skills).into_iter().map(|(name, description)| CommandInfo {
             name,
             description,
             aliases: Vec::new(),
         }));
         Self {
-            runtime: parts.runtime,
+            env: parts.env,
             max_context_size: parts.max_context_size,
             loop_control: parts.loop_control,
             toolset: RwLock::new(Arc::new(parts.toolset)),
@@ -64,7 +63,7 @@ impl Agent {
 
     /// The chat provider; `None` when no usable model is configured.
     pub fn llm(&self) -> Option<&SharedProvider> {
-        self.runtime.llm.as_ref()
+        self.env.llm.as_ref()
     }
 
     pub fn skill(&self, name: &str) -> Option<&Skill> {
@@ -90,7 +89,7 @@ impl Agent {
     }
 
     pub fn has(&self, cap: Capability) -> bool {
-        self.runtime.has(cap)
+        self.env.has(cap)
     }
 
     pub fn model_name(&self) -> String {

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Mutex as AsyncMutex;
 
-use super::event::{ClientAnswer, EventSink};
-use crate::protocol::{ApprovalDecision, ApprovalRequest, ApprovalResponse, DisplayBlock, Event, Request};
+use super::sink::{ClientAnswer, EventSink};
+use crate::protocol::{ApprovalDecision, ApprovalRequest, ApprovalResponse, Event, Request};
+use crate::tools::ApprovalAsk;
 
 /// Approval state shared by an agent and its subagents for the life of the process.
 #[derive(Debug, Default)]
@@ -51,16 +52,6 @@ pub struct Approval {
     sink: EventSink,
     /// Held while a request of this agent is outstanding, so they go out one at a time.
     outstanding: Arc<AsyncMutex<()>>,
-}
-
-/// What a tool asks approval for.
-#[derive(Debug, Clone)]
-pub struct ApprovalAsk {
-    pub tool_call_id: String,
-    pub sender: String,
-    pub action: String,
-    pub description: String,
-    pub display: Vec<DisplayBlock>,
 }
 
 impl Approval {

@@ -3,9 +3,9 @@
 use super::Soul;
 use super::context::Context;
 use super::error::{TurnError, TurnOutcome};
-use super::event::EventSink;
-use crate::agent::prompts::{INIT, init_done_note};
-use crate::agent::skills::skill_command_text;
+use super::sink::EventSink;
+use crate::blueprint::prompts::{INIT, init_done_note};
+use crate::blueprint::skills::skill_command_text;
 use crate::llm::Message;
 use crate::protocol::{ContentPart, Event, UserInput};
 
@@ -94,7 +94,7 @@ impl Soul {
             return Ok(outcome);
         }
         sink.emit(Event::TurnEnd {}).await;
-        let agents_md = std::fs::read_to_string(self.agent.runtime.work_dir.join("AGENTS.md")).ok();
+        let agents_md = std::fs::read_to_string(self.agent.env.work_dir.join("AGENTS.md")).ok();
         self.context.append(Message::user_text(init_done_note(agents_md.as_deref().map(str::trim))));
         Ok(TurnOutcome::Finished)
     }

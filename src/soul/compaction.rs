@@ -5,12 +5,14 @@ use futures::StreamExt;
 
 use super::Soul;
 use super::error::TurnError;
-use super::event::EventSink;
 use super::retry::backoff;
+use super::sink::EventSink;
 use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent};
 use crate::protocol::{ContentPart, Event};
 
-use crate::agent::prompts::{COMPACTED_NOTE, COMPACTION_INSTRUCTIONS, COMPACTION_SYSTEM as COMPACTION_SYSTEM_PROMPT};
+use crate::blueprint::prompts::{
+    COMPACTED_NOTE, COMPACTION_INSTRUCTIONS, COMPACTION_SYSTEM as COMPACTION_SYSTEM_PROMPT,
+};
 
 /// Index where the preserved tail starts, or `None` when there is nothing to summarize.
 fn tail_start(history: &[Message]) -> Option<usize> {

@@ -28,7 +28,12 @@ fn capability_message(model: &str, missing: &[Capability]) -> String {
 pub enum TurnOutcome {
     Finished,
     MaxStepsReached(u32),
+    /// Cancelled by the front end (the soul's future was dropped; only the driver reports it).
+    Cancelled,
 }
+
+/// The last item of a turn's event stream.
+pub type TurnResult = Result<TurnOutcome, TurnError>;
 
 #[cfg(test)]
 mod tests {

@@ -3,9 +3,9 @@
 
 use super::Soul;
 use super::error::{TurnError, TurnOutcome};
-use super::event::EventSink;
+use super::sink::EventSink;
 use super::turn::AgentRun;
-use crate::agent::flow::{
+use crate::blueprint::flow::{
     Flow, NodeKind, RALPH_CONTINUE, RALPH_STOP, decision_prompt, decision_retry_prompt, extract_choice,
     ralph_decision_prompt,
 };
@@ -111,7 +111,7 @@ impl Soul {
             }
             executions += 1;
             let prompt = if retry {
-                decision_retry_prompt(&crate::agent::flow::ralph_prompt(&text), &choices)
+                decision_retry_prompt(&crate::blueprint::flow::ralph_prompt(&text), &choices)
             } else {
                 ralph_decision_prompt(&text)
             };

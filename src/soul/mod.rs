@@ -1,8 +1,10 @@
 //! The agent core: one turn at a time, steps, tools, approvals, context.
 //!
-//! The soul knows nothing of JSON-RPC: it reads a `UserInput` and writes `SoulEvent`s into an
-//! `EventSink`. Cancellation is by dropping the turn future: every await point is a cancel point,
-//! and context changes are synchronous, so a cancelled turn never leaves half a step behind.
+//! The soul knows nothing of JSON-RPC: it reads a `UserInput` and writes events into an
+//! `EventSink`, whose projection belongs to the front end. The [`TurnDriver`] owns the turn
+//! lifecycle for every front end. Cancellation is by dropping the turn future: every await point
+//! is a cancel point, and context changes are synchronous, so a cancelled turn never leaves half
+//! a step behind.
 
 pub mod agent;
 pub mod approval;
@@ -10,10 +12,13 @@ pub mod commands;
 pub mod compaction;
 pub mod context;
 pub mod dmail;
+pub mod driver;
 pub mod error;
-pub mod event;
 pub mod flow_runner;
+pub mod host;
+pub mod inbox;
 pub mod retry;
+pub mod sink;
 pub mod slash;
 pub mod step;
 pub mod tool_message;
@@ -23,18 +28,21 @@ use std::sync::Arc;
 
 pub use agent::Agent;
 pub use context::Context;
-pub use error::{TurnError, TurnOutcome};
-pub use event::{ClientAnswer, EventSink, SoulEvent};
+pub use driver::{Busy, Idle, TurnDriver};
+pub use error::{TurnError, TurnOutcome, TurnResult};
+pub use sink::{ClientAnswer, EventSink, Projection, TurnTag};
 
 /// One agent with its context. Owned by one turn at a time.
 pub struct Soul {
     pub agent: Arc<Agent>,
     pub context: Context,
+    /// Input queued during a turn (set by the driver; absent for a soul run without one).
+    pub(crate) inbox: Option<Arc<inbox::Inbox>>,
 }
 
 impl Soul {
     pub fn new(agent: Arc<Agent>, context: Context) -> Self {
-        let soul = Self { agent, context };
+        let soul = Self { agent, context, inbox: None };
         soul.sync_dmail_checkpoints();
         soul
     }

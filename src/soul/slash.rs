@@ -1,6 +1,12 @@
 //! Slash-command parsing (`soul.md` §7.1) and the built-in command table.
 
-use crate::protocol::methods::SlashCommandInfo;
+/// A command the agent offers (`initialize` lists them; ACP's `available_commands_update` too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandInfo {
+    pub name: String,
+    pub description: String,
+    pub aliases: Vec<String>,
+}
 
 /// A parsed `/name args` input.
 #[derive(Debug, PartialEq, Eq)]
@@ -22,8 +28,8 @@ pub fn parse(text: &str) -> Option<SlashCommand<'_>> {
 }
 
 /// The built-in commands of wire mode, in the order `initialize` lists them.
-pub fn builtin_commands() -> Vec<SlashCommandInfo> {
-    let cmd = |name: &str, description: &str, aliases: &[&str]| SlashCommandInfo {
+pub fn builtin_commands() -> Vec<CommandInfo> {
+    let cmd = |name: &str, description: &str, aliases: &[&str]| CommandInfo {
         name: name.into(),
         description: description.into(),
         aliases: aliases.iter().map(|a| a.to_string()).collect(),

@@ -14,13 +14,16 @@ use futures::{Future, StreamExt};
 use super::Soul;
 use super::approval::Approval;
 use super::error::TurnError;
-use super::event::EventSink;
+use super::host::SoulToolHost;
 use super::retry::backoff;
+use super::sink::EventSink;
 use super::tool_message::tool_message;
-use crate::agent::prompts::dmail_note;
+use crate::blueprint::prompts::dmail_note;
 use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent};
-use crate::protocol::{ContentPart, Event, StatusUpdate, TokenUsage, ToolCall, ToolResult, ToolReturnValue};
-use crate::tools::{ToolCallContext, Toolset};
+use crate::protocol::{
+    ContentPart, Event, ResultKind, StatusUpdate, TokenUsage, ToolCall, ToolResult, ToolReturnValue,
+};
+use crate::tools::{ToolCallContext, ToolHost, Toolset};
 
 pub enum StepOutcome {
     Continue,
@@ -53,12 +56,13 @@ impl Soul {
         self.checkpoint();
 
         let toolset = self.agent.toolset();
-        let approval = Approval::new(self.agent.approval.clone(), sink.clone());
+        let host: Arc<dyn ToolHost> =
+            Arc::new(SoulToolHost::new(Approval::new(self.agent.approval.clone(), sink.clone()), sink.clone()));
         let max_attempts = self.agent.loop_control.max_retries_per_step.max(1);
         let mut attempt_no = 0;
         let mut attempt = loop {
             attempt_no += 1;
-            match self.stream_attempt(llm, &toolset, &approval, sink).await {
+            match self.stream_attempt(llm, &toolset, &host, sink).await {
                 Ok(a) => break a,
                 Err(e) if e.is_retryable() && attempt_no < max_attempts => {
                     tracing::info!("LLM call failed (attempt {attempt_no}/{max_attempts}), retrying: {e}");
@@ -87,7 +91,7 @@ impl Soul {
 
         let results: Vec<ToolReturnValue> = results
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| ToolReturnValue::error("Error running tool: no result", "Tool runtime error")))
+            .map(|r| r.unwrap_or_else(|| ToolReturnValue::crashed("Error running tool: no result")))
             .collect();
         let tool_messages: Vec<Message> =
             attempt.calls.iter().zip(&results).map(|(call, result)| tool_message(&call.id, result)).collect();
@@ -107,7 +111,7 @@ impl Soul {
             self.context.append(message);
         }
 
-        let rejected = results.iter().any(ToolReturnValue::is_rejection);
+        let rejected = results.iter().any(|r| r.kind() == ResultKind::Rejected);
         let mail = self.agent.dmail.as_ref().and_then(|mailbox| mailbox.take());
         if let Some(mail) = mail.filter(|_| !rejected) {
             self.context
@@ -125,7 +129,7 @@ impl Soul {
         &self,
         llm: &SharedProvider,
         toolset: &Arc<Toolset>,
-        approval: &Approval,
+        host: &Arc<dyn ToolHost>,
         sink: &EventSink,
     ) -> Result<Attempt, ChatError> {
         let history = self.context.history();
@@ -146,7 +150,7 @@ impl Soul {
             if !matches!(event, StreamEvent::ToolCallPart(_) | StreamEvent::MessageId(_) | StreamEvent::Usage(_))
                 && let Some(i) = open_call.take()
             {
-                self.start_tool(&mut attempt, i, toolset, approval, sink);
+                self.queue_tool(&mut attempt, i, toolset, host);
             }
             match event {
                 StreamEvent::Content(part) => {
@@ -176,7 +180,7 @@ impl Soul {
             }
         }
         if let Some(i) = open_call.take() {
-            self.start_tool(&mut attempt, i, toolset, approval, sink);
+            self.queue_tool(&mut attempt, i, toolset, host);
         }
         if attempt.content.is_empty() && attempt.calls.is_empty() {
             return Err(ChatError::EmptyResponse);
@@ -184,21 +188,15 @@ impl Soul {
         Ok(attempt)
     }
 
-    fn start_tool(
-        &self,
-        attempt: &mut Attempt,
-        index: usize,
-        toolset: &Arc<Toolset>,
-        approval: &Approval,
-        sink: &EventSink,
-    ) {
+    /// Queues a complete tool call; it runs when the attempt's tools are polled (after the
+    /// stream has ended, see `Attempt::running`).
+    fn queue_tool(&self, attempt: &mut Attempt, index: usize, toolset: &Arc<Toolset>, host: &Arc<dyn ToolHost>) {
         let call = &attempt.calls[index];
         let ctx = ToolCallContext {
             tool_call_id: call.id.clone(),
             raw_arguments: call.function.arguments.clone(),
-            runtime: self.agent.runtime.clone(),
-            approval: approval.clone(),
-            sink: sink.clone(),
+            env: self.agent.env.clone(),
+            host: host.clone(),
         };
         let toolset = toolset.clone();
         let name = call.function.name.clone();

@@ -1,7 +1,7 @@
 //! What the model sees of a tool result (`soul.md` §5.3).
 
 use crate::llm::{Capability, Message};
-use crate::protocol::{ContentPart, DisplayBlock, ToolOutput, ToolReturnValue};
+use crate::protocol::{ContentPart, ResultKind, ToolOutput, ToolReturnValue};
 
 fn system(text: &str) -> ContentPart {
     ContentPart::text(format!("<system>{text}</system>"))
@@ -11,7 +11,7 @@ pub fn tool_message(tool_call_id: &str, result: &ToolReturnValue) -> Message {
     let mut content = Vec::new();
     if result.is_error {
         let mut text = format!("ERROR: {}", result.message);
-        if result.display.iter().any(|b| matches!(b, DisplayBlock::Brief { text } if text == "Tool runtime error")) {
+        if result.kind() == ResultKind::Crashed {
             text.push_str(" This tool seems to be broken; avoid calling it again and find another way.");
         }
         content.push(system(&text));

@@ -3,7 +3,7 @@
 
 use super::Soul;
 use super::error::{TurnError, TurnOutcome};
-use super::event::EventSink;
+use super::sink::EventSink;
 use super::slash;
 use super::step::StepOutcome;
 use super::tool_message::required_capabilities;
@@ -88,14 +88,34 @@ impl Soul {
             }
             sink.emit(Event::StepBegin { n: step_no }).await;
             match self.run_step(&llm, sink).await {
-                Ok(StepOutcome::Continue) => {}
-                Ok(StepOutcome::Stop { rejected }) => return Ok(AgentRun::Done { steps: step_no, rejected }),
+                Ok(StepOutcome::Continue) => {
+                    self.take_queued_input()?;
+                }
+                // Input queued during the step keeps the turn going for one more step.
+                Ok(StepOutcome::Stop { rejected }) => {
+                    if !self.take_queued_input()? {
+                        return Ok(AgentRun::Done { steps: step_no, rejected });
+                    }
+                }
                 Err(e) => {
                     sink.emit(Event::StepInterrupted {}).await;
                     return Err(e);
                 }
             }
         }
+    }
+
+    /// Moves input queued during the step into the context, in arrival order, each as its own
+    /// user message; true when there was any.
+    fn take_queued_input(&mut self) -> Result<bool, TurnError> {
+        let Some(inbox) = &self.inbox else { return Ok(false) };
+        let queued = inbox.take_all();
+        for input in &queued {
+            let parts = input.to_parts();
+            self.check_capabilities(&parts)?;
+            self.context.append(Message::user(parts));
+        }
+        Ok(!queued.is_empty())
     }
 
     pub(super) fn check_capabilities(&self, parts: &[ContentPart]) -> Result<(), TurnError> {

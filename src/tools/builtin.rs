@@ -18,7 +18,7 @@ use super::think::Think;
 use super::todo::SetTodoList;
 use super::write_file::WriteFile;
 use super::{Tool, Typed};
-use crate::runtime::Runtime;
+use crate::agent_env::AgentEnv;
 
 /// The default agent's tool names, in order (before self-skipping).
 pub const DEFAULT_TOOL_NAMES: &[&str] = &[
@@ -34,14 +34,14 @@ pub const DEFAULT_TOOL_NAMES: &[&str] = &[
     "FetchURL",
 ];
 
-/// Builds one built-in tool by name; `Some(None)` when it skips itself in this runtime.
-fn build(name: &str, runtime: &Arc<Runtime>) -> Option<Option<Arc<dyn Tool>>> {
+/// Builds one built-in tool by name; `Some(None)` when it skips itself here.
+fn build(name: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
     let tool: Arc<dyn Tool> = match name {
         "SetTodoList" => Arc::new(Typed::new(SetTodoList)),
         "Think" => Arc::new(Typed::new(Think)),
         "Shell" => Arc::new(Typed::new(Shell::new())),
         "ReadFile" => Arc::new(Typed::new(ReadFile)),
-        "ReadMediaFile" => match ReadMediaFile::for_runtime(runtime) {
+        "ReadMediaFile" => match ReadMediaFile::for_env(env) {
             Some(t) => Arc::new(Typed::new(t)),
             None => return Some(None),
         },
@@ -49,11 +49,11 @@ fn build(name: &str, runtime: &Arc<Runtime>) -> Option<Option<Arc<dyn Tool>>> {
         "Grep" => Arc::new(Typed::new(Grep)),
         "WriteFile" => Arc::new(Typed::new(WriteFile)),
         "StrReplaceFile" => Arc::new(Typed::new(StrReplaceFile)),
-        "SearchWeb" => match runtime.config.services.moonshot_search.clone() {
+        "SearchWeb" => match env.config.services.moonshot_search.clone() {
             Some(svc) => Arc::new(Typed::new(SearchWeb::new(svc))),
             None => return Some(None),
         },
-        "FetchURL" => Arc::new(Typed::new(FetchUrl::new(runtime.config.services.moonshot_fetch.clone()))),
+        "FetchURL" => Arc::new(Typed::new(FetchUrl::new(env.config.services.moonshot_fetch.clone()))),
         // Known to agent files but provided elsewhere (subagents, D-Mail).
         "Task" | "CreateSubagent" | "SendDMail" => return Some(None),
         _ => return None,
@@ -61,16 +61,16 @@ fn build(name: &str, runtime: &Arc<Runtime>) -> Option<Option<Arc<dyn Tool>>> {
     Some(Some(tool))
 }
 
-/// The default agent's tools, skipping the ones unavailable in this runtime.
-pub fn default_tools(runtime: &Arc<Runtime>) -> Vec<Arc<dyn Tool>> {
-    DEFAULT_TOOL_NAMES.iter().filter_map(|name| build(name, runtime).flatten()).collect()
+/// The default agent's tools, skipping the ones unavailable here.
+pub fn default_tools(env: &Arc<AgentEnv>) -> Vec<Arc<dyn Tool>> {
+    DEFAULT_TOOL_NAMES.iter().filter_map(|name| build(name, env).flatten()).collect()
 }
 
 /// Maps an agent-file tool path (`module:Class`) to its tool.
 ///
 /// The module must be the tool's package or one of its submodules, e.g. both
 /// `kimi_cli.tools.file:Glob` and `kimi_cli.tools.file.glob:Glob` name Glob.
-pub fn tool_by_path(path: &str, runtime: &Arc<Runtime>) -> Option<Option<Arc<dyn Tool>>> {
+pub fn tool_by_path(path: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
     let (module, class) = path.trim().split_once(':')?;
     let package = match class {
         "Shell" => "kimi_cli.tools.shell",
@@ -86,5 +86,5 @@ pub fn tool_by_path(path: &str, runtime: &Arc<Runtime>) -> Option<Option<Arc<dyn
     if !in_package {
         return None;
     }
-    build(class, runtime)
+    build(class, env)
 }

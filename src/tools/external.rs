@@ -8,10 +8,10 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
+use super::host::ClientToolCall;
 use super::{Tool, ToolCallContext};
 use crate::llm::ToolSpec;
-use crate::protocol::{Request, ToolCallRequest, ToolReturnValue};
-use crate::soul::event::ClientAnswer;
+use crate::protocol::ToolReturnValue;
 
 pub struct ExternalTool {
     spec: ToolSpec,
@@ -54,14 +54,16 @@ impl Tool for ExternalTool {
             if let Err(e) = self.validator.validate(&arguments) {
                 return super::invalid_arguments(format!("Error validating JSON arguments: {e}"));
             }
-            let request = Request::ToolCallRequest(ToolCallRequest {
-                id: ctx.tool_call_id.clone(),
+            let call = ClientToolCall {
+                tool_call_id: ctx.tool_call_id.clone(),
                 name: self.spec.name.clone(),
                 arguments: ctx.raw_arguments.clone(),
-            });
-            match ctx.sink.request(request).await.await {
-                Ok(ClientAnswer::ToolResult(value)) => value,
-                _ => ToolReturnValue::error("Wire connection closed before tool result was received.", "Wire closed"),
+            };
+            match ctx.host.call_client_tool(call).await {
+                Some(value) => value,
+                None => {
+                    ToolReturnValue::error("Wire connection closed before tool result was received.", "Wire closed")
+                }
             }
         })
     }

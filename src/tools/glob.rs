@@ -20,7 +20,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolCallContext, TypedTool, paths};
-use crate::agent::system_prompt::work_dir_listing;
+use crate::blueprint::system_prompt::work_dir_listing;
 use crate::protocol::ToolReturnValue;
 
 pub const MAX_MATCHES: usize = 1000;
@@ -52,11 +52,11 @@ impl TypedTool for Glob {
     }
 
     fn run<'a>(&'a self, params: GlobParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
-        let work_dir = ctx.runtime.work_dir.clone();
+        let work_dir = ctx.env.work_dir.clone();
         Box::pin(async move {
             match tokio::task::spawn_blocking(move || glob_tool(&work_dir, &params)).await {
                 Ok(r) => r,
-                Err(e) => ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
+                Err(e) => ToolReturnValue::crashed(format!("Error running tool: {e}")),
             }
         })
     }

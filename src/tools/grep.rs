@@ -98,7 +98,7 @@ impl TypedTool for Grep {
     }
 
     fn run<'a>(&'a self, params: GrepParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
-        let work_dir = ctx.runtime.work_dir.clone();
+        let work_dir = ctx.env.work_dir.clone();
         Box::pin(async move {
             match tokio::task::spawn_blocking(move || grep_tool(&work_dir, &params)).await {
                 Ok(r) => r,

@@ -12,6 +12,7 @@ pub mod fetch_url;
 pub mod file_type;
 pub mod glob;
 pub mod grep;
+pub mod host;
 pub mod output;
 pub mod paths;
 pub mod process;
@@ -34,6 +35,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 pub use context::ToolCallContext;
+pub use host::{ApprovalAsk, ClientToolCall, ToolHost};
 
 use crate::llm::ToolSpec;
 use crate::protocol::ToolReturnValue;
@@ -126,20 +128,26 @@ pub struct Toolset {
 impl Toolset {
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
         let mut set = Self::default();
-        for tool in tools {
-            set.insert(tool);
-        }
+        set.extend(tools);
         set
     }
 
     /// Adds a tool, replacing one of the same name in place.
     pub fn insert(&mut self, tool: Arc<dyn Tool>) {
-        let name = tool.spec().name.clone();
-        match self.index.get(&name) {
-            Some(&i) => self.tools[i] = tool,
-            None => {
-                self.index.insert(name, self.tools.len());
-                self.tools.push(tool);
+        self.extend([tool]);
+    }
+
+    /// Adds tools in order, each replacing one of the same name in place. The model's tool list
+    /// is rebuilt once, so registering n tools costs O(n), not O(n²).
+    pub fn extend(&mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) {
+        for tool in tools {
+            let name = tool.spec().name.clone();
+            match self.index.get(&name) {
+                Some(&i) => self.tools[i] = tool,
+                None => {
+                    self.index.insert(name, self.tools.len());
+                    self.tools.push(tool);
+                }
             }
         }
         self.specs = Arc::new(self.tools.iter().map(|t| t.spec().clone()).collect());
@@ -178,7 +186,7 @@ impl Toolset {
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "the tool panicked".into());
                 tracing::error!("tool `{name}` panicked: {detail}");
-                ToolReturnValue::error(format!("Error running tool: {detail}"), "Tool runtime error")
+                ToolReturnValue::crashed(format!("Error running tool: {detail}"))
             }
         }
     }
@@ -213,8 +221,6 @@ mod dispatch_tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::soul::approval::{Approval, ApprovalState};
-    use crate::soul::event::EventSink;
 
     struct Panics(ToolSpec);
 
@@ -228,12 +234,23 @@ mod dispatch_tests {
         }
     }
 
+    struct NoHost;
+
+    impl ToolHost for NoHost {
+        fn request_approval(&self, _: ApprovalAsk) -> BoxFuture<'_, bool> {
+            Box::pin(async { false })
+        }
+
+        fn call_client_tool(&self, _: ClientToolCall) -> BoxFuture<'_, Option<ToolReturnValue>> {
+            Box::pin(async { None })
+        }
+    }
+
     #[tokio::test]
     async fn a_panicking_tool_is_an_error_result() {
         let spec = ToolSpec { name: "P".into(), description: String::new(), parameters: Map::new() };
         let set = Toolset::new(vec![Arc::new(Panics(spec))]);
-        let (sink, _rx) = EventSink::channel();
-        let runtime = Arc::new(crate::runtime::Runtime {
+        let env = Arc::new(crate::agent_env::AgentEnv {
             work_dir: std::env::temp_dir(),
             share_dir: std::env::temp_dir(),
             session_dir: std::env::temp_dir(),
@@ -242,13 +259,7 @@ mod dispatch_tests {
             capabilities: Default::default(),
             llm: None,
         });
-        let ctx = ToolCallContext {
-            tool_call_id: "c".into(),
-            raw_arguments: None,
-            runtime,
-            approval: Approval::new(Arc::new(ApprovalState::new(true)), sink.clone()),
-            sink,
-        };
+        let ctx = ToolCallContext { tool_call_id: "c".into(), raw_arguments: None, env, host: Arc::new(NoHost) };
         let r = set.dispatch("P", None, &ctx).await;
         assert!(r.is_error);
         assert_eq!(r.message, "Error running tool: boom");

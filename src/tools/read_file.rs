@@ -73,10 +73,10 @@ impl TypedTool for ReadFile {
                     params.n_lines
                 ));
             }
-            let work_dir = ctx.runtime.work_dir.clone();
+            let work_dir = ctx.env.work_dir.clone();
             match tokio::task::spawn_blocking(move || read_file(&work_dir, &params)).await {
                 Ok(result) => result,
-                Err(e) => ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
+                Err(e) => ToolReturnValue::crashed(format!("Error running tool: {e}")),
             }
         })
     }

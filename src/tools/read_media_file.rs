@@ -41,8 +41,8 @@ impl ReadMediaFile {
         (image_in || video_in).then_some(Self { image_in, video_in })
     }
 
-    pub fn for_runtime(runtime: &crate::runtime::Runtime) -> Option<Self> {
-        Self::for_capabilities(runtime.has(Capability::ImageIn), runtime.has(Capability::VideoIn))
+    pub fn for_env(env: &crate::agent_env::AgentEnv) -> Option<Self> {
+        Self::for_capabilities(env.has(Capability::ImageIn), env.has(Capability::VideoIn))
     }
 }
 
@@ -63,7 +63,7 @@ impl TypedTool for ReadMediaFile {
     }
 
     fn run<'a>(&'a self, params: ReadMediaFileParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
-        let work_dir = ctx.runtime.work_dir.clone();
+        let work_dir = ctx.env.work_dir.clone();
         let (image_in, video_in) = (self.image_in, self.video_in);
         Box::pin(async move {
             let loaded = match tokio::task::spawn_blocking(move || {
@@ -73,10 +73,10 @@ impl TypedTool for ReadMediaFile {
             {
                 Ok(Ok(media)) => media,
                 Ok(Err(result)) => return *result,
-                Err(e) => return ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
+                Err(e) => return ToolReturnValue::crashed(format!("Error running tool: {e}")),
             };
             // A provider with a files API (Kimi) gets videos uploaded and referenced by id.
-            let uploaded = match (&loaded.kind, &ctx.runtime.llm) {
+            let uploaded = match (&loaded.kind, &ctx.env.llm) {
                 (Kind::Video, Some(llm)) => match llm.upload_video(&loaded.data, &loaded.mime).await {
                     Ok(url) => url,
                     Err(e) => {

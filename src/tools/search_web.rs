@@ -84,7 +84,7 @@ impl TypedTool for SearchWeb {
             }
             match self.search(&params, &ctx.tool_call_id).await {
                 Ok(r) => r,
-                Err(e) => ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
+                Err(e) => ToolReturnValue::crashed(format!("Error running tool: {e}")),
             }
         })
     }

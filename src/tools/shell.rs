@@ -104,13 +104,13 @@ impl Shell {
             return ToolReturnValue::rejected();
         }
         let timeout = params.timeout as u64;
-        match self.run_command(&params.command, &ctx.runtime.work_dir, Duration::from_secs(timeout)).await {
+        match self.run_command(&params.command, &ctx.env.work_dir, Duration::from_secs(timeout)).await {
             Ok((builder, Some(0))) => builder.ok("Command executed successfully."),
             Ok((builder, Some(code))) => builder
                 .error(format!("Command failed with exit code: {code}."), format!("Failed with exit code: {code}")),
             Ok((builder, None)) => builder
                 .error(format!("Command killed by timeout ({timeout}s)"), format!("Killed by timeout ({timeout}s)")),
-            Err(e) => ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"),
+            Err(e) => ToolReturnValue::crashed(format!("Error running tool: {e}")),
         }
     }
 

@@ -63,7 +63,7 @@ impl TypedTool for StrReplaceFile {
 
     fn run<'a>(&'a self, params: StrReplaceFileParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            let work_dir = ctx.runtime.work_dir.clone();
+            let work_dir = ctx.env.work_dir.clone();
             let given = params.path.clone();
             let path = match check_path(&work_dir, &given, "edit a file") {
                 Ok(p) => p,

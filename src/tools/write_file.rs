@@ -54,7 +54,7 @@ impl TypedTool for WriteFile {
 
     fn run<'a>(&'a self, params: WriteFileParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            let work_dir = ctx.runtime.work_dir.clone();
+            let work_dir = ctx.env.work_dir.clone();
             let given = params.path.clone();
             let path = match check_path(&work_dir, &given, "write a file") {
                 Ok(p) => p,

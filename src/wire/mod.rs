@@ -1,4 +1,13 @@
-//! The wire front end: JSON-RPC 2.0 over stdio, protocol 1.2.
+//! The wire front end: the Kimi Wire protocol (JSON-RPC 2.0 over stdio, protocol 1.2).
+//!
+//! `methods` is the method table, `params` the wire-only params and results, `server` the
+//! dispatcher, `projection` (with `frames` and `answers`) the soul's events as wire frames, and
+//! `serve` puts them together on a pair of byte streams.
 
+pub mod answers;
+pub mod frames;
+pub mod methods;
+pub mod params;
 pub mod projection;
+pub mod serve;
 pub mod server;

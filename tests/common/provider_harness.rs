@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use kiwi::config::select::{GenerationOverrides, LlmSettings};
-use kiwi::config::{ModelConfig, ProviderConfig, ProviderType, ThinkingEffort};
 use kiwi::llm::providers::build_http_provider;
+use kiwi::llm::settings::{
+    GenerationOverrides, LlmSettings, ModelSettings, ProviderConfig, ProviderType, ThinkingEffort,
+};
 use kiwi::llm::{ChatError, ChatProvider, ChatRequest, Message, StreamEvent, ToolSpec};
 use serde_json::{Map, Value};
 
@@ -23,12 +24,7 @@ pub fn settings(kind: ProviderType, base_url: &str, model: &str, thinking: Think
             env: BTreeMap::new(),
             custom_headers: BTreeMap::new(),
         },
-        model: ModelConfig {
-            provider: "p".into(),
-            model: model.to_string(),
-            max_context_size: 100_000,
-            capabilities: Vec::new(),
-        },
+        model: ModelSettings { model: model.to_string(), max_context_size: 100_000 },
         capabilities: Default::default(),
         thinking,
         generation: GenerationOverrides::default(),

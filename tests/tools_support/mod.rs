@@ -1,4 +1,4 @@
-//! Shared set-up for the built-in tool tests: a temp work dir, a runtime, the default toolset and
+//! Shared set-up for the built-in tool tests: a temp work dir, an agent environment, the default toolset and
 //! a tool-call context whose approval channel the test can answer.
 #![allow(dead_code)]
 
@@ -6,26 +6,54 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+use kiwi::agent_env::AgentEnv;
 use kiwi::config::Config;
 use kiwi::llm::Capability;
-use kiwi::protocol::{ApprovalDecision, ApprovalRequest, DisplayBlock, Request, ToolOutput, ToolReturnValue};
-use kiwi::runtime::Runtime;
+use kiwi::protocol::{ApprovalDecision, ApprovalRequest, DisplayBlock, Event, Request, ToolOutput, ToolReturnValue};
 use kiwi::soul::approval::{Approval, ApprovalState};
-use kiwi::soul::event::{ClientAnswer, EventSink, SoulEvent};
+use kiwi::soul::host::SoulToolHost;
+use kiwi::soul::{ClientAnswer, EventSink, Projection, TurnResult, TurnTag};
 use kiwi::tools::{ToolCallContext, Toolset, builtin};
 use serde_json::Value;
-use tokio::sync::mpsc::Receiver;
+use tokio::sync::mpsc::{Receiver, Sender};
+use tokio::sync::oneshot;
+
+/// A request the tool under test sent, with the channel for its answer.
+pub type AskedRequest = (Request, oneshot::Sender<ClientAnswer>);
+
+/// Hands every request to the test; events are not looked at.
+struct ChannelProjection(Sender<AskedRequest>);
+
+impl Projection for ChannelProjection {
+    fn event<'a>(&'a self, _: &'a Event) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    #[allow(clippy::async_yields_async)]
+    fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            let _ = self.0.send((request, reply)).await;
+            answer
+        })
+    }
+
+    fn turn_ended(&self, _: TurnTag, _: TurnResult) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
 
 pub struct Harness {
     pub dir: tempfile::TempDir,
-    pub runtime: Arc<Runtime>,
+    pub env: Arc<AgentEnv>,
     pub toolset: Toolset,
     pub ctx: ToolCallContext,
-    pub rx: Receiver<SoulEvent>,
+    pub rx: Receiver<AskedRequest>,
 }
 
-pub fn runtime(work_dir: &Path, config: Config, caps: &[Capability]) -> Arc<Runtime> {
-    Arc::new(Runtime {
+pub fn runtime(work_dir: &Path, config: Config, caps: &[Capability]) -> Arc<AgentEnv> {
+    Arc::new(AgentEnv {
         work_dir: work_dir.to_path_buf(),
         share_dir: work_dir.join(".share"),
         session_dir: work_dir.join(".session"),
@@ -44,23 +72,19 @@ pub fn harness_with(yolo: bool, config: Config, caps: &[Capability]) -> Harness 
     let dir = tempfile::tempdir().expect("tempdir");
     // Canonical, like the real work dir (macOS-style /tmp symlinks would otherwise differ).
     let work = dir.path().canonicalize().expect("canonical");
-    let runtime = runtime(&work, config, caps);
-    let toolset = Toolset::new(builtin::default_tools(&runtime));
-    let (sink, rx) = EventSink::channel();
+    let env = runtime(&work, config, caps);
+    let toolset = Toolset::new(builtin::default_tools(&env));
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let sink = EventSink::new(Arc::new(ChannelProjection(tx)), None);
     let approval = Approval::new(Arc::new(ApprovalState::new(yolo)), sink.clone());
-    let ctx = ToolCallContext {
-        tool_call_id: "tc-1".into(),
-        raw_arguments: None,
-        runtime: Arc::clone(&runtime),
-        approval,
-        sink,
-    };
-    Harness { dir, runtime, toolset, ctx, rx }
+    let host = Arc::new(SoulToolHost::new(approval, sink));
+    let ctx = ToolCallContext { tool_call_id: "tc-1".into(), raw_arguments: None, env: Arc::clone(&env), host };
+    Harness { dir, env, toolset, ctx, rx }
 }
 
 impl Harness {
     pub fn work(&self) -> PathBuf {
-        self.runtime.work_dir.clone()
+        self.env.work_dir.clone()
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -98,7 +122,7 @@ impl Harness {
         let answer = async {
             loop {
                 match rx.recv().await {
-                    Some(SoulEvent::Request { request: Request::ApprovalRequest(req), reply }) => {
+                    Some((Request::ApprovalRequest(req), reply)) => {
                         let _ = reply.send(ClientAnswer::Approval(decision));
                         return Some(req);
                     }

@@ -50,14 +50,18 @@ impl fmt::Debug for ScriptedEchoProvider {
 }
 
 impl ScriptedEchoProvider {
-    /// Builds the provider from the value of `KIMI_SCRIPTED_ECHO_SCRIPTS` (read by the caller
-    /// after exporting the provider's `env` table). `trace` is kept only when
-    /// `KIMI_SCRIPTED_ECHO_TRACE` is on. The error is the start-up failure message.
-    pub fn from_env_path(path_value: Option<String>, trace: Option<TraceFn>) -> Result<Self, String> {
+    /// Builds the provider from the values of `KIMI_SCRIPTED_ECHO_SCRIPTS` and
+    /// `KIMI_SCRIPTED_ECHO_TRACE` (the caller reads them from the provider's `env` table or the
+    /// process environment). `trace` is kept only when the trace switch is on. The error is the
+    /// start-up failure message.
+    pub fn from_env_path(
+        path_value: Option<String>,
+        trace_switch: Option<&str>,
+        trace: Option<TraceFn>,
+    ) -> Result<Self, String> {
         let home = std::env::var_os("HOME").map(|h| h.to_string_lossy().into_owned());
         let scripts = load_scripts(path_value.as_deref(), home.as_deref())?;
-        let trace_var = std::env::var_os("KIMI_SCRIPTED_ECHO_TRACE").map(|v| v.to_string_lossy().into_owned());
-        Ok(Self::from_scripts(scripts, trace.filter(|_| trace_enabled(trace_var.as_deref()))))
+        Ok(Self::from_scripts(scripts, trace.filter(|_| trace_enabled(trace_switch))))
     }
 
     /// A provider over the given scripts; `trace`, when given, is called for every popped script.

@@ -24,8 +24,8 @@ use super::http::{self, ErrorStyle, PreparedRequest, STAINLESS_RETRIES};
 use super::pyrepr;
 use super::responses::split_data_url;
 use super::sse::{ChunkMapper, Flow, SseEvent, SseStream};
-use crate::config::ThinkingEffort;
-use crate::config::select::LlmSettings;
+use crate::llm::settings::LlmSettings;
+use crate::llm::settings::ThinkingEffort;
 use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, Role, StreamEvent};
 use crate::protocol::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 

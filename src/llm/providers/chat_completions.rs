@@ -24,8 +24,8 @@ use super::chaos::Chaos;
 use super::http::{self, ErrorStyle, PreparedRequest, STAINLESS_RETRIES};
 use super::sse::{ChunkMapper, Flow, SseEvent, SseStream};
 use super::{KIMI_CLI_COMPAT_VERSION, identity};
-use crate::config::ThinkingEffort;
-use crate::config::select::{GenerationOverrides, LlmSettings};
+use crate::llm::settings::ThinkingEffort;
+use crate::llm::settings::{GenerationOverrides, LlmSettings};
 use crate::llm::{
     ChatError, ChatProvider, ChatRequest, ChatStream, ClientIdentity, Message, Role, StreamEvent, ToolSpec,
 };

@@ -26,8 +26,8 @@ use super::http::{self, ErrorStyle, NO_RETRIES, PreparedRequest};
 use super::pyrepr;
 use super::responses::split_data_url;
 use super::sse::{ChunkMapper, Flow, SseEvent, SseStream};
-use crate::config::ThinkingEffort;
-use crate::config::select::LlmSettings;
+use crate::llm::settings::LlmSettings;
+use crate::llm::settings::ThinkingEffort;
 use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, Role, StreamEvent, ToolSpec};
 use crate::protocol::{ContentPart, TokenUsage, ToolCall};
 
@@ -54,7 +54,7 @@ impl Gemini {
         let key = if settings.provider.api_key.is_empty() {
             ["GOOGLE_API_KEY", "GEMINI_API_KEY"]
                 .iter()
-                .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+                .find_map(|k| settings.env_var(k).filter(|v| !v.is_empty()))
                 .unwrap_or_default()
         } else {
             settings.provider.api_key.clone()

@@ -23,9 +23,9 @@ pub mod sse;
 
 use std::sync::Arc;
 
-use crate::config::ProviderType;
-use crate::config::select::LlmSettings;
 use crate::llm::ChatProvider;
+use crate::llm::settings::LlmSettings;
+use crate::llm::settings::ProviderType;
 
 /// The kimi-cli version we present ourselves as, so captured requests match the reference.
 pub const KIMI_CLI_COMPAT_VERSION: &str = "1.8.0";

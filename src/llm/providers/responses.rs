@@ -21,8 +21,8 @@ use serde_json::{Map, Value};
 use super::chat_completions::{json_error, openai_url, stream_error, truthy};
 use super::http::{self, ErrorStyle, PreparedRequest, STAINLESS_RETRIES};
 use super::sse::{ChunkMapper, Flow, SseEvent, SseStream};
-use crate::config::ThinkingEffort;
-use crate::config::select::LlmSettings;
+use crate::llm::settings::LlmSettings;
+use crate::llm::settings::ThinkingEffort;
 use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, Role, StreamEvent, ToolSpec};
 use crate::protocol::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 

@@ -359,7 +359,7 @@ fn parse_statement(st: &Stmt, b: &mut FlowBuilder) -> Result<(), FlowError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::flow::NodeKind;
+    use crate::blueprint::flow::NodeKind;
 
     fn edges(flow: &Flow) -> Vec<(String, String, Option<String>)> {
         flow.edges().iter().map(|e| (e.src.clone(), e.dst.clone(), e.label.clone())).collect()

@@ -180,7 +180,7 @@ pub fn render_system_prompt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::skills::SkillKind;
+    use crate::blueprint::skills::SkillKind;
     use std::path::PathBuf;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -239,11 +239,11 @@ mod tests {
 
     #[test]
     fn default_and_coder_prompts_render() {
-        let default = crate::agent::spec::load_agent_spec(None).unwrap();
+        let default = crate::blueprint::spec::load_agent_spec(None).unwrap();
         let out = load_system_prompt(&default, builtins()).unwrap();
         assert!(out.contains("/w") && out.contains("LS") && out.contains("AG") && out.contains("SK"));
         assert!(!out.contains("${"));
-        let coder = crate::agent::spec::load_agent_spec_at(&default.subagents[0].path).unwrap();
+        let coder = crate::blueprint::spec::load_agent_spec_at(&default.subagents[0].path).unwrap();
         assert!(load_system_prompt(&coder, builtins()).unwrap().contains("subagent"));
     }
 

@@ -350,7 +350,7 @@ mod tests {
         assert_eq!(spec.name, "");
         assert_eq!(spec.tools, DEFAULT_TOOLS);
         assert_eq!(spec.system_prompt_path, SpecPath::Builtin("default/system.md".into()));
-        assert_eq!(spec.system_prompt_path.read_to_string().unwrap(), crate::agent::prompts::SYSTEM);
+        assert_eq!(spec.system_prompt_path.read_to_string().unwrap(), crate::blueprint::prompts::SYSTEM);
         assert_eq!(spec.system_prompt_args.get("ROLE_ADDITIONAL").map(String::as_str), Some(""));
         assert_eq!(spec.subagents.len(), 1);
         assert_eq!(spec.subagents[0].name, "coder");

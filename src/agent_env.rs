@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::llm::{Capability, SharedProvider};
 
-pub struct Runtime {
+pub struct AgentEnv {
     /// Canonical work dir (absolute, normalized, symlinks kept); tools resolve paths against it.
     pub work_dir: PathBuf,
     /// `$KIMI_SHARE_DIR` or `~/.kimi`.
@@ -24,7 +24,7 @@ pub struct Runtime {
     pub llm: Option<SharedProvider>,
 }
 
-impl Runtime {
+impl AgentEnv {
     pub fn has(&self, cap: Capability) -> bool {
         self.capabilities.contains(&cap)
     }

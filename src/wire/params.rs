@@ -1,10 +1,10 @@
-//! Params and results of the client → server methods.
+//! Params and results of the wire's client → server methods, and the client's answers to our
+//! requests. Wire vocabulary only: the soul never sees these types.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::content::UserInput;
-use super::event::ApprovalDecision;
+use crate::protocol::{ApprovalDecision, UserInput};
 
 pub const PROTOCOL_VERSION: &str = "1.2";
 pub const SERVER_NAME: &str = "Kimi Code CLI";

@@ -1,0 +1,159 @@
+//! The session builder: from a work dir and a session choice to a ready agent, callable any
+//! number of times in one process (a wire server builds one session; an ACP server one per
+//! `session/new`).
+//!
+//! Invariants: building never changes the process (no working directory, no environment
+//! variables, no exit): everything a session needs travels in its `AgentEnv`; a failure is a
+//! typed error with one readable line, and nothing has been written for a failed build except
+//! the session folder the choice asked for.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::agent_env::AgentEnv;
+use crate::blueprint::skills::discover;
+use crate::blueprint::spec::{load_agent_spec, load_builtin_agent_spec};
+use crate::blueprint::system_prompt::{BuiltinArgs, load_system_prompt};
+use crate::config::{self, Config};
+use crate::llm::build::{TraceSink, build_provider};
+use crate::session::SessionError;
+use crate::session::store::{Session, SessionChoice, home_dir};
+use crate::session::wire_log::WireLog;
+use crate::soul::agent::AgentParts;
+use crate::soul::dmail::{DMailBox, SendDMail};
+use crate::soul::{Agent, Context, Soul};
+use crate::tools::Toolset;
+use crate::tools::builtin::tool_by_path;
+
+/// Which agent definition to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentChoice {
+    /// The default built-in agent.
+    Default,
+    /// A built-in agent by name (`default`, `okabe`).
+    Builtin(String),
+    /// An agent file (YAML).
+    File(PathBuf),
+}
+
+/// What every session of this process shares: the config (with command-line overrides applied)
+/// and the choices made on the command line.
+#[derive(Debug, Clone)]
+pub struct AgentSetup {
+    pub config: Arc<Config>,
+    pub share_dir: PathBuf,
+    /// `-m`: a key of `models` (None: `default_model`).
+    pub model: Option<String>,
+    /// `--thinking` / `--no-thinking`.
+    pub thinking: Option<bool>,
+    pub agent: AgentChoice,
+    /// `--skills-dir`: the only skills root besides the built-ins.
+    pub skills_dir: Option<PathBuf>,
+    pub yolo: bool,
+}
+
+/// One session to build.
+pub struct SessionRequest {
+    /// Absolute and normalized.
+    pub work_dir: PathBuf,
+    pub session: SessionChoice,
+    /// Where the scripted-echo provider's trace lines go (the front end's writer), if anywhere.
+    pub trace: Option<TraceSink>,
+}
+
+/// A ready session: its folder (locked), the soul over its restored context, and the recorder
+/// for its `wire.jsonl`.
+pub struct BuiltSession {
+    pub session: Session,
+    pub soul: Soul,
+    pub recorder: WireLog,
+}
+
+/// Why a session could not be built. The text is the one line the user sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    /// The request itself is wrong (a usage error at start-up, exit 2).
+    Usage(String),
+    Fatal(String),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::Usage(m) | BuildError::Fatal(m) => f.write_str(m),
+        }
+    }
+}
+
+impl AgentSetup {
+    pub fn build(&self, request: SessionRequest) -> Result<BuiltSession, BuildError> {
+        let SessionRequest { work_dir, session, trace } = request;
+        let session = Session::open(&self.share_dir, &work_dir, &session).map_err(|e| match e {
+            SessionError::NoPrevious | SessionError::InvalidId(_) => BuildError::Usage(e.to_string()),
+            other => BuildError::Fatal(other.to_string()),
+        })?;
+        let config = &self.config;
+        let settings = config::select(config, self.model.as_deref(), self.thinking, &config::select::ProcessEnv)
+            .map_err(|e| BuildError::Fatal(e.to_string()))?;
+        let llm = build_provider(&settings, &session.id, trace).map_err(BuildError::Fatal)?;
+        let env = Arc::new(AgentEnv {
+            work_dir: work_dir.clone(),
+            share_dir: self.share_dir.clone(),
+            session_dir: session.dir.clone(),
+            session_id: session.id.clone(),
+            config: config.clone(),
+            capabilities: settings.capabilities.clone(),
+            llm,
+        });
+        let spec = match &self.agent {
+            AgentChoice::File(path) => load_agent_spec(Some(path)),
+            AgentChoice::Builtin(name) => load_builtin_agent_spec(name),
+            AgentChoice::Default => load_agent_spec(None),
+        }
+        .map_err(|e| BuildError::Fatal(e.to_string()))?;
+        let skills = discover(&home_dir(), &work_dir, self.skills_dir.as_deref());
+        let mut tools: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
+        let mut invalid = Vec::new();
+        let mut dmail = None;
+        for path in &spec.tools {
+            if is_dmail_path(path) {
+                let mailbox = Arc::new(DMailBox::default());
+                tools.push(Arc::new(crate::tools::Typed::new(SendDMail { mailbox: mailbox.clone() })));
+                dmail = Some(mailbox);
+                continue;
+            }
+            match tool_by_path(path, &env) {
+                Some(Some(tool)) => tools.push(tool),
+                Some(None) => {}
+                None => invalid.push(format!("'{path}'")),
+            }
+        }
+        if !invalid.is_empty() {
+            return Err(BuildError::Fatal(format!("Invalid tools: [{}]", invalid.join(", "))));
+        }
+        let system_prompt = load_system_prompt(&spec, BuiltinArgs::collect(&work_dir, &skills))
+            .map_err(|e| BuildError::Fatal(e.to_string()))?;
+        let context = Context::restore(&session.context_path())
+            .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
+        let agent = Arc::new(Agent::new(AgentParts {
+            env,
+            max_context_size: settings.model.max_context_size,
+            loop_control: config.loop_control.clone(),
+            toolset: Toolset::new(tools),
+            yolo: self.yolo,
+            system_prompt,
+            skills,
+            dmail,
+        }));
+        let recorder = WireLog::new(&session.wire_path());
+        Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })
+    }
+}
+
+/// `SendDMail` lives with the soul (it rewinds the context), not in the tool registry.
+fn is_dmail_path(path: &str) -> bool {
+    match path.split_once(':') {
+        Some((module, "SendDMail")) => module == "kimi_cli.tools.dmail" || module.starts_with("kimi_cli.tools.dmail."),
+        _ => false,
+    }
+}

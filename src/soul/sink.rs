@@ -1,0 +1,115 @@
+//! Where a soul's events go: the front end's projection, and the session's recorder.
+//!
+//! The soul speaks one vocabulary (`protocol::Event` and `protocol::Request`) and knows nothing of
+//! JSON-RPC. Each front end (wire, ACP, print) implements [`Projection`] to turn that vocabulary
+//! into its own frames. The projection runs inline in the emitting task: when `emit` returns, the
+//! frame is queued for the writer, so anything written straight to the writer afterwards (the
+//! scripted-echo trace line) keeps its place by construction, and a slow client slows the turn
+//! down through the writer's bounded queue (backpressure) instead of growing memory.
+//!
+//! Recording is the session's job, not the front end's: every event and request that passes
+//! through a sink with a recorder lands in `wire.jsonl`, whoever serves the session.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+
+use super::error::TurnResult;
+use crate::protocol::{ApprovalDecision, Event, Request, ToolReturnValue, WireMessage};
+use crate::session::wire_log::WireLog;
+
+/// The client's answer to a request, already interpreted by the front end.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientAnswer {
+    Approval(ApprovalDecision),
+    ToolResult(ToolReturnValue),
+}
+
+/// Whatever the front end needs to answer the request that started a turn (the wire keeps the
+/// JSON-RPC id of its `prompt` here). Opaque to the soul; handed back with the turn's outcome.
+pub struct TurnTag(Box<dyn Any + Send>);
+
+impl TurnTag {
+    pub fn new<T: Any + Send>(value: T) -> Self {
+        Self(Box::new(value))
+    }
+
+    /// The value the front end put in, if it is of type `T`.
+    pub fn take<T: Any>(self) -> Option<T> {
+        self.0.downcast::<T>().ok().map(|b| *b)
+    }
+}
+
+impl std::fmt::Debug for TurnTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TurnTag")
+    }
+}
+
+/// A front end's view of the soul's events. Implementations must not block: awaiting the
+/// writer's queue is the only backpressure.
+pub trait Projection: Send + Sync {
+    /// One event, in order.
+    fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()>;
+
+    /// A request the client must answer. Dropping the sender unanswered means the client is gone.
+    fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>>;
+
+    /// The last item of every turn's stream: how it ended, with the tag it was started with.
+    fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()>;
+}
+
+/// Where a soul sends its events. Cheap to clone.
+#[derive(Clone)]
+pub struct EventSink {
+    projection: Arc<dyn Projection>,
+    recorder: Option<Arc<Mutex<WireLog>>>,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink").field("recording", &self.recorder.is_some()).finish()
+    }
+}
+
+impl EventSink {
+    pub fn new(projection: Arc<dyn Projection>, recorder: Option<WireLog>) -> Self {
+        Self { projection, recorder: recorder.map(|r| Arc::new(Mutex::new(r))) }
+    }
+
+    fn record(&self, message: WireMessage) {
+        if let Some(recorder) = &self.recorder {
+            recorder.lock().unwrap_or_else(|p| p.into_inner()).record(message);
+        }
+    }
+
+    /// Sends an event to the front end and the recorder.
+    pub async fn emit(&self, event: Event) {
+        self.projection.event(&event).await;
+        self.record(WireMessage::Event(event));
+    }
+
+    /// Sends a request and returns the receiver of its answer.
+    pub async fn request(&self, request: Request) -> oneshot::Receiver<ClientAnswer> {
+        if self.recorder.is_some() {
+            self.record(WireMessage::Request(request.clone()));
+        }
+        self.projection.request(request).await
+    }
+
+    /// Writes what the recorder still holds (a merged fragment run).
+    pub fn flush_record(&self) {
+        if let Some(recorder) = &self.recorder {
+            recorder.lock().unwrap_or_else(|p| p.into_inner()).flush();
+        }
+    }
+
+    /// Ends a turn's stream: the record is flushed first, so the file is complete when the
+    /// client sees the outcome.
+    pub(crate) async fn turn_ended(&self, tag: TurnTag, result: TurnResult) {
+        self.flush_record();
+        self.projection.turn_ended(tag, result).await;
+    }
+}
