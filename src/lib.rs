@@ -1,4 +1,38 @@
 //! kiwi: an agent runtime that speaks the Kimi Wire protocol over stdio.
+//!
+//! # Layout
+//!
+//! One turn's data path, from stdin to stdout:
+//!
+//! ```text
+//! stdin → rpc::reader → wire::server (dispatcher) → soul::TurnDriver → soul (steps, tools, approvals)
+//!                          ↑ answers to our requests            │ events via soul::EventSink
+//!                          └── rpc::pending ◀── wire::projection ◀┘  (+ session::wire_log recorder)
+//!                                                  │
+//!                                        rpc::writer (sole owner of stdout) → stdout
+//! ```
+//!
+//! Each module, bottom layer first (a module only uses the ones above it in this list):
+//!
+//! - [`protocol`]: the core's vocabulary: content parts, display blocks, tool calls and results,
+//!   events and requests, in the shape the wire and `wire.jsonl` use.
+//! - [`rpc`]: JSON-RPC 2.0 bytes ⇄ messages, generic over methods: the stdin reader (line framing,
+//!   classification), the stdout writer, the map of requests awaiting the client's answer.
+//! - [`llm`]: chat providers (Kimi, OpenAI, Anthropic, Gemini, the scripted test providers) and
+//!   the settings that build them.
+//! - [`config`]: the config file, its defaults, and choosing the model.
+//! - [`session`]: the share dir, session folders, `context.jsonl` / `wire.jsonl` on disk.
+//! - [`agent_env`]: what a running agent works in (work dir, session, config, model).
+//! - [`tools`]: the built-in tools and client-owned tools; they reach the agent loop only through
+//!   [`tools::ToolHost`].
+//! - [`blueprint`]: what an agent is built from: agent files, system prompts, skills, flows.
+//! - [`soul`]: the running agent: the turn driver, steps, approvals, context, compaction, slash
+//!   commands. Knows nothing of JSON-RPC; front ends implement [`soul::Projection`].
+//! - [`builder`]: builds a ready session (soul + recorder) from a work dir and a session choice,
+//!   as often as a front end needs, without touching the process.
+//! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
+//! - [`cli`], [`app`]: the command line and the process (logging, config, choosing the front end).
+//! - [`net`]: the one place HTTP clients are built.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 

@@ -1,4 +1,4 @@
-//! The parts of an agent that outlive a turn and are shared with front ends: runtime, model,
+//! The parts of an agent that outlive a turn and are shared with front ends: environment, model,
 //! toolset, approval state, system prompt and slash commands.
 
 use std::sync::{Arc, RwLock};
@@ -13,7 +13,7 @@ use crate::soul::slash::{CommandInfo, builtin_commands};
 use crate::tools::Toolset;
 
 pub struct Agent {
-    /// Also holds the model (`runtime.llm`; `None` when none is configured: `prompt` ⇒ -32001).
+    /// Also holds the model (`env.llm`; `None` when none is configured: `prompt` ⇒ -32001).
     pub env: Arc<AgentEnv>,
     pub max_context_size: u64,
     pub loop_control: LoopControl,
