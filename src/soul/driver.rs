@@ -96,9 +96,12 @@ impl TurnDriver {
             let mut soul = driver.soul.lock().await;
             // A panic inside the turn is still answered (-32603), never left in silence.
             let turn = std::panic::AssertUnwindSafe(soul.run_turn(input, &driver.sink)).catch_unwind();
+            // Cancel is checked first: a cancelled turn makes no further progress, even when its
+            // own next step is ready too.
             let result = tokio::select! {
-                r = turn => r.unwrap_or_else(|panic| Err(TurnError::Internal(panic_message(&panic)))),
+                biased;
                 () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
+                r = turn => r.unwrap_or_else(|panic| Err(TurnError::Internal(panic_message(&panic)))),
             };
             *lock(&driver.running) = None;
             driver.sink.turn_ended(tag, result).await;
