@@ -9,9 +9,10 @@ use clap::Parser;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::env::set_current_dir(root)?;
     let share = std::env::temp_dir().join("kiwi-demo-share");
-    let cli = kiwi::cli::Cli::parse_from(["kiwi", "--wire", "--config-file", "examples/demo.toml", "--log-stderr"]);
+    let config = root.join("examples/demo.toml");
+    let config = config.to_str().ok_or("the repository path is not UTF-8")?;
+    let cli = kiwi::cli::Cli::parse_from(["kiwi", "--wire", "--config-file", config, "--log-stderr"]);
     let prepared = match kiwi::app::prepare(cli, &share) {
         Ok(p) => p,
         Err(kiwi::app::StartError::Usage(e) | kiwi::app::StartError::Fatal(e)) => return Err(e.into()),
@@ -21,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = std::thread::spawn(move || kiwi::app::run_with(prepared, server_in, server_out));
 
     let mut frames = BufReader::new(from_server).lines();
-    for request in std::fs::read_to_string("examples/demo.jsonl")?.lines().filter(|l| !l.trim().is_empty()) {
+    for request in std::fs::read_to_string(root.join("examples/demo.jsonl"))?.lines().filter(|l| !l.trim().is_empty()) {
         let id = serde_json::from_str::<serde_json::Value>(request)?["id"].clone();
         println!("→ {request}");
         to_server.write_all(format!("{request}\n").as_bytes())?;

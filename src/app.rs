@@ -6,6 +6,7 @@
 //! line on stderr and nothing on stdout. The process's working directory and environment are
 //! never changed.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use crate::config::{self, Config};
 use crate::session::store::{SessionChoice, normalize, share_dir};
 use crate::wire::serve::{WireOptions, serve_streams, signal_token};
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use crate::VERSION;
 
 /// Log lines that may wait for the log file before new ones are dropped.
 const LOG_QUEUE_LINES: usize = 512;
@@ -55,6 +56,12 @@ pub fn main() -> ExitCode {
     let share = share_dir();
     let log_path = log_file(&share);
     let _log_guard = init_logging(&cli, &log_path);
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "kiwi speaks JSON-RPC 2.0 (the Kimi Wire protocol), one message per line on stdin and stdout; \
+             try: {{\"jsonrpc\":\"2.0\",\"id\":\"1\",\"method\":\"initialize\",\"params\":{{\"protocol_version\":\"1.2\"}}}}"
+        );
+    }
     match prepare(cli, &share) {
         Ok(prepared) => run_with(prepared, std::io::stdin(), std::io::stdout()),
         Err(e) => report(e, &share),
@@ -81,8 +88,10 @@ fn log_file(share: &Path) -> PathBuf {
     share.join("logs").join("kiwi.log")
 }
 
+/// The log filter: `KIWI_LOG` (tracing's env-filter syntax) wins; else `--debug` turns on kiwi's
+/// own debug lines (not every dependency's), and the default is INFO.
 fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    let level = if cli.debug { "trace" } else { "info" };
+    let level = if cli.debug { "info,kiwi=debug" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| level.into());
     if cli.log_stderr {
         let _ =
@@ -101,15 +110,29 @@ fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_bloc
     Some(guard)
 }
 
-fn load_config(cli: &Cli, share: &Path) -> Result<Config, StartError> {
+/// The config, where it came from, and what is wrong with it that does not stop us.
+fn load_config(cli: &Cli, share: &Path) -> Result<(Config, String, Vec<String>), StartError> {
     if let Some(text) = &cli.config {
-        return config::load_text(text).map_err(|e| StartError::Usage(e.to_string()));
+        let (config, warnings) = config::load_text_reporting(text).map_err(|e| StartError::Usage(e.to_string()))?;
+        return Ok((config, "--config".into(), warnings));
     }
     if let Some(path) = &cli.config_file {
-        return config::load_file(path).map_err(|e| StartError::Fatal(e.to_string()));
+        let (config, warnings) = config::load_file_reporting(path).map_err(|e| StartError::Fatal(e.to_string()))?;
+        return Ok((config, path.display().to_string(), warnings));
     }
     std::fs::create_dir_all(share).map_err(|e| StartError::Fatal(format!("Cannot create {}: {e}", share.display())))?;
-    config::load_default(share).map(|(c, _)| c).map_err(|e| StartError::Fatal(e.to_string()))
+    let (config, path, warnings) =
+        config::load_default_reporting(share).map_err(|e| StartError::Fatal(e.to_string()))?;
+    Ok((config, path.display().to_string(), warnings))
+}
+
+/// Start-up warnings go to the log and, one line each, to stderr (stdout is the protocol's).
+#[allow(clippy::print_stderr)]
+fn warn_at_start_up(lines: &[String]) {
+    for line in lines {
+        tracing::warn!("{line}");
+        eprintln!("kiwi: warning: {line}");
+    }
 }
 
 fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
@@ -132,7 +155,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     cli.validate().map_err(StartError::Usage)?;
     // Flag values are checked (usage errors) before any config is read.
     let work_dir = resolve_work_dir(&cli)?;
-    let mut config = load_config(&cli, share)?;
+    let (mut config, config_source, mut warnings) = load_config(&cli, share)?;
     let session = match (&cli.session, cli.continue_) {
         (Some(id), _) => SessionChoice::Id(id.trim().to_string()),
         (None, true) => SessionChoice::Continue,
@@ -160,7 +183,14 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         agent,
         skills_dir: cli.skills_dir.clone(),
         yolo: cli.yolo,
+        config_source,
     };
+    let diagnostics = setup.diagnostics();
+    warnings.extend(diagnostics.warnings);
+    if let Some(reason) = diagnostics.no_model {
+        warnings.push(format!("{reason}; every prompt will fail with -32001 (LLM is not set)"));
+    }
+    warn_at_start_up(&warnings);
     Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes })
 }
 

@@ -50,6 +50,19 @@ pub struct AgentSetup {
     /// `--skills-dir`: the only skills root besides the built-ins.
     pub skills_dir: Option<PathBuf>,
     pub yolo: bool,
+    /// Where the config came from (a file path, `--config`), for messages about it.
+    pub config_source: String,
+}
+
+/// What the config's model selection will do, in words: for the start-up log and stderr.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diagnostics {
+    /// Why there will be no model (every prompt then fails with -32001 carrying this).
+    pub no_model: Option<String>,
+    /// Problems that will fail requests (e.g. a missing API key).
+    pub warnings: Vec<String>,
+    /// `model <name> (<type> at <base url>)` or `no model`.
+    pub model_summary: String,
 }
 
 /// One session to build.
@@ -86,6 +99,33 @@ impl std::fmt::Display for BuildError {
 }
 
 impl AgentSetup {
+    /// The model selection and what is wrong with it, without building anything.
+    pub fn diagnostics(&self) -> Diagnostics {
+        let config = &self.config;
+        let Ok(settings) = config::select(config, self.model.as_deref(), self.thinking, &config::select::ProcessEnv)
+        else {
+            return Diagnostics::default();
+        };
+        let name = self.model.as_deref().or(Some(config.default_model.as_str()).filter(|n| !n.is_empty()));
+        let provider_key = name.and_then(|n| config.models.get(n)).map(|m| m.provider.as_str());
+        let source = &self.config_source;
+        let no_model = config::diagnose::no_model_reason(config, self.model.as_deref(), &settings, source);
+        let model_summary = match (&no_model, name) {
+            (None, Some(name)) => format!(
+                "model {name} ({} at {})",
+                config::diagnose::type_name(settings.provider.kind),
+                if settings.provider.base_url.is_empty() { "no URL" } else { &settings.provider.base_url }
+            ),
+            (None, None) => format!("model from the environment ({})", settings.provider.base_url),
+            (Some(_), _) => "no model".to_string(),
+        };
+        Diagnostics {
+            warnings: config::diagnose::selection_warnings(&settings, provider_key, source),
+            no_model,
+            model_summary,
+        }
+    }
+
     pub fn build(&self, request: SessionRequest) -> Result<BuiltSession, BuildError> {
         let SessionRequest { work_dir, session, trace } = request;
         let session = Session::open(&self.share_dir, &work_dir, &session).map_err(|e| match e {
@@ -96,6 +136,16 @@ impl AgentSetup {
         let settings = config::select(config, self.model.as_deref(), self.thinking, &config::select::ProcessEnv)
             .map_err(|e| BuildError::Fatal(e.to_string()))?;
         let llm = build_provider(&settings, &session.id, trace).map_err(BuildError::Fatal)?;
+        let diagnostics = self.diagnostics();
+        tracing::info!(
+            "kiwi {} session {} ({}) in {}: {}, config {}",
+            crate::VERSION,
+            session.id,
+            if session.resumed { "resumed" } else { "new" },
+            work_dir.display(),
+            diagnostics.model_summary,
+            self.config_source
+        );
         let env = Arc::new(AgentEnv {
             work_dir: work_dir.clone(),
             share_dir: self.share_dir.clone(),
@@ -144,6 +194,7 @@ impl AgentSetup {
             system_prompt,
             skills,
             dmail,
+            no_model_reason: diagnostics.no_model,
         }));
         let recorder = WireLog::new(&session.wire_path());
         Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })

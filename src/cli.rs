@@ -8,6 +8,9 @@ use clap::{ArgAction, Parser};
 #[command(
     name = "kiwi",
     about = "An agent runtime speaking the Kimi Wire protocol over stdio",
+    after_help = "Logs go to <share dir>/logs/kiwi.log (share dir: $KIMI_SHARE_DIR, else ~/.kimi), or to stderr \
+with --log-stderr; stdout carries protocol frames only. KIWI_LOG sets the log filter in tracing's syntax \
+(e.g. KIWI_LOG=debug, or KIWI_LOG=info,kiwi::llm=debug) and wins over --debug.",
     disable_version_flag = true
 )]
 pub struct Cli {
@@ -77,7 +80,7 @@ pub struct Cli {
     #[arg(long = "max-ralph-iterations", value_name = "N", value_parser = at_least_minus_one, allow_negative_numbers = true)]
     pub max_ralph_iterations: Option<i64>,
 
-    /// Verbose logging to the log file.
+    /// kiwi's own debug lines in the log (dependencies stay at INFO; see KIWI_LOG below).
     #[arg(long)]
     pub debug: bool,
     /// Accepted for compatibility; no effect in wire mode.

@@ -36,6 +36,9 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+/// kiwi's version (`--version`, `initialize`'s `server.version`, the start-up log line).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub mod agent_env;
 pub mod app;
 pub mod blueprint;

@@ -276,3 +276,20 @@ async fn chaos_eventually_gets_through() {
     }
     assert!(mock.requests().iter().all(|r| r.json().get("prompt_cache_key").is_none()));
 }
+
+/// Issue 13: third-party gateways can do without the device headers.
+#[tokio::test]
+async fn device_headers_can_be_turned_off_for_gateways() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::sse_fixture("kimi-text.sse"));
+    let mut s = settings(ProviderType::Kimi, &format!("{}/v1", mock.base_url()), "kimi-k2", ThinkingEffort::Unchanged);
+    s.provider.env.insert("KIWI_NO_DEVICE_HEADERS".into(), "1".into());
+    let p = provider(&s);
+    let outcome = run(p.as_ref(), "sys", &[], &[Message::user_text("hi")]).await;
+    assert!(outcome.error.is_none());
+    let got = &mock.requests()[0];
+    for name in ["X-Msh-Platform", "X-Msh-Device-Id", "X-Msh-Device-Name", "X-Msh-Os-Version"] {
+        assert!(got.header(name).is_none(), "{name} was sent");
+    }
+    assert_eq!(got.header("Authorization"), Some("Bearer sk-mock-key"));
+}

@@ -85,6 +85,7 @@ fn world(scripts: &[&str]) -> World {
         agent: AgentChoice::Default,
         skills_dir: Some(skills),
         yolo: false,
+        config_source: "test".into(),
     };
     let request = SessionRequest { work_dir: work, session: SessionChoice::New, trace: None };
     let BuiltSession { session, soul, recorder } = setup.build(request).unwrap();

@@ -164,7 +164,14 @@ fn llm_not_set_and_capability_errors() {
     let mut k = env.spawn(&config, &[]);
     let (events, response) = k.prompt("p", json!("hi"));
     assert_eq!(types(&events), ["TurnBegin"]);
-    assert_eq!(response["error"], json!({"code":-32001,"message":"LLM is not set","data":null}));
+    // Issue 13: the fixed message, and why in `data`.
+    assert_eq!(
+        response["error"],
+        json!({"code":-32001,"message":"LLM is not set","data":format!(
+            "providers.p.base_url is empty in {}; a 'kimi' provider needs one (e.g. https://api.moonshot.ai/v1)",
+            config.display()
+        )})
+    );
 
     let config = env.scripted_config(&["text: x"]);
     let mut k = env.spawn(&config, &[]);

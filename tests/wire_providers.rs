@@ -1105,3 +1105,34 @@ fn kimi_uploads_videos_and_references_them_by_id() {
     assert!(form.contains("name=\"file\"; filename=\"upload.mp4\"\r\nContent-Type: video/mp4\r\n"), "{form}");
     assert!(requests[2].json().to_string().contains("ms://file-video-42"));
 }
+
+/// Issue 13: one log line per LLM request (URL, status, duration, retry), each retry with its
+/// wait, and no secret in the log.
+#[test]
+fn llm_requests_and_retries_are_logged_without_secrets() {
+    let mut w = world(
+        KIMI,
+        vec![MockResponse::json_fixture(429, "kimi-error-429.json"), MockResponse::sse_fixture("kimi-text.sse")],
+        &[],
+        &[],
+    );
+    let (_, resp) = w.kiwi.prompt("p1", json!("hi"));
+    assert_eq!(resp["result"], json!({"status": "finished"}));
+    w.kiwi.close_stdin();
+    w.kiwi.wait_exit(Duration::from_secs(5));
+    let log = std::fs::read_to_string(w._env.share().join("logs/kiwi.log")).unwrap();
+    let url = format!("{}/v1/chat/completions", w.mock.base_url());
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("LLM request") || l.contains("retrying")).collect();
+    assert_eq!(lines.len(), 3, "{log}");
+    assert!(
+        lines[0].contains(&format!("LLM request POST {url}: failed in "))
+            && lines[0].contains("(retry 0): Error code: 429")
+    );
+    assert!(
+        lines[1].contains("retrying the LLM request in ") && lines[1].ends_with(" s (1 of 2 retries)"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[2].contains(&format!("LLM request POST {url}: 200 OK in ")) && lines[2].ends_with("(retry 1)"));
+    assert!(!log.contains("sk-mock-key"), "the API key reached the log");
+}

@@ -41,9 +41,20 @@ reserved_context_size = 50000
 tool_call_timeout_ms = 60000
 "#;
 
-/// Reads a config file, TOML unless the suffix is `.json` (any case).
+/// Reads a config file, TOML unless the suffix is `.json` (any case). Keys nobody reads are
+/// logged as warnings.
 pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
+    let (config, warnings) = load_file_reporting(path)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    Ok(config)
+}
+
+/// Like [`load_file`], returning the warnings (unknown keys) instead of logging them.
+pub fn load_file_reporting(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
     let shown = path.display().to_string();
+    let mut ignored = Vec::new();
     let text =
         std::fs::read_to_string(path).map_err(|e| ConfigError::Io { path: shown.clone(), detail: e.to_string() })?;
     let is_json = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("json"));
@@ -52,14 +63,35 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
     let config: Config = if is_json {
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| ConfigError::Json { path: shown.clone(), detail: e.to_string() })?;
-        serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?
+        serde_ignored::deserialize(value, |p| ignored.push(p.to_string())).map_err(|e| invalid(e.to_string()))?
     } else {
         let table: toml::Table = toml::from_str(&text)
             .map_err(|e| ConfigError::Toml { path: shown.clone(), detail: one_line(&e.to_string()) })?;
-        table.try_into().map_err(|e: toml::de::Error| invalid(one_line(&e.to_string())))?
+        serde_ignored::deserialize(toml::Value::Table(table), |p| ignored.push(p.to_string()))
+            .map_err(|e: toml::de::Error| invalid(one_line(&e.to_string())))?
     };
     validate(&config).map_err(invalid)?;
-    Ok(config)
+    let mut config = config;
+    if let Some(dir) = path.parent() {
+        anchor_paths(&mut config, dir);
+    }
+    let warnings = ignored.iter().map(|p| super::diagnose::unknown_key(p, &shown)).collect();
+    Ok((config, warnings))
+}
+
+/// A relative script path in a provider's `env` table is relative to the config file, so a
+/// config works from any directory and with any `--work-dir` (the reference resolves it against
+/// the process's working directory, which kiwi never changes; a path is still taken as is when
+/// the config comes from `--config` text).
+fn anchor_paths(config: &mut Config, dir: &Path) {
+    for provider in config.providers.values_mut() {
+        if let Some(value) = provider.env.get_mut("KIMI_SCRIPTED_ECHO_SCRIPTS") {
+            let path = Path::new(value.as_str());
+            if !value.is_empty() && path.is_relative() && !value.starts_with('~') {
+                *value = dir.join(path).to_string_lossy().into_owned();
+            }
+        }
+    }
 }
 
 fn one_line(s: &str) -> String {
@@ -68,18 +100,27 @@ fn one_line(s: &str) -> String {
 
 /// Parses `--config` text: JSON first, then TOML.
 pub fn load_text(text: &str) -> Result<Config, ConfigError> {
+    load_text_reporting(text).map(|(config, _)| config)
+}
+
+/// Like [`load_text`], also returning the warnings (unknown keys).
+pub fn load_text_reporting(text: &str) -> Result<(Config, Vec<String>), ConfigError> {
     let text = text.trim();
+    let mut ignored = Vec::new();
     let config: Config = match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(value) => serde_json::from_value(value).map_err(|e| ConfigError::InvalidText(e.to_string()))?,
+        Ok(value) => serde_ignored::deserialize(value, |p| ignored.push(p.to_string()))
+            .map_err(|e| ConfigError::InvalidText(e.to_string()))?,
         Err(json_err) => match toml::from_str::<toml::Table>(text) {
-            Ok(table) => table.try_into().map_err(|e: toml::de::Error| ConfigError::InvalidText(e.to_string()))?,
+            Ok(table) => serde_ignored::deserialize(toml::Value::Table(table), |p| ignored.push(p.to_string()))
+                .map_err(|e: toml::de::Error| ConfigError::InvalidText(e.to_string()))?,
             Err(toml_err) => {
                 return Err(ConfigError::InvalidText(format!("{json_err}; {}", toml_err.to_string().trim())));
             }
         },
     };
     validate(&config).map_err(ConfigError::InvalidText)?;
-    Ok(config)
+    let warnings = ignored.iter().map(|p| super::diagnose::unknown_key(p, "--config")).collect();
+    Ok((config, warnings))
 }
 
 /// Cross-field rules the schema alone cannot express.
@@ -116,7 +157,18 @@ pub fn validate(config: &Config) -> Result<(), String> {
 /// The config at the default location: migrates a legacy `config.json`, writes the default
 /// config when there is none.
 pub fn load_default(share_dir: &Path) -> Result<(Config, PathBuf), ConfigError> {
+    let (config, path, warnings) = load_default_reporting(share_dir)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    Ok((config, path))
+}
+
+/// Like [`load_default`], returning the warnings; a line saying that a default config was
+/// written (and where) is one of them.
+pub fn load_default_reporting(share_dir: &Path) -> Result<(Config, PathBuf, Vec<String>), ConfigError> {
     let path = share_dir.join("config.toml");
+    let mut notes = Vec::new();
     if !path.exists() {
         let legacy = share_dir.join("config.json");
         if legacy.is_file() {
@@ -127,10 +179,16 @@ pub fn load_default(share_dir: &Path) -> Result<(Config, PathBuf), ConfigError> 
             let _ = std::fs::rename(&legacy, share_dir.join("config.json.bak"));
         } else {
             write(&path, DEFAULT_CONFIG_TOML)?;
+            notes.push(format!(
+                "no config found: wrote a default one with no model to {}; add a model and a provider there \
+                 (see the README) or pass --config-file",
+                path.display()
+            ));
         }
     }
-    let config = load_file(&path)?;
-    Ok((config, path))
+    let (config, warnings) = load_file_reporting(&path)?;
+    notes.extend(warnings);
+    Ok((config, path, notes))
 }
 
 fn write(path: &Path, text: &str) -> Result<(), ConfigError> {
@@ -196,10 +254,46 @@ mod tests {
     }
 
     #[test]
-    fn default_location_writes_the_default() {
+    fn default_location_writes_the_default_and_says_where() {
         let dir = tempfile::tempdir().unwrap();
-        let (c, path) = load_default(dir.path()).unwrap();
-        assert_eq!(std::fs::read_to_string(path).unwrap(), DEFAULT_CONFIG_TOML);
+        let (c, path, notes) = load_default_reporting(dir.path()).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), DEFAULT_CONFIG_TOML);
         assert!(c.models.is_empty());
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("no config found: wrote a default one with no model to "), "{notes:?}");
+        assert!(notes[0].contains(&path.display().to_string()));
+        // The second start finds it and says nothing.
+        assert!(load_default_reporting(dir.path()).unwrap().2.is_empty());
+    }
+
+    #[test]
+    fn relative_script_paths_are_relative_to_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let text = "[providers.a]\ntype = \"_scripted_echo\"\nenv = { KIMI_SCRIPTED_ECHO_SCRIPTS = \"s/x.json\" }\n\
+                    [providers.b]\ntype = \"_scripted_echo\"\nenv = { KIMI_SCRIPTED_ECHO_SCRIPTS = \"/abs.json\" }\n";
+        std::fs::write(&path, text).unwrap();
+        let c = load_file(&path).unwrap();
+        let got = |p: &str| c.providers[p].env["KIMI_SCRIPTED_ECHO_SCRIPTS"].clone();
+        assert_eq!(got("a"), dir.path().join("s/x.json").to_string_lossy());
+        assert_eq!(got("b"), "/abs.json");
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_with_their_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "defualt_model = \"a\"\n[providers.p]\ntype = \"kimi\"\nbsae_url = \"x\"\n").unwrap();
+        let (_, warnings) = load_file_reporting(&path).unwrap();
+        let shown = path.display();
+        assert_eq!(
+            warnings,
+            [
+                format!("{shown}: unknown key 'defualt_model' is ignored; did you mean 'default_model'?"),
+                format!("{shown}: unknown key 'providers.p.bsae_url' is ignored; did you mean 'base_url'?"),
+            ]
+        );
+        let (_, warnings) = load_text_reporting(r#"{"default_thinkin":true}"#).unwrap();
+        assert_eq!(warnings, ["--config: unknown key 'default_thinkin' is ignored; did you mean 'default_thinking'?"]);
     }
 }

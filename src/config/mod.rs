@@ -1,9 +1,12 @@
 //! Configuration: the schema, loading from file or inline text, and model selection.
 
+pub mod diagnose;
 pub mod load;
 pub mod schema;
 pub mod select;
 
-pub use load::{ConfigError, load_default, load_file, load_text};
+pub use load::{
+    ConfigError, load_default, load_default_reporting, load_file, load_file_reporting, load_text, load_text_reporting,
+};
 pub use schema::{Config, LoopControl, ModelConfig, ProviderConfig, ProviderType};
 pub use select::{LlmSettings, ThinkingEffort, select};

@@ -25,6 +25,8 @@ pub struct Agent {
     pub slash_commands: Vec<CommandInfo>,
     pub skills: Vec<Skill>,
     pub dmail: Option<Arc<DMailBox>>,
+    /// Why there is no model, when there is none (told to the client with every -32001).
+    pub no_model_reason: Option<String>,
 }
 
 /// Everything start-up decides about an agent.
@@ -38,6 +40,8 @@ pub struct AgentParts {
     pub skills: Vec<Skill>,
     /// Present when the agent has the `SendDMail` tool.
     pub dmail: Option<Arc<DMailBox>>,
+    /// Why no model could be built, if none could.
+    pub no_model_reason: Option<String>,
 }
 
 impl Agent {
@@ -58,12 +62,18 @@ impl Agent {
             slash_commands,
             skills: parts.skills,
             dmail: parts.dmail,
+            no_model_reason: parts.no_model_reason,
         }
     }
 
     /// The chat provider; `None` when no usable model is configured.
     pub fn llm(&self) -> Option<&SharedProvider> {
         self.env.llm.as_ref()
+    }
+
+    /// The error of a turn that needs a model when there is none.
+    pub fn llm_not_set(&self) -> crate::soul::TurnError {
+        crate::soul::TurnError::LlmNotSet { reason: self.no_model_reason.clone() }
     }
 
     pub fn skill(&self, name: &str) -> Option<&Skill> {

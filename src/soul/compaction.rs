@@ -63,7 +63,7 @@ impl Soul {
         let new_history = match tail_start(&history) {
             None => history,
             Some(start) => {
-                let Some(llm) = self.agent.llm().cloned() else { return Err(TurnError::LlmNotSet) };
+                let Some(llm) = self.agent.llm().cloned() else { return Err(self.agent.llm_not_set()) };
                 let request = compaction_request(&history[..start], focus);
                 let summary = summarize(&llm, &request, self.agent.loop_control.max_retries_per_step)
                     .await

@@ -103,6 +103,12 @@ impl TurnDriver {
                 () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
                 r = turn => r.unwrap_or_else(|panic| Err(TurnError::Internal(panic_message(&panic)))),
             };
+            if let Err(e) = &result {
+                match e {
+                    TurnError::LlmNotSet { reason: Some(reason) } => tracing::warn!("turn failed: {e}: {reason}"),
+                    _ => tracing::warn!("turn failed: {e}"),
+                }
+            }
             *lock(&driver.running) = None;
             driver.sink.turn_ended(tag, result).await;
             drop(soul);

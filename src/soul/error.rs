@@ -6,8 +6,9 @@ use crate::llm::{Capability, ChatError};
 
 #[derive(Debug, Error)]
 pub enum TurnError {
+    /// No usable model; `reason` says why (which key is missing or wrong), for the client.
     #[error("LLM is not set")]
-    LlmNotSet,
+    LlmNotSet { reason: Option<String> },
     #[error("{}", capability_message(model, missing))]
     Capability { model: String, missing: Vec<Capability> },
     #[error("{0}")]

@@ -65,8 +65,12 @@ impl Soul {
             match self.stream_attempt(llm, &toolset, &host, sink).await {
                 Ok(a) => break a,
                 Err(e) if e.is_retryable() && attempt_no < max_attempts => {
-                    tracing::info!("LLM call failed (attempt {attempt_no}/{max_attempts}), retrying: {e}");
-                    tokio::time::sleep(backoff(attempt_no, &e)).await;
+                    let wait = backoff(attempt_no, &e);
+                    tracing::info!(
+                        "LLM call failed (attempt {attempt_no}/{max_attempts}); retrying in {:.2} s: {e}",
+                        wait.as_secs_f64()
+                    );
+                    tokio::time::sleep(wait).await;
                 }
                 Err(e) => return Err(TurnError::Provider(e)),
             }

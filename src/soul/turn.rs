@@ -70,7 +70,7 @@ impl Soul {
 
     /// A normal agent run (`soul.md` §2): checks, the user message, then the step loop.
     pub async fn agent_run(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<AgentRun, TurnError> {
-        let Some(llm) = self.agent.llm().cloned() else { return Err(TurnError::LlmNotSet) };
+        let Some(llm) = self.agent.llm().cloned() else { return Err(self.agent.llm_not_set()) };
         self.check_capabilities(&parts)?;
         // A D-Mail left over from a cancelled or failed turn must not rewind this one.
         if let Some(mailbox) = &self.agent.dmail {

@@ -118,10 +118,15 @@ async fn await_answer(
 /// Each way a turn can fail, as its JSON-RPC error.
 pub fn turn_error(e: &TurnError) -> ErrorObject {
     let code = match e {
-        TurnError::LlmNotSet => ErrorCode::LlmNotSet,
+        TurnError::LlmNotSet { .. } => ErrorCode::LlmNotSet,
         TurnError::Capability { .. } => ErrorCode::LlmCapability,
         TurnError::Provider(_) => ErrorCode::ChatProvider,
         TurnError::Internal(_) => ErrorCode::InternalError,
     };
-    code.with_message(e.to_string())
+    let mut error = code.with_message(e.to_string());
+    // The message is the interface's fixed text; why is in `data`.
+    if let TurnError::LlmNotSet { reason: Some(reason) } = e {
+        error.data = serde_json::Value::String(reason.clone());
+    }
+    error
 }

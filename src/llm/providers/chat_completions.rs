@@ -72,7 +72,9 @@ fn base_headers(settings: &LlmSettings, kimi_identity: bool) -> Result<HeaderMap
         pairs.push(("Authorization", format!("Bearer {}", settings.provider.api_key)));
     }
     if kimi_identity {
-        pairs.extend(identity::msh_headers());
+        if identity::device_headers_enabled(settings) {
+            pairs.extend(identity::msh_headers());
+        }
         pairs.extend(settings.provider.custom_headers.iter().map(|(k, v)| (k.as_str(), v.clone())));
     } else {
         pairs.push(("User-Agent", OPENAI_USER_AGENT.into()));

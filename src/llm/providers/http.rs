@@ -75,17 +75,30 @@ pub(crate) struct PreparedRequest<'a> {
 pub(crate) async fn send(req: PreparedRequest<'_>) -> Result<reqwest::Response, ChatError> {
     let mut retries = 0u32;
     loop {
+        let started = std::time::Instant::now();
         let outcome = attempt(&req, retries).await;
+        let took = started.elapsed().as_millis();
+        // One line per HTTP request: where, what came back, how long (never headers or body:
+        // they carry the API key and the user's conversation).
         let (error, should_retry, server_wait) = match outcome {
-            Ok(response) => return Ok(response),
+            Ok(response) => {
+                tracing::info!("LLM request POST {}: {} in {took} ms (retry {retries})", req.url, response.status());
+                return Ok(response);
+            }
             Err(Failure::Transport(error)) => (error, true, None),
             Err(Failure::Status { error, should_retry, wait }) => (error, should_retry, wait),
         };
+        tracing::info!("LLM request POST {}: failed in {took} ms (retry {retries}): {error}", req.url);
         if !should_retry || retries >= req.policy.max_retries {
             return Err(error);
         }
         let wait = server_wait.unwrap_or_else(|| backoff(retries));
-        tracing::debug!(retries, ?wait, error = %error, "retrying LLM request");
+        tracing::info!(
+            "retrying the LLM request in {:.2} s ({} of {} retries)",
+            wait.as_secs_f64(),
+            retries + 1,
+            req.policy.max_retries
+        );
         tokio::time::sleep(wait).await;
         retries += 1;
     }

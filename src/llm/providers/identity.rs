@@ -9,6 +9,14 @@ use std::path::PathBuf;
 
 use super::KIMI_CLI_COMPAT_VERSION;
 
+/// Whether to send the `X-Msh-*` headers. A gateway that is not Moonshot's has no use for the
+/// host name, OS and device id: `KIWI_NO_DEVICE_HEADERS=1` (in the provider's `env` table or the
+/// environment) leaves them out.
+pub(crate) fn device_headers_enabled(settings: &crate::llm::settings::LlmSettings) -> bool {
+    let off = settings.env_var("KIWI_NO_DEVICE_HEADERS");
+    !matches!(off.as_deref().map(|v| v.trim().to_ascii_lowercase()).as_deref(), Some("1" | "true" | "yes" | "on"))
+}
+
 /// `X-Msh-*` header pairs, in the reference's order.
 pub(crate) fn msh_headers() -> Vec<(&'static str, String)> {
     let uname = Uname::current();
