@@ -19,18 +19,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The shared fixture folder (`shared/fixtures/llm`), found from the crate root upwards.
+/// The LLM fixtures, kept inside the repository so that a fresh clone tests on its own.
 pub fn fixtures_dir() -> PathBuf {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let candidate = dir.join("shared/fixtures/llm");
-        if candidate.is_dir() {
-            return candidate;
-        }
-        if !dir.pop() {
-            panic!("shared/fixtures/llm not found above {}", env!("CARGO_MANIFEST_DIR"));
-        }
-    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/llm"))
 }
 
 pub fn fixture(name: &str) -> Vec<u8> {
