@@ -3,7 +3,8 @@
 //! inside this process.
 //!
 //! Run: `cargo bench --bench kiwi-bench` (the bench profile builds `kiwi` with the release
-//! settings; a few minutes on 2 cores). Every number is a median over ≥5 runs, each run a fresh
+//! settings, fat LTO included, which is most of the wait; the measurements themselves take
+//! seconds). Every number is a median over ≥5 runs, each run a fresh
 //! `kiwi` process; nothing here asserts on timings, it only prints.
 //!
 //! The temp dirs, configs, command line and the mock HTTP server are the tests' own
