@@ -1,25 +1,65 @@
 //! kiwi driven by the published npm client, `@moonshot-ai/kimi-agent-sdk` (tests/sdk/check.mjs).
-//! Installs the SDK with `npm ci` on first use; skipped only when Node.js is not installed.
+//!
+//! The SDK comes from the npm registry (`npm ci` in tests/sdk, on first use). Where Node.js is
+//! missing or the registry does not answer, the test prints why on stderr and passes without
+//! running: a laptop offline or a sandbox without network still gets a green `cargo test`. CI
+//! must not lose the test that way: `.ci/run` sets `KIWI_REQUIRE_SDK_TESTS=1` when `CI=true`,
+//! and under it every such skip fails instead.
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::json;
 
+/// Set (to anything but empty or `0`) where the SDK test must run: a skip then fails.
+const REQUIRE_VAR: &str = "KIWI_REQUIRE_SDK_TESTS";
+
+/// Gives up on the test: prints the reason, or fails when the environment demands the test.
+fn skip(reason: &str) {
+    let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| !v.is_empty() && v != "0");
+    assert!(!required, "the SDK client test cannot run ({reason}) and {REQUIRE_VAR} is set");
+    eprintln!("skipping the SDK client test: {reason} (set {REQUIRE_VAR}=1 to make this a failure)");
+}
+
+/// The first line npm printed (`--loglevel=error` keeps it to the error), for a skip reason.
+fn first_line(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no output").to_string()
+}
+
+/// Makes sure the SDK is installed under `sdk/node_modules`; the reason to skip otherwise.
+fn install_sdk(sdk: &Path) -> Result<(), String> {
+    if sdk.join("node_modules/@moonshot-ai/kimi-agent-sdk").exists() {
+        return Ok(());
+    }
+    // A short ping first: an unreachable registry is a reason to skip, and `npm ci` alone would
+    // retry for minutes before saying so.
+    let ping = Command::new("npm")
+        .args(["ping", "--fetch-timeout=10000", "--fetch-retries=0", "--loglevel=error"])
+        .current_dir(sdk)
+        .output()
+        .map_err(|e| format!("npm cannot be run: {e}"))?;
+    if !ping.status.success() {
+        return Err(format!("the npm registry is not reachable: {}", first_line(&ping.stderr)));
+    }
+    // The registry answers, so a failing install is a real failure, not a reason to skip.
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(sdk)
+        .status()
+        .expect("run npm ci");
+    assert!(status.success(), "npm ci failed in tests/sdk");
+    Ok(())
+}
+
 #[test]
 fn published_sdk_drives_kiwi() {
-    if Command::new("node").arg("--version").output().is_err() {
-        eprintln!("node is not installed; skipping the SDK check");
-        return;
+    if let Err(e) = Command::new("node").arg("--version").output() {
+        return skip(&format!("Node.js cannot be run: {e}"));
     }
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
-    if !sdk.join("node_modules/@moonshot-ai/kimi-agent-sdk").exists() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&sdk)
-            .status()
-            .expect("run npm ci");
-        assert!(status.success(), "npm ci failed in tests/sdk");
+    if let Err(reason) = install_sdk(&sdk) {
+        return skip(&reason);
     }
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");

@@ -3,17 +3,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{Env, types};
 use serde_json::json;
-
-fn session_dir(env: &Env, id: &str) -> PathBuf {
-    use md5::{Digest, Md5};
-    let key: String = Md5::digest(env.work().to_str().unwrap().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-    env.share().join("sessions").join(key).join(id)
-}
 
 fn lines(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
@@ -31,7 +24,7 @@ fn session_files_and_continue_appends() {
     let mut k = env.spawn(&config, &["--session", "e2e-session"]);
     k.prompt("p", json!("first"));
     finish(k);
-    let dir = session_dir(&env, "e2e-session");
+    let dir = env.session_dir("e2e-session");
     let mut names: Vec<String> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
     names.sort();
@@ -69,7 +62,7 @@ fn empty_sessions_are_removed_at_exit() {
     let mut k = env.spawn(&config, &["--session", "empty"]);
     k.initialize();
     finish(k);
-    assert!(!session_dir(&env, "empty").exists());
+    assert!(!env.session_dir("empty").exists());
 }
 
 #[test]
@@ -94,7 +87,7 @@ fn resume_after_kill_with_a_torn_last_line() {
     k.prompt("p", json!("keep this"));
     k.child.kill().unwrap();
     k.child.wait().unwrap();
-    let dir = session_dir(&env, "torn");
+    let dir = env.session_dir("torn");
     // Simulate a crash in the middle of writing the next line.
     let context = dir.join("context.jsonl");
     let mut text = std::fs::read_to_string(&context).unwrap();
@@ -138,7 +131,7 @@ fn resumed_history_is_sent_to_the_model() {
     let (_, r) = k.prompt("p", json!("text: first answer"));
     assert_eq!(r["result"]["status"], "finished");
     finish(k);
-    let context = lines(&session_dir(&env, "echo").join("context.jsonl"));
+    let context = lines(&env.session_dir("echo").join("context.jsonl"));
     assert_eq!(context[3], r#"{"role":"assistant","content":"first answer"}"#);
 }
 
@@ -161,7 +154,7 @@ fn clear_rotates_and_compact_events() {
     let (events, _) = k.prompt("p4", json!("/clear"));
     assert_eq!(types(&events), ["TurnBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
     finish(k);
-    let dir = session_dir(&env, "c");
+    let dir = env.session_dir("c");
     assert_eq!(std::fs::metadata(dir.join("context.jsonl")).unwrap().len(), 0);
     assert!(dir.join("context_1.jsonl").exists() && dir.join("context_2.jsonl").exists());
 }
@@ -180,7 +173,7 @@ fn compact_summarizes_and_persists() {
         ["TurnBegin", "CompactionBegin", "CompactionEnd", "ContentPart", "StatusUpdate", "TurnEnd"]
     );
     finish(k);
-    let context = lines(&session_dir(&env, "s").join("context.jsonl"));
+    let context = lines(&env.session_dir("s").join("context.jsonl"));
     assert_eq!(context[0], r#"{"role": "_checkpoint", "id": 0}"#);
     assert!(context[1].contains("SUMMARY OF EARLIER WORK") && context[1].starts_with(r#"{"role":"user""#));
     assert_eq!(context[2], r#"{"role":"user","content":"u2"}"#);
@@ -247,7 +240,7 @@ fn skills_are_listed_and_injected() {
     );
     assert_eq!(events[1]["params"]["payload"]["user_input"], "Say hello");
     finish(k);
-    let context = lines(&session_dir(&env, "sk").join("context.jsonl"));
+    let context = lines(&env.session_dir("sk").join("context.jsonl"));
     let stored: serde_json::Value = serde_json::from_str(&context[1]).unwrap();
     assert_eq!(stored["content"], skill_text);
 }
@@ -313,7 +306,7 @@ fn init_runs_a_nested_turn_and_records_agents_md() {
     );
     assert_ne!(events[1]["params"]["payload"]["user_input"], "/init");
     finish(k);
-    let context = lines(&session_dir(&env, "init").join("context.jsonl"));
+    let context = lines(&env.session_dir("init").join("context.jsonl"));
     assert_eq!(context.len(), 1, "only the note reaches the real context: {context:?}");
     assert!(context[0].contains("# Project notes"));
 }
@@ -354,7 +347,7 @@ fn dmail_rewinds_the_context() {
         "Failed to send D-Mail. Error: There is no checkpoint with the given ID"
     );
     finish(k);
-    let dir = session_dir(&env, "dm");
+    let dir = env.session_dir("dm");
     assert!(dir.join("context_1.jsonl").exists(), "the rewound context is archived");
     let context = lines(&dir.join("context.jsonl"));
     assert_eq!(context[0], r#"{"role": "_checkpoint", "id": 0}"#);

@@ -11,17 +11,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::{Env, Kiwi, types};
-use mock_llm::{MockLlm, MockResponse, RecordedRequest, Split, fixtures_dir};
+use mock_llm::{MockLlm, MockResponse, RecordedRequest, Split, background_runtime, fixtures_dir};
 use serde_json::{Value, json};
 
 const MAX_CONTEXT: u64 = 100_000;
 /// A file in the work dir: seeing its name in a tool result proves the tool really ran there.
 const MARKER: &str = "marker-e2e.txt";
-
-/// A multi-thread runtime so the mock keeps serving while the test thread blocks on the pipes.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
-}
 
 /// One test's world. Fields drop in order: the server first, then the mock, then the runtime.
 struct World {
@@ -53,20 +48,13 @@ const GEMINI: Provider = Provider { kind: "gemini", model: "gemini-2.5-flash", s
 const VERTEX: Provider = Provider { kind: "vertexai", model: "gemini-2.5-flash", suffix: "", expected_as: "gemini" };
 
 fn write_config(env: &Env, p: Provider, base_url: &str, capabilities: &[&str]) -> PathBuf {
-    let config = json!({
-        "default_model": "m",
-        "models": {"m": {"provider": "p", "model": p.model, "max_context_size": MAX_CONTEXT,
-            "capabilities": capabilities}},
-        "providers": {"p": {"type": p.kind, "base_url": base_url, "api_key": "sk-mock-key"}}
-    });
-    let path = env.dir.path().join("config.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
-    path
+    let model = json!({"models": {"m": {"max_context_size": MAX_CONTEXT, "capabilities": capabilities}}});
+    env.provider_config(p.kind, p.model, base_url, model)
 }
 
 /// Starts the mock with `responses` queued and kiwi configured for `p` against it.
 fn world(p: Provider, responses: Vec<MockResponse>, capabilities: &[&str], args: &[&str]) -> World {
-    let rt = runtime();
+    let rt = background_runtime();
     let mock = rt.block_on(MockLlm::start());
     for r in responses {
         mock.push(r);
@@ -540,7 +528,7 @@ fn mid_stream_errors_keep_the_streamed_fragments() {
 
 #[test]
 fn connection_refused_fails_after_retries() {
-    let rt = runtime();
+    let rt = background_runtime();
     // A port that was just free: nothing listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let env = Env::new();
@@ -833,7 +821,7 @@ fn step_limit_with_a_real_provider() {
 
 #[test]
 fn kimi_thinking_headers_and_env_overrides() {
-    let rt = runtime();
+    let rt = background_runtime();
     let mock = rt.block_on(MockLlm::start());
     mock.push(MockResponse::sse_fixture("kimi-text.sse"));
     let env = Env::new();

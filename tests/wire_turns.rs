@@ -89,7 +89,7 @@ fn two_step_tool_turn_and_context_file() {
     );
     k.close_stdin();
     assert!(k.wait_exit(Duration::from_secs(5)).unwrap().success());
-    let dir = env.share().join("sessions").join(md5_of(&env.work())).join("s1");
+    let dir = env.session_dir("s1");
     let context = std::fs::read_to_string(dir.join("context.jsonl")).unwrap();
     let lines: Vec<&str> = context.lines().collect();
     assert_eq!(lines[0], r#"{"role": "_checkpoint", "id": 0}"#);
@@ -102,11 +102,6 @@ fn two_step_tool_turn_and_context_file() {
     let wire = std::fs::read_to_string(dir.join("wire.jsonl")).unwrap();
     assert_eq!(wire.lines().next().unwrap(), r#"{"type": "metadata", "protocol_version": "1.2"}"#);
     assert_eq!(wire.lines().count(), 1 + events.len());
-}
-
-fn md5_of(path: &std::path::Path) -> String {
-    use md5::{Digest, Md5};
-    Md5::digest(path.to_str().unwrap().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[test]

@@ -1,36 +1,36 @@
-//! A small mock LLM HTTP server on 127.0.0.1 for provider and end-to-end tests.
+//! A small mock LLM HTTP server on 127.0.0.1 for provider and end-to-end tests and for the
+//! benchmarks.
 //!
-//! Invariants: every request is recorded (method, path, query, headers, body) before it is
-//! answered; responses are served from a FIFO queue (the last one repeats when the queue runs
-//! dry); bodies are sent with chunked transfer encoding, one chunk per planned write, so a test
-//! controls exactly how the bytes are split and can cut a body off mid-way (the terminating chunk
-//! is then never sent and the connection is closed); a connection the client drops while the
-//! server is waiting is counted in `disconnects`.
+//! Invariants: every request is recorded (method, path, query, headers, body, when its last byte
+//! arrived) before it is answered, and stamped again once its response is written; responses are
+//! served from a FIFO queue (the last one repeats when the queue runs dry); bodies are sent with
+//! chunked transfer encoding, one chunk per planned piece, so a test controls exactly how the
+//! bytes are split and can cut a body off mid-way (the terminating chunk is then never sent and
+//! the connection is closed); a connection the client drops while the server is waiting is
+//! counted in `disconnects`.
 //!
-//! Use it from a test file with `#[path = "common/mock_llm.rs"] mod mock_llm;`.
+//! Use it from a test file with `#[path = "common/mock_llm.rs"] mod mock_llm;` (from a bench,
+//! `#[path = "../../tests/common/mock_llm.rs"]`).
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The shared fixture folder (`shared/fixtures/llm`), found from the crate root upwards.
+/// A runtime for a mock driven from blocking code: its one worker keeps serving while the calling
+/// thread blocks on a child's pipes.
+pub fn background_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("tokio runtime")
+}
+
+/// The LLM fixtures, kept inside the repository so that a fresh clone tests on its own.
 pub fn fixtures_dir() -> PathBuf {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let candidate = dir.join("shared/fixtures/llm");
-        if candidate.is_dir() {
-            return candidate;
-        }
-        if !dir.pop() {
-            panic!("shared/fixtures/llm not found above {}", env!("CARGO_MANIFEST_DIR"));
-        }
-    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/llm"))
 }
 
 pub fn fixture(name: &str) -> Vec<u8> {
@@ -57,7 +57,8 @@ pub struct MockResponse {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub split: Split,
-    /// Pause between writes.
+    /// Pause before each piece. Zero sends the whole response in one write, as a real server's
+    /// buffered socket tends to; the pieces stay separate chunks of the body.
     pub write_delay: Duration,
     /// Delay before the status line is sent (the client may give up meanwhile).
     pub first_byte_delay: Duration,
@@ -168,6 +169,11 @@ pub struct RecordedRequest {
     /// Header names as sent (case preserved), in order.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When the last byte of the request arrived.
+    pub received: Instant,
+    /// When the whole response had been handed to the kernel (None until then, and for a
+    /// response cut off or abandoned by the client).
+    pub answered: Option<Instant>,
 }
 
 impl RecordedRequest {
@@ -186,6 +192,9 @@ struct State {
     queue: VecDeque<MockResponse>,
     last: Option<MockResponse>,
     requests: Vec<RecordedRequest>,
+    /// Bumped by `reset`, so that a response written after it does not stamp a newer request
+    /// that took the same index.
+    generation: u64,
 }
 
 /// The running server; it stops when dropped.
@@ -243,6 +252,30 @@ impl MockLlm {
         self.state.lock().unwrap().requests.len()
     }
 
+    /// Forgets queued responses and recorded requests, between runs that reuse one server.
+    pub fn reset(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.queue.clear();
+        st.last = None;
+        st.requests.clear();
+        st.generation += 1;
+    }
+
+    /// Waits until `n` requests have been answered, then takes every request recorded so far
+    /// (fewer answered ones when `timeout` runs out first). It blocks the calling thread: it is
+    /// for blocking callers such as the benchmark, whose mock runs on `background_runtime`.
+    pub fn take_answered(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut st = self.state.lock().unwrap();
+            if st.requests.iter().filter(|r| r.answered.is_some()).count() >= n || Instant::now() >= deadline {
+                return std::mem::take(&mut st.requests);
+            }
+            drop(st);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Connections the client closed before the response was complete.
     pub fn disconnects(&self) -> usize {
         self.disconnects.load(Ordering::SeqCst)
@@ -298,7 +331,8 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Resul
     }
     let body = buf[body_start..body_start + len].to_vec();
     buf.drain(..body_start + len);
-    Ok(Some(RecordedRequest { method, path: path.to_string(), query: query.to_string(), headers, body }))
+    let (path, query) = (path.to_string(), query.to_string());
+    Ok(Some(RecordedRequest { method, path, query, headers, body, received: Instant::now(), answered: None }))
 }
 
 /// Sleeps for `d` unless the peer closes first (then returns false).
@@ -313,21 +347,40 @@ async fn wait_or_closed(sock: &mut TcpStream, d: Duration) -> bool {
     }
 }
 
+/// Writes and empties `out`; false when the peer is gone.
+async fn send(sock: &mut TcpStream, out: &mut Vec<u8>) -> bool {
+    let sent = out.is_empty() || sock.write_all(out).await.is_ok();
+    out.clear();
+    sent
+}
+
+/// Stamps request `index` as answered, unless a `reset` came in between.
+fn stamp_answered(state: &Mutex<State>, (generation, index): (u64, usize)) {
+    let mut st = state.lock().unwrap();
+    if st.generation == generation
+        && let Some(request) = st.requests.get_mut(index)
+    {
+        request.answered = Some(Instant::now());
+    }
+}
+
 async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>, disconnects: Arc<AtomicUsize>) -> std::io::Result<()> {
     sock.set_nodelay(true)?;
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut sock, &mut buf).await? {
-        let response = {
+        let (response, ticket) = {
             let mut st = state.lock().unwrap();
             st.requests.push(request);
+            let ticket = (st.generation, st.requests.len() - 1);
             let next = st.queue.pop_front();
             if let Some(r) = next {
                 st.last = Some(r);
             }
-            st.last.clone()
+            (st.last.clone(), ticket)
         };
         let Some(response) = response else {
             sock.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n").await?;
+            stamp_answered(&state, ticket);
             continue;
         };
         if !wait_or_closed(&mut sock, response.first_byte_delay).await {
@@ -348,28 +401,33 @@ async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>, disconnects: Arc<A
             head.push_str(&format!("{n}: {v}\r\n"));
         }
         head.push_str("transfer-encoding: chunked\r\n\r\n");
-        sock.write_all(head.as_bytes()).await?;
-        sock.flush().await?;
+        // What is not sent yet: with a write delay, everything before a pause goes out before
+        // it; without one, the whole response goes out in one write.
+        let mut out = head.into_bytes();
         for piece in response.pieces() {
-            if !wait_or_closed(&mut sock, response.write_delay).await {
-                disconnects.fetch_add(1, Ordering::SeqCst);
-                return Ok(());
+            if !response.write_delay.is_zero() {
+                let paced = send(&mut sock, &mut out).await && wait_or_closed(&mut sock, response.write_delay).await;
+                if !paced {
+                    disconnects.fetch_add(1, Ordering::SeqCst);
+                    return Ok(());
+                }
             }
-            let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
-            chunk.extend_from_slice(piece);
-            chunk.extend_from_slice(b"\r\n");
-            if sock.write_all(&chunk).await.is_err() {
-                disconnects.fetch_add(1, Ordering::SeqCst);
-                return Ok(());
-            }
-            sock.flush().await?;
+            out.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+            out.extend_from_slice(piece);
+            out.extend_from_slice(b"\r\n");
+        }
+        if response.cut_at.is_none() {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+        if !send(&mut sock, &mut out).await {
+            disconnects.fetch_add(1, Ordering::SeqCst);
+            return Ok(());
         }
         if response.cut_at.is_some() {
             // Close mid-body: the client sees an incomplete chunked read.
             return Ok(());
         }
-        sock.write_all(b"0\r\n\r\n").await?;
-        sock.flush().await?;
+        stamp_answered(&state, ticket);
     }
     Ok(())
 }

@@ -1,4 +1,8 @@
 //! Test harness: spawns the real `kiwi` binary and talks to it over pipes.
+//!
+//! Shared with the benchmarks (`benches/kiwi-bench` includes this file by `#[path]`): `Env`
+//! builds the temp dirs, configs and the command line for both; the bench reads the child's
+//! output with its own measuring client instead of `Kiwi`.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -10,6 +14,29 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Variables a spawned server must not inherit: the provider settings would point it away from
+/// the config (and the mock), a proxy would route the mock's 127.0.0.1 through itself, and the
+/// scripted-echo trace would add lines to its stdout.
+const SCRUBBED_ENV: &[&str] = &[
+    "KIMI_BASE_URL",
+    "KIMI_API_KEY",
+    "KIMI_MODEL_NAME",
+    "KIMI_MODEL_MAX_CONTEXT_SIZE",
+    "KIMI_MODEL_CAPABILITIES",
+    "KIMI_MODEL_TEMPERATURE",
+    "KIMI_MODEL_TOP_P",
+    "KIMI_MODEL_MAX_TOKENS",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "KIMI_SCRIPTED_ECHO_TRACE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
 
 /// A temp home with a share dir and a work dir.
 pub struct Env {
@@ -42,7 +69,13 @@ impl Env {
     }
 
     pub fn scripted_config_with(&self, scripts: &[&str], extra: Value) -> PathBuf {
-        let scripts_path = self.dir.path().join("scripts.json");
+        self.named_scripted_config("config", scripts, extra)
+    }
+
+    /// Like `scripted_config_with`, as `<name>.json` (scripts in `<name>.scripts.json`), so that
+    /// several configs can live in one `Env`.
+    pub fn named_scripted_config<S: serde::Serialize>(&self, name: &str, scripts: &[S], extra: Value) -> PathBuf {
+        let scripts_path = self.dir.path().join(format!("{name}.scripts.json"));
         std::fs::write(&scripts_path, serde_json::to_string(scripts).unwrap()).unwrap();
         let mut config = json!({
             "default_model": "scripted",
@@ -51,16 +84,40 @@ impl Env {
                 "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path.to_str().unwrap()}}}
         });
         merge(&mut config, extra);
-        let path = self.dir.path().join("config.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        self.write_config(name, &config)
+    }
+
+    /// A config whose default model `m` is `model` at a provider of type `kind` (API key
+    /// `sk-mock-key`) at `base_url`, with `extra` merged over it; written as `config.json`.
+    pub fn provider_config(&self, kind: &str, model: &str, base_url: &str, extra: Value) -> PathBuf {
+        let mut config = json!({
+            "default_model": "m",
+            "models": {"m": {"provider": "p", "model": model, "max_context_size": 100000}},
+            "providers": {"p": {"type": kind, "base_url": base_url, "api_key": "sk-mock-key"}}
+        });
+        merge(&mut config, extra);
+        self.write_config("config", &config)
+    }
+
+    fn write_config(&self, name: &str, config: &Value) -> PathBuf {
+        let path = self.dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(config).unwrap()).unwrap();
         path
+    }
+
+    /// The folder of session `id` of the work dir: `<share>/sessions/<md5 of the work dir>/<id>`.
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        use md5::{Digest, Md5};
+        let work = self.work();
+        let key: String = Md5::digest(work.to_str().unwrap().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        self.share().join("sessions").join(key).join(id)
     }
 
     pub fn command(&self, config: &Path, extra: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiwi"));
         cmd.arg("--wire").arg("--config-file").arg(config).args(extra).arg("--work-dir").arg(self.work());
-        cmd.env("HOME", self.home()).env("KIMI_SHARE_DIR", self.share()).env_remove("KIMI_SCRIPTED_ECHO_TRACE");
-        for var in ["KIMI_BASE_URL", "KIMI_API_KEY", "KIMI_MODEL_NAME", "OPENAI_BASE_URL", "OPENAI_API_KEY"] {
+        cmd.env("HOME", self.home()).env("KIMI_SHARE_DIR", self.share());
+        for var in SCRUBBED_ENV {
             cmd.env_remove(var);
         }
         cmd

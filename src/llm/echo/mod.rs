@@ -16,9 +16,10 @@ pub use dsl::{ParsedScript, parse_script};
 pub use echo::EchoProvider;
 pub use scripted::{ScriptedEchoProvider, TraceFn, load_scripts, trace_enabled};
 
-/// Reads a file of the shared LLM fixtures (kept next to the repository, not inside it).
+/// Reads a file of the LLM fixtures the integration tests also serve. They live inside the
+/// repository so that a fresh clone tests on its own.
 #[cfg(test)]
 fn test_fixture(name: &str) -> String {
-    let path = format!("{}/../shared/fixtures/llm/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/fixtures/llm/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
 }

@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn fixture_scripts_play_the_expected_turns() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/llm/scripted-echo-scripts.json");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/llm/scripted-echo-scripts.json");
         let scripts = load_scripts(Some(dir), None).unwrap();
         let p = ScriptedEchoProvider::from_scripts(scripts, None);
         assert_eq!(

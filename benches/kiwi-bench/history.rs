@@ -2,26 +2,21 @@
 //! the work dir's entry, and `sessions/<md5(work dir)>/<id>/context.jsonl` mixing messages,
 //! tool calls, tool results, `_checkpoint` and `_usage` lines.
 
-use std::path::{Path, PathBuf};
-
-use md5::{Digest, Md5};
 use serde_json::json;
 
-/// The session folder `kiwi --session <id>` resumes for `work` under `share`.
-pub fn session_dir(share: &Path, work: &Path, id: &str) -> PathBuf {
-    let key: String = Md5::digest(work.to_string_lossy().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-    share.join("sessions").join(key).join(id)
-}
+use crate::common::Env;
 
-/// Writes `kimi.json` and a `context.jsonl` of exactly `lines` lines; returns its size in bytes
-/// and the number of messages in it (what a resumed kiwi must send back to the model).
-/// The history repeats one turn shape: checkpoint, user, checkpoint, assistant (think + text +
-/// a `SetTodoList` call), usage, tool result, checkpoint, assistant answer, usage.
-pub fn write_session(share: &Path, work: &Path, id: &str, lines: usize) -> (usize, usize) {
-    let dir = session_dir(share, work, id);
+/// Writes `kimi.json` and a `context.jsonl` of exactly `lines` lines for session `id` of `env`'s
+/// work dir; returns its size in bytes and the number of messages in it (what a resumed kiwi
+/// must send back to the model). The history repeats one turn shape: checkpoint, user,
+/// checkpoint, assistant (think + text + a `SetTodoList` call), usage, tool result, checkpoint,
+/// assistant answer, usage.
+pub fn write_session(env: &Env, id: &str, lines: usize) -> (usize, usize) {
+    let dir = env.session_dir(id);
     std::fs::create_dir_all(&dir).expect("session dir");
-    let meta = json!({"work_dirs": [{"path": work.to_string_lossy(), "kaos": "local", "last_session_id": id}]});
-    std::fs::write(share.join("kimi.json"), serde_json::to_string_pretty(&meta).expect("json")).expect("kimi.json");
+    let meta = json!({"work_dirs": [{"path": env.work().to_string_lossy(), "kaos": "local", "last_session_id": id}]});
+    std::fs::write(env.share().join("kimi.json"), serde_json::to_string_pretty(&meta).expect("json"))
+        .expect("kimi.json");
 
     // `_checkpoint` / `_usage` lines use Python's `json.dumps` spacing, messages the compact form.
     let mut out: Vec<String> = Vec::with_capacity(lines + 8);

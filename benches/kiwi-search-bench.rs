@@ -1,7 +1,9 @@
 //! Benchmarks the in-process Grep and Glob against the `rg` binary on a generated tree.
 //!
-//! Usage: `cargo run --release --bin kiwi-search-bench [FILES] [RUNS]` (defaults 10000 and 7).
-//! Prints the median wall time of each variant; `rg` rows are skipped when it is not installed.
+//! Usage: `cargo bench --bench kiwi-search-bench [-- FILES [RUNS]]`, or the variables
+//! `KIWI_SEARCH_BENCH_FILES` / `KIWI_SEARCH_BENCH_RUNS` (arguments win; defaults 10,000 files and
+//! 5 runs, so a plain `cargo bench` runs it too). Prints the median wall time of each variant;
+//! `rg` rows are skipped when it is not installed.
 
 use std::path::Path;
 use std::process::Command;
@@ -45,13 +47,23 @@ fn generate(root: &Path, files: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The `n`th positional argument, else the variable `var`, else `default`. Flags are skipped:
+/// `cargo bench` adds `--bench` to every bench's arguments.
+fn setting(n: usize, var: &str, default: usize) -> std::io::Result<usize> {
+    let arg = std::env::args().skip(1).filter(|a| !a.starts_with('-')).nth(n);
+    match arg.or_else(|| std::env::var(var).ok()) {
+        None => Ok(default),
+        Some(v) => {
+            v.parse().map_err(|_| std::io::Error::other(format!("not a count: {v} (argument {} or {var})", n + 1)))
+        }
+    }
+}
+
 fn main() -> std::io::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let files: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
-    let runs: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(7);
-    let tmp = std::env::temp_dir().join(format!("kiwi-search-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
-    let root = tmp.canonicalize()?;
+    let files = setting(0, "KIWI_SEARCH_BENCH_FILES", 10_000)?;
+    let runs = setting(1, "KIWI_SEARCH_BENCH_RUNS", 5)?.max(1);
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path().canonicalize()?;
     generate(&root, files)?;
     let have_rg = Command::new("rg").arg("--version").output().is_ok_and(|o| o.status.success());
     let report = |name: &str, d: Duration, size: usize| {
@@ -103,6 +115,5 @@ fn main() -> std::io::Result<()> {
             report(&format!("rg --files -g {rg_glob}"), d, n);
         }
     }
-    std::fs::remove_dir_all(&tmp)?;
-    Ok(())
+    tmp.close()
 }

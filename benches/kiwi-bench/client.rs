@@ -2,61 +2,31 @@
 //! of the child (CPU time, peak RSS) so the numbers are the server's own, not the bench's.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{Value, json};
 
-pub struct Kiwi {
+/// A running `kiwi` under measurement. Killed on drop.
+///
+/// Unlike the tests' `common::Kiwi` (a reader thread, a channel, every line parsed and kept), it
+/// reads stdout on the caller's thread and parses only the awaited response: on a shared machine
+/// the client's own work would otherwise eat into the server's CPU and show in its numbers.
+pub struct Server {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     line: String,
 }
 
-/// Where a child runs: its work dir, share dir (`KIMI_SHARE_DIR`) and config file.
-pub struct Setup<'a> {
-    pub work: &'a Path,
-    pub share: &'a Path,
-    pub config: &'a Path,
-}
-
-impl Kiwi {
-    pub fn spawn(bin: &Path, setup: &Setup<'_>, extra: &[&str]) -> Kiwi {
-        let mut cmd = Command::new(bin);
-        cmd.args(["--wire", "--config-file"])
-            .arg(setup.config)
-            .arg("--work-dir")
-            .arg(setup.work)
-            .args(extra)
-            .env("KIMI_SHARE_DIR", setup.share)
-            .env("HOME", setup.work)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        // The provider must talk to the in-process mock, whatever the caller's shell exports.
-        for var in [
-            "KIMI_BASE_URL",
-            "KIMI_API_KEY",
-            "KIMI_MODEL_NAME",
-            "KIMI_MODEL_MAX_CONTEXT_SIZE",
-            "KIMI_MODEL_CAPABILITIES",
-            "KIMI_MODEL_TEMPERATURE",
-            "KIMI_MODEL_TOP_P",
-            "KIMI_MODEL_MAX_TOKENS",
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "ALL_PROXY",
-            "http_proxy",
-            "https_proxy",
-            "all_proxy",
-        ] {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd.spawn().expect("spawn kiwi (build it with --release first)");
+impl Server {
+    /// Starts `cmd` (from `common::Env::command`) with piped stdin and stdout; its stderr stays
+    /// the bench's.
+    pub fn spawn(mut cmd: Command) -> Server {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("spawn kiwi");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout"));
-        Kiwi { child, stdin, stdout, line: String::new() }
+        Server { child, stdin, stdout, line: String::new() }
     }
 
     pub fn send(&mut self, v: &Value) {
@@ -143,7 +113,7 @@ impl Kiwi {
     }
 }
 
-impl Drop for Kiwi {
+impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

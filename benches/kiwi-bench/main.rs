@@ -2,9 +2,14 @@
 //! pipes (the way an IDE sees it), with the model either `_scripted_echo` or a mock Kimi server
 //! inside this process.
 //!
-//! Run: `cargo build --release && ./target/release/kiwi-bench` (expects `kiwi` next to itself;
-//! a few minutes on 2 cores). Every number is a median over ≥5 runs, each run a fresh `kiwi`
-//! process; nothing here asserts on timings, it only prints.
+//! Run: `cargo bench --bench kiwi-bench` (the bench profile builds `kiwi` with the release
+//! settings, fat LTO included, which is most of the wait; the measurements themselves take
+//! seconds). Every number is a median over ≥5 runs, each run a fresh
+//! `kiwi` process; nothing here asserts on timings, it only prints.
+//!
+//! The temp dirs, configs, command line and the mock HTTP server are the tests' own
+//! (`tests/common`), so a bench and a test start kiwi the same way; only the client that reads
+//! kiwi's output is the bench's (`client.rs`: it must cost the server as little as possible).
 //!
 //! What the lines mean ("server" = the `kiwi` child; its CPU is read from
 //! `/proc/<pid>/task/*/schedstat`, ns resolution, falling back to the 10 ms ticks of
@@ -14,7 +19,8 @@
 //!   client per second (prompt sent → prompt answered), server CPU µs per event, peak RSS.
 //! * `scripted 200 steps`: one turn of 200 `SetTodoList` calls + a text answer, wall ms/step.
 //! * `kimi stream` (issue 4): `type = "kimi"` against the mock, which streams 20,000 one-token
-//!   chunks then `[DONE]` (chunked HTTP/1.1, `text/event-stream`): events/s relayed to the
+//!   chunks then `[DONE]` (chunked HTTP/1.1 in 16 KiB chunks, one write, `text/event-stream`):
+//!   events/s relayed to the
 //!   client, server CPU µs per chunk (schedstat, and the tick-based value), peak RSS.
 //!   Targets: ≥150,000 events/s, ≤3 µs/chunk, ≤12 MB.
 //! * `kimi 200 steps`: 200 mock replies that each stream one `SetTodoList` call (name delta,
@@ -35,95 +41,93 @@
 //! * `resume`: spawn → `initialize` answered for `--session <id>` over a 10,000-line
 //!   `context.jsonl` versus a fresh session, and the difference (target ≤50 ms). A final run
 //!   checks that the resumed history really reaches the model.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#[path = "../../tests/common/mod.rs"]
+mod common;
+#[path = "../../tests/common/mock_llm.rs"]
+mod mock_llm;
 
 mod client;
 mod history;
-mod mock;
+mod streams;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use client::{Kiwi, Setup, fit, median, slope};
-use mock::{MockKimi, text_stream, todo_call_stream};
+use client::{Server, fit, median, slope};
+use common::Env;
+use mock_llm::{MockLlm, MockResponse, RecordedRequest, Split, background_runtime};
 use serde_json::json;
+use streams::{text_stream, todo_call_stream};
 
 const RUNS: usize = 5;
+/// How long to wait for the mock to finish writing the replies a run asked for: it stamps a
+/// request only once its reply is written, which can be a moment after kiwi answered the client.
+const REPLIES_WRITTEN: Duration = Duration::from_secs(5);
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn echo_config(dir: &Path, name: &str, scripts: &[String]) -> PathBuf {
-    let scripts_path = dir.join(format!("{name}.scripts.json"));
-    std::fs::write(&scripts_path, serde_json::to_string(scripts).expect("json")).expect("write scripts");
-    let config = json!({
-        "default_model": "s",
-        "models": {"s": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000000}},
-        "providers": {"p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
-            "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path}}},
-        "loop_control": {"max_steps_per_turn": 100000, "reserved_context_size": 1000}
+fn echo_config(env: &Env, name: &str, scripts: &[String]) -> PathBuf {
+    let extra = json!({
+        "models": {"scripted": {"max_context_size": 100_000_000}},
+        "loop_control": {"max_steps_per_turn": 100_000, "reserved_context_size": 1000}
     });
-    let path = dir.join(format!("{name}.json"));
-    std::fs::write(&path, config.to_string()).expect("write config");
-    path
+    env.named_scripted_config(name, scripts, extra)
 }
 
 /// A real Kimi provider pointed at the mock. One attempt per step: a failure must show, not be
 /// retried into the timings.
-fn kimi_config(dir: &Path, base_url: &str) -> PathBuf {
-    let text = format!(
-        r#"default_model = "k"
-
-[models.k]
-provider = "mock"
-model = "kimi-k2"
-max_context_size = 100000000
-
-[providers.mock]
-type = "kimi"
-base_url = "{base_url}"
-api_key = "bench"
-
-[loop_control]
-max_steps_per_turn = 100000
-max_retries_per_step = 1
-reserved_context_size = 1000
-"#
-    );
-    let path = dir.join("kimi.toml");
-    std::fs::write(&path, text).expect("write config");
-    path
+fn kimi_config(env: &Env, base_url: &str) -> PathBuf {
+    let extra = json!({
+        "models": {"m": {"max_context_size": 100_000_000}},
+        "loop_control": {"max_steps_per_turn": 100_000, "max_retries_per_step": 1, "reserved_context_size": 1000}
+    });
+    env.provider_config("kimi", "kimi-k2", base_url, extra)
 }
 
+/// One `200 text/event-stream` reply carrying `sse` (already `data: …\n\n` framed), in 16 KiB
+/// chunks: the size a real server's socket writes tend to come in.
+fn sse_reply(sse: &str) -> MockResponse {
+    MockResponse::sse(sse).split(Split::Every(16 * 1024))
+}
+
+/// The requests a run made, once the mock has written all `n` replies.
+fn served(mock: &MockLlm, n: usize) -> Vec<RecordedRequest> {
+    let hits = mock.take_answered(n, REPLIES_WRITTEN);
+    assert_eq!(hits.len(), n, "requests served");
+    hits
+}
+
+/// Time from the mock's reply `k` written to request `k + 1` in full.
+fn gap(reply: &RecordedRequest, next: &RecordedRequest) -> Duration {
+    next.received.saturating_duration_since(reply.answered.expect("reply written"))
+}
+
+/// Fields drop in order: the mock before the runtime that serves it, the temp dir last.
 struct Bench {
-    bin: PathBuf,
-    tmp: PathBuf,
-    share: PathBuf,
-    mock: MockKimi,
+    mock: MockLlm,
+    _rt: tokio::runtime::Runtime,
+    /// The Kimi config, against the mock.
     kimi: PathBuf,
+    env: Env,
 }
 
 impl Bench {
-    fn setup<'a>(&'a self, config: &'a Path) -> Setup<'a> {
-        Setup { work: &self.tmp, share: &self.share, config }
-    }
-
-    fn spawn(&self, config: &Path) -> Kiwi {
-        let mut k = Kiwi::spawn(&self.bin, &self.setup(config), &[]);
+    fn spawn(&self, config: &Path) -> Server {
+        let mut k = Server::spawn(self.env.command(config, &[]));
         k.initialize();
         k
     }
 }
 
 fn main() {
-    let bin = std::env::current_exe().expect("exe").with_file_name("kiwi");
-    let tmp = std::env::temp_dir().join(format!("kiwi-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).expect("tmp");
-    println!("kiwi-bench: {} (medians of {RUNS}+ runs)", bin.display());
-    let mock = MockKimi::start();
-    let kimi = kimi_config(&tmp, &mock.base_url());
-    let b = Bench { bin, share: tmp.join("share"), tmp: tmp.clone(), mock, kimi };
+    println!("kiwi-bench: {} (medians of {RUNS}+ runs)", env!("CARGO_BIN_EXE_kiwi"));
+    let rt = background_runtime();
+    let mock = rt.block_on(MockLlm::start());
+    let env = Env::new();
+    let kimi = kimi_config(&env, &format!("{}/v1", mock.base_url()));
+    let b = Bench { mock, _rt: rt, kimi, env };
 
     startup(&b);
     scripted_turn(&b);
@@ -132,11 +136,33 @@ fn main() {
     kimi_steps(&b);
     session_turns(&b);
     resume(&b);
-    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// What one prompt cost the server, seen from the client.
+struct Turn {
+    /// Lines before the prompt's answer.
+    events: usize,
+    /// Prompt sent → answered.
+    secs: f64,
+    /// Server CPU seconds meanwhile (schedstat, and the 10 ms stat ticks).
+    cpu: f64,
+    cpu_ticks: f64,
+    /// Peak RSS of the server so far, MB.
+    rss: f64,
+}
+
+/// Sends one prompt to `k` and reads until its answer.
+fn measured_turn(k: &mut Server) -> Turn {
+    let (cpu0, ticks0) = (k.cpu(), k.cpu_ticks());
+    let t = Instant::now();
+    k.prompt("p", "go");
+    let events = k.until("p");
+    let secs = t.elapsed().as_secs_f64();
+    Turn { events, secs, cpu: k.cpu() - cpu0, cpu_ticks: k.cpu_ticks() - ticks0, rss: k.peak_rss_mb() }
 }
 
 fn startup(b: &Bench) {
-    let config = echo_config(&b.tmp, "idle", &[]);
+    let config = echo_config(&b.env, "idle", &[]);
     let mut startup = Vec::new();
     let mut idle_rss = Vec::new();
     for i in 0..21 {
@@ -161,18 +187,13 @@ fn scripted_turn(b: &Bench) {
     for i in 0..parts {
         script.push_str(&format!("text: t{i}\n"));
     }
-    let config = echo_config(&b.tmp, "turn", std::slice::from_ref(&script));
+    let config = echo_config(&b.env, "turn", std::slice::from_ref(&script));
     let (mut rates, mut cpu, mut rss) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
-        let mut k = b.spawn(&config);
-        let cpu0 = k.cpu();
-        let t = Instant::now();
-        k.prompt("p", "go");
-        let events = k.until("p");
-        let secs = t.elapsed().as_secs_f64();
-        rates.push(events as f64 / secs);
-        cpu.push((k.cpu() - cpu0) / events as f64 * 1e6);
-        rss.push(k.peak_rss_mb());
+        let turn = measured_turn(&mut b.spawn(&config));
+        rates.push(turn.events as f64 / turn.secs);
+        cpu.push(turn.cpu / turn.events as f64 * 1e6);
+        rss.push(turn.rss);
     }
     println!(
         "scripted 20k: {:.0} events/s, {:.2} µs server CPU per event, peak RSS {:.2} MB",
@@ -188,7 +209,7 @@ fn scripted_steps(b: &Bench) {
         .map(|i| format!("tool_call: {{\"id\": \"tc-{i}\", \"name\": \"SetTodoList\", \"arguments\": \"{{\\\"todos\\\": [{{\\\"title\\\": \\\"step {i}\\\", \\\"status\\\": \\\"in_progress\\\"}}]}}\"}}"))
         .collect();
     scripts.push("text: done".into());
-    let config = echo_config(&b.tmp, "steps", &scripts);
+    let config = echo_config(&b.env, "steps", &scripts);
     let mut per_step = Vec::new();
     for _ in 0..RUNS {
         let mut k = b.spawn(&config);
@@ -206,18 +227,13 @@ fn kimi_stream(b: &Bench) {
     let (mut rates, mut cpu, mut cpu_ticks, mut rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
         b.mock.reset();
-        b.mock.push(&sse);
-        let mut k = b.spawn(&b.kimi);
-        let (cpu0, ticks0) = (k.cpu(), k.cpu_ticks());
-        let t = Instant::now();
-        k.prompt("p", "go");
-        let events = k.until("p");
-        let secs = t.elapsed().as_secs_f64();
-        assert!(events >= chunks, "only {events} events for {chunks} chunks");
-        rates.push(events as f64 / secs);
-        cpu.push((k.cpu() - cpu0) / chunks as f64 * 1e6);
-        cpu_ticks.push((k.cpu_ticks() - ticks0) / chunks as f64 * 1e6);
-        rss.push(k.peak_rss_mb());
+        b.mock.push(sse_reply(&sse));
+        let turn = measured_turn(&mut b.spawn(&b.kimi));
+        assert!(turn.events >= chunks, "only {} events for {chunks} chunks", turn.events);
+        rates.push(turn.events as f64 / turn.secs);
+        cpu.push(turn.cpu / chunks as f64 * 1e6);
+        cpu_ticks.push(turn.cpu_ticks / chunks as f64 * 1e6);
+        rss.push(turn.rss);
     }
     println!(
         "kimi stream 20k chunks: {:.0} events/s, {:.2} µs server CPU per chunk ({:.2} by stat ticks), peak RSS {:.2} MB",
@@ -235,17 +251,16 @@ fn kimi_steps(b: &Bench) {
     for _ in 0..RUNS {
         b.mock.reset();
         for i in 0..steps {
-            b.mock.push(&todo_call_stream(i, 2000 + 60 * i as u64));
+            b.mock.push(sse_reply(&todo_call_stream(i, 2000 + 60 * i as u64)));
         }
-        b.mock.push(&text_stream(1, "done"));
+        b.mock.push(sse_reply(&text_stream(1, "done")));
         let mut k = b.spawn(&b.kimi);
         let t = Instant::now();
         k.prompt("p", "go");
         k.until("p");
         wall.push(ms(t.elapsed()) / (steps + 1) as f64);
-        let hits = b.mock.take_hits(steps + 1);
-        assert_eq!(hits.len(), steps + 1, "requests served");
-        let overhead: Vec<f64> = (0..steps).map(|s| ms(hits[s + 1].received - hits[s].sent)).collect();
+        let hits = served(&b.mock, steps + 1);
+        let overhead: Vec<f64> = (0..steps).map(|s| ms(gap(&hits[s], &hits[s + 1]))).collect();
         let kb: Vec<f64> = (0..steps).map(|s| hits[s + 1].body.len() as f64 / 1024.0).collect();
         first.push(median(overhead[..20].to_vec()));
         last.push(median(overhead[steps - 20..].to_vec()));
@@ -296,7 +311,7 @@ fn print_turns(label: &str, runs: &[Vec<f64>], extra: &str) {
 fn session_turns(b: &Bench) {
     let n = 50;
     let scripts: Vec<String> = (0..n).map(|i| format!("text: answer {i}")).collect();
-    let config = echo_config(&b.tmp, "session", &scripts);
+    let config = echo_config(&b.env, "session", &scripts);
     let runs: Vec<Vec<f64>> = (0..RUNS).map(|_| turns(b, &config, n)).collect();
     print_turns("echo", &runs, "");
 
@@ -305,11 +320,10 @@ fn session_turns(b: &Bench) {
     for _ in 0..RUNS {
         b.mock.reset();
         for _ in 0..n {
-            b.mock.push(&text_stream(4, "ok "));
+            b.mock.push(sse_reply(&text_stream(4, "ok ")));
         }
         runs.push(turns(b, &b.kimi, n));
-        let hits = b.mock.take_hits(n);
-        assert_eq!(hits.len(), n, "requests served");
+        let hits = served(&b.mock, n);
         bodies = (hits[0].body.len(), hits[n - 1].body.len());
     }
     let extra = format!("; request body {:.1} -> {:.1} KB", bodies.0 as f64 / 1024.0, bodies.1 as f64 / 1024.0);
@@ -319,35 +333,33 @@ fn session_turns(b: &Bench) {
 fn resume(b: &Bench) {
     let lines = 10_000;
     let id = "bench-resume";
-    let work = b.tmp.join("resume-work");
-    let share = b.tmp.join("resume-share");
-    std::fs::create_dir_all(&work).expect("work");
-    let setup = Setup { work: &work, share: &share, config: &b.kimi };
+    // Its own work dir and share dir: the session on disk is the only one there.
+    let env = Env::new();
     let (mut fresh, mut resumed) = (Vec::new(), Vec::new());
     let mut written = (0, 0);
     // Interleaved so that machine load drifts hit both sides alike; the file is rewritten each
     // time because a run may append to it.
     for _ in 0..2 * RUNS + 1 {
-        written = history::write_session(&share, &work, id, lines);
+        written = history::write_session(&env, id, lines);
         let t = Instant::now();
-        let mut k = Kiwi::spawn(&b.bin, &setup, &["--session", id]);
+        let mut k = Server::spawn(env.command(&b.kimi, &["--session", id]));
         k.initialize();
         resumed.push(ms(t.elapsed()));
         drop(k);
         let t = Instant::now();
-        let mut k = Kiwi::spawn(&b.bin, &setup, &[]);
+        let mut k = Server::spawn(env.command(&b.kimi, &[]));
         k.initialize();
         fresh.push(ms(t.elapsed()));
     }
     // The resume must have restored the history: the next request carries all of it.
-    history::write_session(&share, &work, id, lines);
+    history::write_session(&env, id, lines);
     b.mock.reset();
-    b.mock.push(&text_stream(1, "ok"));
-    let mut k = Kiwi::spawn(&b.bin, &setup, &["--session", id]);
+    b.mock.push(sse_reply(&text_stream(1, "ok")));
+    let mut k = Server::spawn(env.command(&b.kimi, &["--session", id]));
     k.initialize();
     k.prompt("p", "go on");
     k.until("p");
-    let hits = b.mock.take_hits(1);
+    let hits = served(&b.mock, 1);
     let body: serde_json::Value = serde_json::from_slice(&hits[0].body).expect("request json");
     let sent = body["messages"].as_array().map_or(0, Vec::len);
     // + the system prompt and the new user message.
