@@ -278,14 +278,3 @@ fn push_capped(line: &mut RawLine, data: &[u8]) {
         line.bytes.extend_from_slice(data);
     }
 }
-
-/// Reads a whole file as text the way Python's `read_text(errors="replace")` does: invalid UTF-8
-/// replaced, `\r\n` and `\r` turned into `\n`.
-pub(crate) fn read_text_universal(path: &Path) -> std::io::Result<String> {
-    let bytes = std::fs::read(path)?;
-    let text = String::from_utf8_lossy(&bytes);
-    if !text.contains('\r') {
-        return Ok(text.into_owned());
-    }
-    Ok(text.replace("\r\n", "\n").replace('\r', "\n"))
-}
