@@ -145,7 +145,7 @@ fn read_file(work_dir: &Path, params: &ReadFileParams) -> ToolReturnValue {
         }
         Kind::Text => {}
     }
-    let file = match std::fs::File::open(&path) {
+    let file = match file_type::open_regular(&path) {
         Ok(f) => f,
         Err(e) => return failed(given, e),
     };
