@@ -240,11 +240,31 @@ async fn write_file_errors() {
         r.message,
         "`../x.txt` is not an absolute path. You must provide an absolute path to write a file outside the working directory."
     );
+    // Issue 14 item 4: a non-regular target gets ReadFile's error before anything is read (the
+    // reference failed on the write with "Failed to write to dir. Error: ...").
     let r = h.call("WriteFile", json!({"path": "dir", "content": "x"})).await;
-    assert!(r.message.starts_with("Failed to write to dir. Error:"), "{}", r.message);
-    assert_eq!(brief(&r), Some("Failed to write file"));
+    assert_eq!(r.message, "`dir` is not a file.");
+    assert_eq!(brief(&r), Some("Invalid path"));
     let r = h.call("WriteFile", json!({"path": "a.txt", "content": "x", "mode": "truncate"})).await;
     assert!(r.message.starts_with("Error validating JSON arguments:"));
+}
+
+/// Issue 14 item 6: a content above the 10 MiB edit limit is refused before anything is read or
+/// asked.
+#[tokio::test]
+async fn write_file_refuses_oversized_content() {
+    let mut h = harness(false);
+    let content = "y".repeat((10 << 20) + 1);
+    let (r, req) =
+        h.call_answering("WriteFile", json!({"path": "new.txt", "content": content}), ApprovalDecision::Approve).await;
+    assert!(req.is_none());
+    assert_eq!(
+        r.message,
+        "The content is 10485761 bytes, which exceeds the max 10 MiB (10485760 bytes) for editing files. Nothing \
+         was changed; use shell commands for files this large."
+    );
+    assert_eq!(brief(&r), Some("File too large"));
+    assert!(!h.path("new.txt").exists());
 }
 
 #[tokio::test]

@@ -1,190 +1,271 @@
 //! Diff display blocks for file edits (`tools.md` §6.1).
 //!
-//! Invariants: both texts are split like Python's `str.splitlines()`; the opcodes are those of
-//! `difflib.SequenceMatcher(None, old, new, autojunk=False)` (a transcription of its
-//! longest-matching-block recursion, so ambiguous diffs come out exactly as in the reference);
-//! hunks carry 3 lines of context and are split when more than 6 unchanged lines separate two
-//! changes (`get_grouped_opcodes(3)`); identical texts produce no blocks. Should the matcher
-//! exceed [`DIFF_DEADLINE`] on a pathological input, a Myers diff (same hunk rules, possibly
-//! different borders) is used instead so the tool call never stalls.
+//! Invariants:
+//! - Both texts are split like Python's `str.splitlines()`; for up to [`EXACT_MAX_LINES`] lines
+//!   the opcodes are those of `difflib.SequenceMatcher(None, old, new, autojunk=False)`
+//!   ([`difflib`]), so ambiguous diffs come out exactly as in the reference. Larger inputs, or a
+//!   matcher that exceeds [`DIFF_DEADLINE`], get a Myers diff (same hunk rules, possibly other
+//!   borders). Large texts are first cut to what lies between their common head and tail (with
+//!   context), and a changed region too large even for Myers is shown as one coarse hunk, so the
+//!   line tables never exceed [`MYERS_MAX_LINES`] entries.
+//! - Hunks carry 3 lines of context and are split when more than 6 unchanged lines separate two
+//!   changes (`get_grouped_opcodes(3)`); identical texts produce no blocks.
+//! - The blocks of one diff carry at most [`MAX_DISPLAY_CHARS`] characters of paths and texts, so
+//!   no approval request or tool result frame grows with the file. A cut block ends both its
+//!   sides with the line [`TRUNCATION_MARKER`] (shown as unchanged context by a diff viewer) and
+//!   no block follows it. The spec has no such limit; issue 14 (item 6) requires it.
+//! - [`diff_blocks_until`] gives up (answering `None`) soon after its stop flag is raised.
 
-use std::collections::HashMap;
+mod difflib;
+
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use similar::{Algorithm, DiffTag};
+use similar::DiffTag;
+use similar::algorithms::DiffHook;
 
+use self::difflib::{SequenceMatcher, Stop};
 use super::output::split_lines;
 use crate::protocol::DisplayBlock;
 
 const CONTEXT: usize = 3;
-/// Time the difflib-exact matcher may take before falling back to Myers.
+/// Time each algorithm may take before the next, coarser one is used.
 const DIFF_DEADLINE: Duration = Duration::from_secs(2);
+/// Lines (old + new) up to which the difflib-exact matcher runs; it is quadratic at worst.
+pub const EXACT_MAX_LINES: usize = 100_000;
+/// Lines (old + new, after the common prefix and suffix) up to which the texts are split into
+/// lines and diffed with Myers; line tables and Myers' take 16 bytes per line each. Above, one
+/// coarse hunk is shown.
+const MYERS_MAX_LINES: usize = 2_000_000;
+/// Size (old + new) above which the common head and tail are dropped before splitting lines.
+const TRIM_ABOVE_BYTES: usize = 1 << 20;
+/// Characters of paths and texts that the diff blocks of one edit may carry in all.
+pub const MAX_DISPLAY_CHARS: usize = 50_000;
+/// The last line of both sides of a diff block that was cut to fit [`MAX_DISPLAY_CHARS`].
+pub const TRUNCATION_MARKER: &str = "[...diff truncated: too large to display]";
+/// Room below which a cut block is not worth starting; the previous block gets the marker
+/// (the room left always holds the two markers).
+const MIN_BLOCK_ROOM: usize = 200;
 
-type Opcode = (DiffTag, Range<usize>, Range<usize>);
+pub(crate) type Opcode = (DiffTag, Range<usize>, Range<usize>);
 
 /// Builds the diff blocks between `old_text` and `new_text` for the file at `path`.
 pub fn diff_blocks(path: &str, old_text: &str, new_text: &str) -> Vec<DisplayBlock> {
+    let never = AtomicBool::new(false);
+    diff_blocks_until(path, old_text, new_text, &never).unwrap_or_default()
+}
+
+/// [`diff_blocks`] that stops, answering `None`, once `cancel` is raised.
+pub fn diff_blocks_until(path: &str, old_text: &str, new_text: &str, cancel: &AtomicBool) -> Option<Vec<DisplayBlock>> {
+    let (old_text, new_text) = if old_text.len() + new_text.len() > TRIM_ABOVE_BYTES {
+        trim_common(old_text, new_text)
+    } else {
+        (old_text, new_text)
+    };
+    if line_breaks(old_text) + line_breaks(new_text) > MYERS_MAX_LINES {
+        return Some(coarse(path, old_text, new_text));
+    }
     let old: Vec<&str> = split_lines(old_text);
     let new: Vec<&str> = split_lines(new_text);
-    let deadline = Instant::now() + DIFF_DEADLINE;
-    let ops = match SequenceMatcher::new(&old, &new, deadline).opcodes() {
-        Some(ops) => ops,
-        None => {
-            let fallback = Instant::now() + DIFF_DEADLINE;
-            let ops = similar::capture_diff_slices_deadline(Algorithm::Myers, &old, &new, Some(fallback))
-                .iter()
-                .map(|op| op.as_tag_tuple())
-                .collect();
-            merge_adjacent(ops)
+    let ops = opcodes(&old, &new, cancel)?;
+    let groups = grouped_opcodes(ops, old.len(), new.len(), CONTEXT);
+    Some(render(path, &old, &new, &groups))
+}
+
+fn opcodes(old: &[&str], new: &[&str], cancel: &AtomicBool) -> Option<Vec<Opcode>> {
+    if old.len() + new.len() <= EXACT_MAX_LINES {
+        let stop = Stop { deadline: Instant::now() + DIFF_DEADLINE, cancel };
+        if let Some(ops) = SequenceMatcher::new(old, new, stop).opcodes() {
+            return Some(ops);
         }
-    };
-    grouped_opcodes(ops, old.len(), new.len(), CONTEXT)
-        .into_iter()
-        .map(|group| {
-            let (first, last) = (&group[0], &group[group.len() - 1]);
-            let (i1, i2) = (first.1.start, last.1.end);
-            let (j1, j2) = (first.2.start, last.2.end);
-            DisplayBlock::Diff {
-                path: path.to_string(),
-                old_text: old[i1..i2].join("\n"),
-                new_text: new[j1..j2].join("\n"),
-            }
+    }
+    if cancel.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut hook = Collect { ops: Vec::new(), cancel };
+    let deadline = Some(Instant::now() + DIFF_DEADLINE);
+    similar::algorithms::myers::diff_deadline(&mut hook, old, 0..old.len(), new, 0..new.len(), deadline).ok()?;
+    Some(merge_adjacent(hook.ops))
+}
+
+/// Drops the common head and tail of two texts but for [`CONTEXT`] lines of each, cutting right
+/// after `\n` bytes (always a line boundary for `splitlines`, and the same in both texts since
+/// the bytes around the cut are common). The hunks come out as for the whole texts.
+fn trim_common<'a>(old: &'a str, new: &'a str) -> (&'a str, &'a str) {
+    let (a, b) = (old.as_bytes(), new.as_bytes());
+    let after_newline = |bytes: &[u8], end: usize| bytes[..end].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let mut start = after_newline(a, prefix);
+    for _ in 0..CONTEXT {
+        if start == 0 {
+            break;
+        }
+        start = after_newline(a, start - 1);
+    }
+    let suffix = a[start..].iter().rev().zip(b[start..].iter().rev()).take_while(|(x, y)| x == y).count();
+    let next_line = |from: usize| a[from..].iter().position(|&c| c == b'\n').map_or(a.len(), |i| from + i + 1);
+    let mut cut = next_line(a.len() - suffix);
+    for _ in 0..CONTEXT {
+        if cut >= a.len() {
+            break;
+        }
+        cut = next_line(cut);
+    }
+    let dropped = a.len() - cut;
+    (&old[start..a.len() - dropped], &new[start..b.len() - dropped])
+}
+
+/// Line boundaries in `text` as `splitlines` sees them (`\r\n` counted twice: an upper bound).
+fn line_breaks(text: &str) -> usize {
+    text.chars()
+        .filter(|c| {
+            matches!(c, '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
         })
-        .collect()
+        .count()
 }
 
-/// `difflib.SequenceMatcher` without junk (`isjunk=None`, `autojunk=False`).
-struct SequenceMatcher<'a> {
-    a: &'a [&'a str],
-    b: &'a [&'a str],
-    /// Positions of each line of `b`, ascending.
-    b2j: HashMap<&'a str, Vec<usize>>,
-    /// `j2len` rows of `find_longest_match`, indexed by `j + 1`, kept all-zero between calls.
-    row: Vec<usize>,
-    next_row: Vec<usize>,
-    deadline: Instant,
+/// One hunk for a change too large to diff line by line: the heads of both (trimmed) texts, cut
+/// with the marker. Only what the display can hold is split into lines.
+fn coarse(path: &str, old: &str, new: &str) -> Vec<DisplayBlock> {
+    let head = |text: &str| {
+        let mut end = text.len().min(4 * MAX_DISPLAY_CHARS + 4);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text[..end].to_string()
+    };
+    let (old_head, new_head) = (head(old), head(new));
+    let (o, n) = (split_lines(&old_head), split_lines(&new_head));
+    let mut blocks = render(path, &o, &n, &[vec![(DiffTag::Replace, 0..o.len(), 0..n.len())]]);
+    if let Some(DisplayBlock::Diff { old_text, new_text, .. }) = blocks.last_mut()
+        && !new_text.ends_with(TRUNCATION_MARKER)
+    {
+        mark(old_text);
+        mark(new_text);
+    }
+    blocks
 }
 
-impl<'a> SequenceMatcher<'a> {
-    fn new(a: &'a [&'a str], b: &'a [&'a str], deadline: Instant) -> Self {
-        let mut b2j: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (j, line) in b.iter().enumerate() {
-            b2j.entry(line).or_default().push(j);
+/// Collects Myers' output as opcodes; fails (ending the diff) once `cancel` is raised.
+struct Collect<'a> {
+    ops: Vec<Opcode>,
+    cancel: &'a AtomicBool,
+}
+
+impl Collect<'_> {
+    fn push(&mut self, op: Opcode) -> Result<(), ()> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err(());
         }
-        let n = b.len() + 1;
-        Self { a, b, b2j, row: vec![0; n], next_row: vec![0; n], deadline }
+        self.ops.push(op);
+        Ok(())
+    }
+}
+
+impl DiffHook for Collect<'_> {
+    type Error = ();
+
+    fn equal(&mut self, old_index: usize, new_index: usize, len: usize) -> Result<(), ()> {
+        self.push((DiffTag::Equal, old_index..old_index + len, new_index..new_index + len))
     }
 
-    /// `find_longest_match(alo, ahi, blo, bhi)`: the longest common run, earliest in `a`, then
-    /// earliest in `b`. `None` once the deadline has passed.
-    fn find_longest_match(&mut self, alo: usize, ahi: usize, blo: usize, bhi: usize) -> Option<(usize, usize, usize)> {
-        let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0);
-        let mut touched: Vec<usize> = Vec::new();
-        let mut next_touched: Vec<usize> = Vec::new();
-        for i in alo..ahi {
-            if (i - alo) % 64 == 63 && Instant::now() > self.deadline {
-                self.reset(&touched);
-                return None;
-            }
-            if let Some(js) = self.b2j.get(self.a[i]) {
-                for &j in js {
-                    if j < blo {
-                        continue;
-                    }
-                    if j >= bhi {
-                        break;
-                    }
-                    let k = self.row[j] + 1;
-                    self.next_row[j + 1] = k;
-                    next_touched.push(j + 1);
-                    if k > bestsize {
-                        (besti, bestj, bestsize) = (i + 1 - k, j + 1 - k, k);
-                    }
-                }
-            }
-            for &t in &touched {
-                self.row[t] = 0;
-            }
-            std::mem::swap(&mut self.row, &mut self.next_row);
-            std::mem::swap(&mut touched, &mut next_touched);
-            next_touched.clear();
-        }
-        self.reset(&touched);
-        // Without junk these extensions are no-ops in practice; kept for fidelity.
-        while besti > alo && bestj > blo && self.a[besti - 1] == self.b[bestj - 1] {
-            (besti, bestj, bestsize) = (besti - 1, bestj - 1, bestsize + 1);
-        }
-        while besti + bestsize < ahi && bestj + bestsize < bhi && self.a[besti + bestsize] == self.b[bestj + bestsize] {
-            bestsize += 1;
-        }
-        Some((besti, bestj, bestsize))
+    fn delete(&mut self, old_index: usize, old_len: usize, new_index: usize) -> Result<(), ()> {
+        self.push((DiffTag::Delete, old_index..old_index + old_len, new_index..new_index))
     }
 
-    fn reset(&mut self, touched: &[usize]) {
-        for &t in touched {
-            self.row[t] = 0;
-        }
+    fn insert(&mut self, old_index: usize, new_index: usize, new_len: usize) -> Result<(), ()> {
+        self.push((DiffTag::Insert, old_index..old_index, new_index..new_index + new_len))
     }
+}
 
-    /// `get_matching_blocks()`: non-adjacent matching runs plus the `(len_a, len_b, 0)` sentinel.
-    fn matching_blocks(&mut self) -> Option<Vec<(usize, usize, usize)>> {
-        let (la, lb) = (self.a.len(), self.b.len());
-        let mut queue = vec![(0, la, 0, lb)];
-        let mut blocks = Vec::new();
-        while let Some((alo, ahi, blo, bhi)) = queue.pop() {
-            let (i, j, k) = self.find_longest_match(alo, ahi, blo, bhi)?;
-            if k > 0 {
-                blocks.push((i, j, k));
-                if alo < i && blo < j {
-                    queue.push((alo, i, blo, j));
-                }
-                if i + k < ahi && j + k < bhi {
-                    queue.push((i + k, ahi, j + k, bhi));
-                }
-            }
+/// Turns hunks into diff blocks within the [`MAX_DISPLAY_CHARS`] budget.
+fn render(path: &str, old: &[&str], new: &[&str], groups: &[Vec<Opcode>]) -> Vec<DisplayBlock> {
+    let path_chars = path.chars().count();
+    let mut left = MAX_DISPLAY_CHARS;
+    let mut blocks: Vec<DisplayBlock> = Vec::new();
+    for group in groups {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else { continue };
+        let old_lines = &old[first.1.start..last.1.end];
+        let new_lines = &new[first.2.start..last.2.end];
+        let room = left.saturating_sub(path_chars);
+        let (need_old, need_new) = (joined_chars(old_lines, room + 1), joined_chars(new_lines, room + 1));
+        if need_old + need_new <= room {
+            left = room - need_old - need_new;
+            let (old_text, new_text) = (old_lines.join("\n"), new_lines.join("\n"));
+            blocks.push(DisplayBlock::Diff { path: path.to_string(), old_text, new_text });
+            continue;
         }
-        blocks.sort_unstable();
-        let mut merged = Vec::with_capacity(blocks.len() + 1);
-        let (mut i1, mut j1, mut k1) = (0, 0, 0);
-        for (i2, j2, k2) in blocks {
-            if i1 + k1 == i2 && j1 + k1 == j2 {
-                k1 += k2;
-            } else {
-                if k1 > 0 {
-                    merged.push((i1, j1, k1));
-                }
-                (i1, j1, k1) = (i2, j2, k2);
-            }
+        if room < MIN_BLOCK_ROOM
+            && let Some(DisplayBlock::Diff { old_text, new_text, .. }) = blocks.last_mut()
+        {
+            mark(old_text);
+            mark(new_text);
+            break;
         }
-        if k1 > 0 {
-            merged.push((i1, j1, k1));
-        }
-        merged.push((la, lb, 0));
-        Some(merged)
+        // Share the room, less the two markers, giving a side that needs less than half all it
+        // needs.
+        let room = room.saturating_sub(2 * (TRUNCATION_MARKER.len() + 1));
+        let (old_room, new_room) = if need_old <= room / 2 {
+            (need_old, room - need_old)
+        } else if need_new <= room / 2 {
+            (room - need_new, need_new)
+        } else {
+            (room / 2, room - room / 2)
+        };
+        let (mut old_text, mut new_text) = (take_chars(old_lines, old_room), take_chars(new_lines, new_room));
+        mark(&mut old_text);
+        mark(&mut new_text);
+        blocks.push(DisplayBlock::Diff { path: path.to_string(), old_text, new_text });
+        break;
     }
+    blocks
+}
 
-    /// `get_opcodes()`.
-    fn opcodes(&mut self) -> Option<Vec<Opcode>> {
-        let mut ops = Vec::new();
-        let (mut i, mut j) = (0, 0);
-        for (ai, bj, size) in self.matching_blocks()? {
-            let tag = match (i < ai, j < bj) {
-                (true, true) => Some(DiffTag::Replace),
-                (true, false) => Some(DiffTag::Delete),
-                (false, true) => Some(DiffTag::Insert),
-                (false, false) => None,
-            };
-            if let Some(tag) = tag {
-                ops.push((tag, i..ai, j..bj));
-            }
-            (i, j) = (ai + size, bj + size);
-            if size > 0 {
-                ops.push((DiffTag::Equal, ai..i, bj..j));
-            }
+/// Characters of `lines` joined by `\n`, counted up to a little past `cap`.
+fn joined_chars(lines: &[&str], cap: usize) -> usize {
+    let mut n = lines.len().saturating_sub(1);
+    for line in lines {
+        if n > cap {
+            break;
         }
-        Some(ops)
+        n += line.chars().count();
     }
+    n
+}
+
+/// The first `room` characters of `lines` joined by `\n`: whole lines while they fit, then a
+/// piece of the next one.
+fn take_chars(lines: &[&str], room: usize) -> String {
+    let mut out = String::new();
+    let mut left = room;
+    for (i, line) in lines.iter().enumerate() {
+        let sep = usize::from(i > 0);
+        if left < sep {
+            break;
+        }
+        left -= sep;
+        if sep == 1 {
+            out.push('\n');
+        }
+        let n = line.chars().count();
+        if n <= left {
+            out.push_str(line);
+            left -= n;
+        } else {
+            let cut = line.char_indices().nth(left).map_or(line.len(), |(k, _)| k);
+            out.push_str(&line[..cut]);
+            break;
+        }
+    }
+    out
+}
+
+fn mark(text: &mut String) {
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(TRUNCATION_MARKER);
 }
 
 /// Joins consecutive non-equal ops into one change, as difflib reports a single `replace`
@@ -289,5 +370,86 @@ mod tests {
         near[5] = "x".into();
         near[11] = "y".into();
         assert_eq!(diff_blocks("/p", &old.join("\n"), &near.join("\n")).len(), 1);
+    }
+
+    #[test]
+    fn large_diffs_are_cut_with_a_marker() {
+        let new: String = (0..100_000).map(|i| format!("line {i}\n")).collect();
+        let blocks = texts(&diff_blocks("/p", "", &new));
+        assert_eq!(blocks.len(), 1);
+        assert_eq!(blocks[0].0, TRUNCATION_MARKER);
+        assert!(blocks[0].1.starts_with("line 0\nline 1\n"));
+        assert!(blocks[0].1.ends_with(&format!("\n{TRUNCATION_MARKER}")));
+        assert!(blocks[0].1.chars().count() <= MAX_DISPLAY_CHARS);
+        // Many distant changes: blocks stop once the budget is spent, the last one marked.
+        let old: Vec<String> = (0..20_000).map(|i| format!("{i} {}", "x".repeat(40))).collect();
+        let changed: Vec<String> =
+            old.iter().enumerate().map(|(i, l)| if i % 10 == 0 { format!("{l}!") } else { l.clone() }).collect();
+        let blocks = texts(&diff_blocks("/p", &old.join("\n"), &changed.join("\n")));
+        let total: usize = blocks.iter().map(|(o, n)| o.chars().count() + n.chars().count() + 2).sum();
+        assert!(total <= MAX_DISPLAY_CHARS, "{total}");
+        assert!(blocks.last().unwrap().1.ends_with(TRUNCATION_MARKER));
+        assert!(blocks.len() > 10);
+    }
+
+    #[test]
+    fn one_long_line_is_cut_inside() {
+        let blocks = texts(&diff_blocks("/p", "a", &"é".repeat(200_000)));
+        assert!(blocks[0].1.chars().count() < MAX_DISPLAY_CHARS);
+        assert!(blocks[0].1.ends_with(TRUNCATION_MARKER));
+    }
+
+    #[test]
+    fn a_raised_flag_stops_the_diff() {
+        let old: String = (0..50_000).map(|i| format!("{}\n", i % 7)).collect();
+        let new: String = (0..50_000).map(|i| format!("{}\n", i % 5)).collect();
+        let stop = AtomicBool::new(true);
+        assert!(diff_blocks_until("/p", &old, &new, &stop).is_none());
+        let big_old: String = (0..300_000).map(|i| format!("{i}\n")).collect();
+        let big_new: String = (0..300_000).map(|i| format!("{}\n", i * 2)).collect();
+        assert!(diff_blocks_until("/p", &big_old, &big_new, &stop).is_none());
+    }
+
+    #[test]
+    fn huge_inputs_get_one_hunk_between_prefix_and_suffix() {
+        let old = "a\n".repeat(1_100_000) + "old\n" + &"b\n".repeat(1_000_000);
+        let new = "a\n".repeat(1_100_000) + "new\n" + &"c\n".repeat(1_000_000);
+        let blocks = texts(&diff_blocks("/p", &old, &new));
+        assert_eq!(blocks.len(), 1);
+        assert!(blocks[0].0.starts_with("a\na\na\nold\nb"), "{}", &blocks[0].0[..20]);
+    }
+
+    #[test]
+    fn trimming_the_common_head_and_tail_keeps_the_hunks() {
+        let lines: Vec<String> = (0..150_000).map(|i| format!("{} {i}", i % 9)).collect();
+        let old = lines.join("\n") + "\n";
+        let mut changed = lines.clone();
+        changed[5] = "five".into();
+        changed[70_000] = "middle".into();
+        changed.insert(149_990, "near the end".into());
+        let new = changed.join("\n");
+        assert!(old.len() > TRIM_ABOVE_BYTES);
+        let (o, n) = (split_lines(&old), split_lines(&new));
+        let never = AtomicBool::new(false);
+        let ops = opcodes(&o, &n, &never).unwrap();
+        let whole = render("/p", &o, &n, &grouped_opcodes(ops, o.len(), n.len(), CONTEXT));
+        assert_eq!(diff_blocks("/p", &old, &new), whole);
+        assert_eq!(whole.len(), 3);
+        let (to, tn) = trim_common(&old, &new);
+        assert!(to.starts_with("2 2\n3 3\n4 4\n5 5\n") && to.len() < old.len());
+        assert!(tn.len() < new.len());
+    }
+
+    #[test]
+    fn ten_mib_of_blank_lines_is_shown_coarsely() {
+        let old = "\n".repeat(10 << 20);
+        let new = "x\n".repeat(5 << 20);
+        let blocks = texts(&diff_blocks("/p", &old, &new));
+        assert_eq!(blocks.len(), 1);
+        assert!(blocks[0].0.ends_with(TRUNCATION_MARKER) && blocks[0].1.starts_with("x\nx\n"));
+        assert!(blocks[0].1.ends_with(TRUNCATION_MARKER));
+        // Carriage returns end lines too.
+        let blocks = texts(&diff_blocks("/p", "", &"\r".repeat(3_000_000)));
+        assert!(blocks[0].1.ends_with(TRUNCATION_MARKER));
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Invariants: an image/video extension is final; otherwise the first bytes decide (magic numbers,
 //! then "a NUL byte means binary"); known non-text extensions are unknown; everything else is
-//! text. Only the first [`SNIFF_BYTES`] bytes are ever looked at.
+//! text. Only the first [`SNIFF_BYTES`] bytes are ever looked at. Files are opened with
+//! [`open_regular`], which cannot block on a FIFO or device swapped in after a type check.
 
 use std::path::Path;
 
@@ -300,13 +301,38 @@ pub fn detect(path: &Path, header: Option<&[u8]>) -> FileType {
 pub fn read_header(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut buf = Vec::with_capacity(SNIFF_BYTES);
-    std::fs::File::open(path)?.take(SNIFF_BYTES as u64).read_to_end(&mut buf)?;
+    open_regular(path)?.take(SNIFF_BYTES as u64).read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+/// Opens `path` for reading with `O_NONBLOCK`, so that a FIFO or device put in place after the
+/// caller's `stat` neither blocks the open nor is read: anything but a regular file is an error.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_regular_files_open_and_a_fifo_does_not_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        for p in [fifo.as_path(), Path::new("/dev/zero"), dir.path()] {
+            assert!(open_regular(p).is_err(), "{}", p.display());
+            assert!(read_header(p).is_err(), "{}", p.display());
+        }
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        assert_eq!(read_header(&dir.path().join("f")).unwrap(), b"x");
+    }
 
     #[test]
     fn extension_and_magic() {

@@ -145,7 +145,7 @@ fn read_file(work_dir: &Path, params: &ReadFileParams) -> ToolReturnValue {
         }
         Kind::Text => {}
     }
-    let file = match std::fs::File::open(&path) {
+    let file = match file_type::open_regular(&path) {
         Ok(f) => f,
         Err(e) => return failed(given, e),
     };
@@ -277,15 +277,4 @@ fn push_capped(line: &mut RawLine, data: &[u8]) {
     } else {
         line.bytes.extend_from_slice(data);
     }
-}
-
-/// Reads a whole file as text the way Python's `read_text(errors="replace")` does: invalid UTF-8
-/// replaced, `\r\n` and `\r` turned into `\n`.
-pub(crate) fn read_text_universal(path: &Path) -> std::io::Result<String> {
-    let bytes = std::fs::read(path)?;
-    let text = String::from_utf8_lossy(&bytes);
-    if !text.contains('\r') {
-        return Ok(text.into_owned());
-    }
-    Ok(text.replace("\r\n", "\n").replace('\r', "\n"))
 }

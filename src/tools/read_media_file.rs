@@ -6,7 +6,7 @@
 //! take them inline as a `data:` URL in a `video_url` part.
 //!
 //! Invariants: validation mirrors ReadFile; files over 100 MiB or empty are refused before being
-//! read; the output is `<image path="...">`, the media part, `</image>` (`video` for videos).
+//! read, and no more than 100 MiB is read should the file grow meanwhile; the output is `<image path="...">`, the media part, `</image>` (`video` for videos).
 
 use std::path::Path;
 
@@ -169,10 +169,13 @@ fn read_media(
             "File too large",
         )));
     }
-    let data = match std::fs::read(&path) {
-        Ok(d) => d,
-        Err(e) => return Err(Box::new(failed(e))),
-    };
+    // Bounded: the file may have grown since the size check.
+    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    let read = file_type::open_regular(&path)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_MEDIA_BYTES), &mut data));
+    if let Err(e) = read {
+        return Err(Box::new(failed(e)));
+    }
     Ok(LoadedMedia { abs: path.to_string_lossy().into_owned(), mime: ft.mime.to_string(), kind: ft.kind, data })
 }
 

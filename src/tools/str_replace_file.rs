@@ -1,18 +1,38 @@
 //! `StrReplaceFile`: exact string replacements in an existing file (`tools.md` §7).
 //!
-//! Invariants: edits apply in order to the evolving text; a no-op edit set is an error and asks
-//! for no approval; the file is read with universal newlines, so CRLF files are written back with
-//! LF (reference behavior); replacement counts are taken against the original text.
+//! Invariants:
+//! - Edits apply in order to the evolving text; a no-op edit set is an error and asks for no
+//!   approval; the file is read with universal newlines, so CRLF files are written back with LF
+//!   (reference behavior); replacement counts are taken against the original text.
+//! - Only a regular UTF-8 file of at most [`MAX_EDIT_BYTES`] is edited, and no intermediate text
+//!   may exceed that size (issue 14 items 4, 6, 10; `tools.md` §7 decodes with replacement).
+//! - The approval names the resolved path and says `edit file` only when it is inside the work dir
+//!   (issue 14 item 10; `tools.md` §1 decides lexically).
+//! - After approval the file is read again. If it changed, the edits are re-applied to the current
+//!   text when every `old` text occurs as often as before, otherwise nothing is written and the
+//!   model is told to re-read: the user's concurrent change is never lost (issue 14 item 3).
+//! - The new text replaces the file atomically (temp file, fsync, rename; owner and mode kept).
+//! - All file work and the diff run off the async thread and stop when the call is dropped.
+
+mod edits;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::diff::diff_blocks;
-use super::read_file::{check_path, read_text_universal};
-use super::write_file::{EDIT, EDIT_OUTSIDE};
-use super::{ToolCallContext, TypedTool, paths};
-use crate::protocol::ToolReturnValue;
+use super::diff::diff_blocks_until;
+use super::read_file::check_path;
+use super::write_file::common::{
+    Editor, MAX_EDIT_BYTES, MAX_EDIT_LABEL, Step, action_for, changed, not_utf8, off_thread, stopped, too_large,
+    utf8_text,
+};
+use super::write_file::disk::{self, DiskError, Snapshot};
+use super::{ToolCallContext, TypedTool};
+use crate::protocol::{DisplayBlock, ToolReturnValue};
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct Edit {
@@ -53,78 +73,111 @@ pub struct StrReplaceFileParams {
 
 pub struct StrReplaceFile;
 
+/// What the approval was asked for.
+struct Prepared {
+    real: PathBuf,
+    shown: String,
+    action: &'static str,
+    /// The file as the diff saw it.
+    old: Snapshot,
+    /// The edited text and the occurrence counts a re-application must find again.
+    edited: edits::Applied,
+    replacements: usize,
+    blocks: Vec<DisplayBlock>,
+}
+
 impl TypedTool for StrReplaceFile {
     type Params = StrReplaceFileParams;
     const NAME: &'static str = "StrReplaceFile";
 
     fn description(&self) -> String {
-        include_str!("desc/str_replace_file.md").trim().to_string()
+        include_str!("desc/str_replace_file.md").trim().replace("{max_size}", MAX_EDIT_LABEL)
     }
 
     fn run<'a>(&'a self, params: StrReplaceFileParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
             let work_dir = ctx.env.work_dir.clone();
             let given = params.path.clone();
-            let path = match check_path(&work_dir, &given, "edit a file") {
+            let lexical = match check_path(&work_dir, &given, "edit a file") {
                 Ok(p) => p,
                 Err(e) => return e,
             };
-            let failed = |e: std::io::Error| {
-                ToolReturnValue::error(format!("Failed to edit. Error: {e}"), "Failed to edit file")
+            let edits = Arc::new(params.edit.into_vec());
+            let prepared = {
+                let (given, edits) = (given.clone(), Arc::clone(&edits));
+                off_thread(move |stop| prepare(&work_dir, &lexical, &given, &edits, stop)).await
             };
-            match std::fs::metadata(&path) {
-                Err(e) if paths::is_missing(&e) => {
-                    return ToolReturnValue::error(format!("`{given}` does not exist."), "File not found");
-                }
-                Err(e) => return failed(e),
-                Ok(m) if !m.is_file() => {
-                    return ToolReturnValue::error(format!("`{given}` is not a file."), "Invalid path");
-                }
-                Ok(_) => {}
-            }
-            let original = match read_text_universal(&path) {
-                Ok(t) => t,
-                Err(e) => return failed(e),
+            let prepared = match prepared {
+                Ok(p) => p,
+                Err(r) => return *r,
             };
-            let edits = params.edit.into_vec();
-            let mut content = original.clone();
-            for edit in &edits {
-                content = if edit.replace_all {
-                    content.replace(&edit.old, &edit.new)
-                } else {
-                    content.replacen(&edit.old, &edit.new, 1)
-                };
-            }
-            if content == original {
-                return ToolReturnValue::error(
-                    "No replacements were made. The old string was not found in the file.",
-                    "No replacements made",
-                );
-            }
-            let shown = path.to_string_lossy().into_owned();
-            let blocks = diff_blocks(&shown, &original, &content);
-            let action = if paths::is_within(&path, &work_dir) { EDIT } else { EDIT_OUTSIDE };
-            if !ctx.approve("StrReplaceFile", action, format!("Edit file `{shown}`"), blocks.clone()).await {
+            let description = format!("Edit file `{}`", prepared.shown);
+            if !ctx.approve("StrReplaceFile", prepared.action, description, prepared.blocks.clone()).await {
                 return ToolReturnValue::rejected();
             }
-            if let Err(e) = std::fs::write(&path, content.as_bytes()) {
-                return failed(e);
-            }
-            let total: usize = edits
-                .iter()
-                .map(|e| {
-                    if e.replace_all {
-                        original.matches(e.old.as_str()).count()
-                    } else {
-                        usize::from(original.contains(e.old.as_str()))
-                    }
-                })
-                .sum();
-            ToolReturnValue::ok(
-                "",
-                format!("File successfully edited. Applied {} edit(s) with {total} total replacement(s).", edits.len()),
-            )
-            .with_display(blocks)
+            off_thread(move |stop| commit(prepared, &given, &edits, stop)).await.unwrap_or_else(|r| *r)
         })
     }
+}
+
+/// Before approval: resolve, read (bounded, UTF-8 only), apply the edits, diff.
+fn prepare(work_dir: &Path, lexical: &Path, given: &str, edits: &[Edit], stop: &AtomicBool) -> Step<Prepared> {
+    let refusal = |e| Editor::Replace.refusal(e, given);
+    let real = disk::resolve_existing(lexical).map_err(refusal)?;
+    let old = disk::read_regular(&real, MAX_EDIT_BYTES).map_err(refusal)?.ok_or_else(|| refusal(DiskError::Missing))?;
+    let original = utf8_text(&old.bytes).ok_or_else(|| not_utf8(given))?;
+    let edited = edits::apply(&original, edits, MAX_EDIT_BYTES).map_err(|size| too_large_result(given, size))?;
+    if edited.text == original {
+        return Err(Box::new(ToolReturnValue::error(
+            "No replacements were made. The old string was not found in the file.",
+            "No replacements made",
+        )));
+    }
+    let shown = real.to_string_lossy().into_owned();
+    let blocks = diff_blocks_until(&shown, &original, &edited.text, stop).ok_or_else(stopped)?;
+    let replacements = edits::total_replacements(&original, edits);
+    let action = action_for(&real, work_dir);
+    Ok(Prepared { real, shown, action, old, edited, replacements, blocks })
+}
+
+fn too_large_result(given: &str, size: u64) -> Box<ToolReturnValue> {
+    too_large(format!("The edit would make `{given}` {size} bytes"))
+}
+
+/// After approval: read the file again, follow a concurrent change when the edits still apply
+/// exactly, and replace the file atomically.
+fn commit(p: Prepared, given: &str, edits: &[Edit], stop: &AtomicBool) -> Step<ToolReturnValue> {
+    let current = match disk::read_regular(&p.real, MAX_EDIT_BYTES) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(changed(given, "edit")),
+        Err(e) => return Err(Editor::Replace.refusal(e, given)),
+    };
+    let mut message = format!(
+        "File successfully edited. Applied {} edit(s) with {} total replacement(s).",
+        edits.len(),
+        p.replacements
+    );
+    let (text, followed) = if current.bytes == p.old.bytes {
+        (p.edited.text, None)
+    } else {
+        let now = utf8_text(&current.bytes).ok_or_else(|| not_utf8(given))?;
+        match edits::reapply(&now, edits, &p.edited.counts, MAX_EDIT_BYTES) {
+            Ok(Some(text)) => (text, Some(now)),
+            Ok(None) => return Err(changed(given, "edit")),
+            Err(size) => return Err(too_large_result(given, size)),
+        }
+    };
+    disk::check_writable(&p.real).map_err(|e| Editor::Replace.write_failed(given, &e, true))?;
+    disk::write_atomic(&p.real, text.as_bytes(), Some(&current.meta))
+        .map_err(|e| Editor::Replace.write_failed(given, &e, true))?;
+    let blocks = match followed {
+        None => p.blocks,
+        Some(now) => {
+            message.push_str(
+                " The file had changed while waiting for approval; the edit was applied to its current content.",
+            );
+            diff_blocks_until(&p.shown, &now, &text, stop).unwrap_or_default()
+        }
+    };
+    Ok(ToolReturnValue::ok("", message).with_display(blocks))
 }

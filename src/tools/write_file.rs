@@ -1,23 +1,40 @@
 //! `WriteFile`: creates, overwrites or appends to a file after approval (`tools.md` §6).
 //!
-//! Invariants: the approval request and the result carry the same diff blocks; nothing is written
-//! before approval; the action is `edit file` inside the work dir (lexically) and `edit file
-//! outside of working directory` elsewhere, so "approve for session" never covers both.
+//! Invariants:
+//! - The approval request and the result carry the same diff blocks (unless an append had to
+//!   follow a concurrent change, when the result shows what was really written); nothing is
+//!   written before approval.
+//! - The target is resolved first (links followed, parent canonicalized): the approval names the
+//!   real path, its action is `edit file` only when that path is inside the work dir, and the
+//!   write lands there (issue 14 item 10; `tools.md` §1 decides lexically).
+//! - Only a regular file of at most [`MAX_EDIT_BYTES`] is read, without blocking; `content` and
+//!   the resulting file are capped alike (issue 14 items 4 and 6).
+//! - After approval the file is read again: an overwrite approved against a content that changed
+//!   meanwhile is refused (the user's change is kept), an append goes to the current end; the new
+//!   content replaces the file atomically (temp file, fsync, rename), owner and mode kept, so a
+//!   failed write leaves the file as it was (issue 14 item 3).
+//! - All file work and the diff run off the async thread and stop when the call is dropped.
 
-use std::io::Write;
-use std::path::Path;
+pub(crate) mod common;
+pub(crate) mod disk;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::diff::diff_blocks;
-use super::read_file::{check_path, read_text_universal};
-use super::{ToolCallContext, TypedTool, paths};
-use crate::protocol::ToolReturnValue;
-
-pub(crate) const EDIT: &str = "edit file";
-pub(crate) const EDIT_OUTSIDE: &str = "edit file outside of working directory";
+use self::common::{
+    Editor, MAX_EDIT_BYTES, MAX_EDIT_LABEL, Step, action_for, changed, lossy_text, not_utf8, off_thread, stopped,
+    too_large, utf8_text,
+};
+use self::disk::Snapshot;
+use super::diff::diff_blocks_until;
+use super::read_file::check_path;
+use super::{ToolCallContext, TypedTool};
+use crate::protocol::{DisplayBlock, ToolReturnValue};
 
 // `Serialize` lets schemars show the model `"default": "overwrite"` (tools.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -44,70 +61,132 @@ pub struct WriteFileParams {
 
 pub struct WriteFile;
 
+/// What the approval was asked for.
+struct Prepared {
+    real: PathBuf,
+    shown: String,
+    action: &'static str,
+    /// The file as the diff saw it (`None`: it did not exist).
+    old: Option<Snapshot>,
+    blocks: Vec<DisplayBlock>,
+}
+
 impl TypedTool for WriteFile {
     type Params = WriteFileParams;
     const NAME: &'static str = "WriteFile";
 
     fn description(&self) -> String {
-        include_str!("desc/write_file.md").trim().to_string()
+        include_str!("desc/write_file.md").trim().replace("{max_size}", MAX_EDIT_LABEL)
     }
 
     fn run<'a>(&'a self, params: WriteFileParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
             let work_dir = ctx.env.work_dir.clone();
             let given = params.path.clone();
-            let path = match check_path(&work_dir, &given, "write a file") {
+            let lexical = match check_path(&work_dir, &given, "write a file") {
                 Ok(p) => p,
                 Err(e) => return e,
             };
-            if !path.parent().is_some_and(Path::exists) {
-                return ToolReturnValue::error(
-                    format!("`{given}` parent directory does not exist."),
-                    "Parent directory not found",
-                );
-            }
-            let failed = |e: std::io::Error| {
-                ToolReturnValue::error(format!("Failed to write to {given}. Error: {e}"), "Failed to write file")
+            let mode = params.mode;
+            let content = Arc::new(params.content);
+            let prepared = {
+                let (given, content) = (given.clone(), Arc::clone(&content));
+                off_thread(move |stop| prepare(&work_dir, &lexical, &given, &content, mode, stop)).await
             };
-            let old_text = if path.exists() {
-                match read_text_universal(&path) {
-                    Ok(t) => t,
-                    Err(e) => return failed(e),
-                }
-            } else {
-                String::new()
+            let prepared = match prepared {
+                Ok(p) => p,
+                Err(r) => return *r,
             };
-            let new_text = match params.mode {
-                WriteMode::Overwrite => params.content.clone(),
-                WriteMode::Append => format!("{old_text}{}", params.content),
-            };
-            let shown = path.to_string_lossy().into_owned();
-            let blocks = diff_blocks(&shown, &old_text, &new_text);
-            let action = if paths::is_within(&path, &work_dir) { EDIT } else { EDIT_OUTSIDE };
-            if !ctx.approve("WriteFile", action, format!("Write file `{shown}`"), blocks.clone()).await {
+            let description = format!("Write file `{}`", prepared.shown);
+            if !ctx.approve("WriteFile", prepared.action, description, prepared.blocks.clone()).await {
                 return ToolReturnValue::rejected();
             }
-            let written = match params.mode {
-                WriteMode::Overwrite => std::fs::write(&path, params.content.as_bytes()),
-                WriteMode::Append => std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .open(&path)
-                    .and_then(|mut f| f.write_all(params.content.as_bytes())),
-            };
-            if let Err(e) = written {
-                return failed(e);
-            }
-            let size = match std::fs::metadata(&path) {
-                Ok(m) => m.len(),
-                Err(e) => return failed(e),
-            };
-            let verb = match params.mode {
-                WriteMode::Overwrite => "overwritten",
-                WriteMode::Append => "appended to",
-            };
-            ToolReturnValue::ok("", format!("File successfully {verb}. Current size: {size} bytes."))
-                .with_display(blocks)
+            off_thread(move |stop| commit(prepared, &given, &content, mode, stop)).await.unwrap_or_else(|r| *r)
         })
     }
+}
+
+/// Before approval: resolve, read the current file (bounded), diff.
+fn prepare(
+    work_dir: &Path,
+    lexical: &Path,
+    given: &str,
+    content: &str,
+    mode: WriteMode,
+    stop: &AtomicBool,
+) -> Step<Prepared> {
+    if content.len() as u64 > MAX_EDIT_BYTES {
+        return Err(too_large(format!("The content is {} bytes", content.len())));
+    }
+    let real = disk::resolve_for_write(lexical).map_err(|e| Editor::Write.refusal(e, given))?;
+    let old = disk::read_regular(&real, MAX_EDIT_BYTES).map_err(|e| Editor::Write.refusal(e, given))?;
+    let old_text = match (&old, mode) {
+        (None, _) => String::new(),
+        (Some(s), WriteMode::Append) => appendable(s, given, content)?,
+        // Nothing of the old bytes survives an overwrite: replacement characters only show in the diff.
+        (Some(s), WriteMode::Overwrite) => lossy_text(&s.bytes),
+    };
+    let new_text = match mode {
+        WriteMode::Overwrite => content.to_string(),
+        WriteMode::Append => format!("{old_text}{content}"),
+    };
+    let shown = real.to_string_lossy().into_owned();
+    let blocks = diff_blocks_until(&shown, &old_text, &new_text, stop).ok_or_else(stopped)?;
+    let action = action_for(&real, work_dir);
+    Ok(Prepared { real, shown, action, old, blocks })
+}
+
+/// The text of a file `content` may be appended to: UTF-8 (an append would otherwise mix
+/// encodings; `tools.md` §6 decodes with replacement, issue 14 item 10 refuses), and small
+/// enough that the result stays under the limit.
+fn appendable(file: &Snapshot, given: &str, content: &str) -> Step<String> {
+    let text = utf8_text(&file.bytes).ok_or_else(|| not_utf8(given))?;
+    let size = file.bytes.len() as u64 + content.len() as u64;
+    if size > MAX_EDIT_BYTES {
+        return Err(too_large(format!("`{given}` would be {size} bytes after the append")));
+    }
+    Ok(text)
+}
+
+/// After approval: read the file again, check it is still what was approved (overwrite) or
+/// append to what it is now, and replace it atomically.
+fn commit(p: Prepared, given: &str, content: &str, mode: WriteMode, stop: &AtomicBool) -> Step<ToolReturnValue> {
+    let current = disk::read_regular(&p.real, MAX_EDIT_BYTES).map_err(|e| Editor::Write.refusal(e, given))?;
+    let unchanged = current.as_ref().map(|s| &s.bytes) == p.old.as_ref().map(|s| &s.bytes);
+    let appended;
+    let bytes: &[u8] = match mode {
+        // Overwriting a content the user did not see in the diff would silently drop their change.
+        WriteMode::Overwrite if !unchanged => return Err(changed(given, "write")),
+        WriteMode::Overwrite => content.as_bytes(),
+        WriteMode::Append => {
+            let mut all = match &current {
+                Some(s) => {
+                    appendable(s, given, content)?;
+                    s.bytes.clone()
+                }
+                None => Vec::new(),
+            };
+            all.extend_from_slice(content.as_bytes());
+            appended = all;
+            &appended
+        }
+    };
+    let like = current.as_ref().map(|s| &s.meta);
+    if current.is_some() {
+        disk::check_writable(&p.real).map_err(|e| Editor::Write.write_failed(given, &e, true))?;
+    }
+    disk::write_atomic(&p.real, bytes, like).map_err(|e| Editor::Write.write_failed(given, &e, current.is_some()))?;
+    let blocks = if unchanged {
+        p.blocks
+    } else {
+        // An append that followed a concurrent change: show what was really written.
+        let old_text = current.as_ref().map(|s| lossy_text(&s.bytes)).unwrap_or_default();
+        diff_blocks_until(&p.shown, &old_text, &format!("{old_text}{content}"), stop).unwrap_or_default()
+    };
+    let verb = match mode {
+        WriteMode::Overwrite => "overwritten",
+        WriteMode::Append => "appended to",
+    };
+    let message = format!("File successfully {verb}. Current size: {} bytes.", bytes.len());
+    Ok(ToolReturnValue::ok("", message).with_display(blocks))
 }
