@@ -147,7 +147,7 @@ pub async fn off_thread<T: Send + 'static>(work: impl FnOnce(&AtomicBool) -> Ste
     let _guard = StopOnDrop(Arc::clone(&stop));
     match tokio::task::spawn_blocking(move || work(&stop)).await {
         Ok(result) => result,
-        Err(e) => Err(Box::new(ToolReturnValue::error(format!("Error running tool: {e}"), "Tool runtime error"))),
+        Err(e) => Err(Box::new(ToolReturnValue::crashed(format!("Error running tool: {e}")))),
     }
 }
 
