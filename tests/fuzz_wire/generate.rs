@@ -387,8 +387,20 @@ impl Generator {
         let n = self.n;
         let lines = self.rng.range(1, 6);
         let mut out: Vec<String> = Vec::with_capacity(lines + 1);
+        // Model-chosen tool-call ids may repeat within a step (issue 14 item 9); two external
+        // calls sharing one are the case that once failed one of them as "wire closed".
+        let shared_id = self.rng.per_mille(100);
+        if shared_id && self.rng.per_mille(500) {
+            let calls: Vec<String> = (0..self.rng.range(2, 4))
+                .map(|_| {
+                    let name = *self.rng.pick(&["ext_a", "ext_b"]);
+                    self.tool_call(&format!("dup-{n}"), name, json!("{\"a\":1}"))
+                })
+                .collect();
+            return format!("text: ok\n{}", calls.join("\n"));
+        }
         for j in 0..lines {
-            let tc = if self.rng.per_mille(30) { "dup".to_string() } else { format!("tc-{n}-{j}") };
+            let tc = if shared_id { format!("dup-{n}") } else { format!("tc-{n}-{j}") };
             let line = match self.rng.below(100) {
                 0..=29 => format!("text: {}", self.words()),
                 30..=34 => format!("think: {}", self.words()),
@@ -413,8 +425,8 @@ impl Generator {
                     self.tool_call(&tc, name, json!(args))
                 }
                 68..=70 => self.tool_call(&tc, "WriteFile", json!("{\"path\":\"fuzz.txt\",\"content\":\"fuzz\\n\"}")),
-                71..=74 => self.tool_call(&tc, "Nope", json!("{}")),
-                75..=80 => {
+                71..=72 => self.tool_call(&tc, "Nope", json!("{}")),
+                73..=80 => {
                     let name = *self.rng.pick(&["ext_a", "ext_b"]);
                     self.tool_call(&tc, name, json!("{\"a\":1}"))
                 }

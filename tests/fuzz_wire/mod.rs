@@ -13,6 +13,11 @@
 //! * only JSON on stdout: every line is a JSON-RPC 2.0 object, error objects are complete;
 //! * bounded memory: VmRSS / VmHWM sampled from `/proc/<pid>/status`.
 //!
+//! Processes vary by index: every other one runs with `--yolo` (else approvals are asked), one
+//! in four reads stdout with random pauses (kiwi's backpressure), and one in four gets its EOF
+//! right after the last frame, mid-turn, without the final sync: then at most one answer (the
+//! running prompt's) may be lost, everything else still holds.
+//!
 //! Environment: `KIWI_FUZZ_FRAMES` (lines to write), `KIWI_FUZZ_SEED` (decimal or 0x-hex),
 //! `KIWI_FUZZ_FRAMES_PER_PROCESS` (lines per kiwi process), `KIWI_FUZZ_DIR` (where processes
 //! run; a process with findings keeps its folder: `frames.bin` is exactly what was written to
@@ -127,6 +132,8 @@ pub struct Report {
     pub server_requests: u64,
     /// Server requests the fuzzer chose never to answer.
     pub ignored_requests: u64,
+    /// Answers lost to an abrupt stdin EOF (at most one per such process is accepted).
+    pub dropped_at_eof: u64,
     /// Error codes of the answers, with counts.
     pub codes: BTreeMap<i64, u64>,
     /// `result.status` of the answers (prompt: finished / cancelled / max_steps_reached,
@@ -163,6 +170,11 @@ impl fmt::Display for Report {
             f,
             "  stdout           {} lines: {} answers with an id, {} errors with id null, {} events, {} requests ({} left unanswered on purpose)",
             self.stdout_lines, self.answers, self.null_errors, self.events, self.server_requests, self.ignored_requests
+        )?;
+        writeln!(
+            f,
+            "  lost at EOF      {} answer(s) (a prompt running when stdin closed mid-turn)",
+            self.dropped_at_eof
         )?;
         let codes: Vec<String> = self.codes.iter().map(|(c, n)| format!("{c}: {n}")).collect();
         writeln!(f, "  error codes      {}", codes.join(", "))?;
@@ -213,6 +225,7 @@ pub fn run(cfg: &Config) -> Report {
         report.events += p.out.events;
         report.server_requests += p.out.requests;
         report.ignored_requests += p.out.ignored;
+        report.dropped_at_eof += p.dropped_at_eof;
         for (code, n) in &p.out.codes {
             *report.codes.entry(*code).or_default() += n;
         }
@@ -261,6 +274,7 @@ struct Process {
     duration: Duration,
     out: ReaderStats,
     peak_hwm_kib: u64,
+    dropped_at_eof: u64,
     findings: Vec<String>,
 }
 
@@ -274,6 +288,8 @@ struct Progress {
     /// a full pipe), so only then does the monitor kill it for silence. The final sync and the
     /// wait for the exit time themselves.
     writing: AtomicBool,
+    /// Set just before stdin is closed: until then "the wire closed" is never true.
+    eof_sent: AtomicBool,
     stalled: AtomicBool,
     stop: AtomicBool,
 }
@@ -298,6 +314,8 @@ fn run_process(cfg: &Config, index: u64, budget: u64) -> Process {
     let config_path = dir.join("config.toml");
     fs::write(&config_path, CONFIG).expect("write the config");
     let yolo = index % 2 == 1;
+    let slow_reader = index % 4 == 2;
+    let abrupt_eof = index % 4 == 3;
     let max_steps = if index.is_multiple_of(3) { "2" } else { "4" };
     let max_line = MAX_LINE.to_string();
     let mut args: Vec<&std::ffi::OsStr> = vec![
@@ -343,7 +361,7 @@ fn run_process(cfg: &Config, index: u64, budget: u64) -> Process {
     let reader = {
         let (stdout, ledger, progress) = (child.stdout.take().unwrap(), ledger.clone(), progress.clone());
         let log = dir.join("stdout.jsonl");
-        std::thread::spawn(move || read_stdout(stdout, ledger, reply_tx, seed, &log, progress))
+        std::thread::spawn(move || read_stdout(stdout, ledger, reply_tx, seed, slow_reader, &log, progress))
     };
     let stderr = {
         let mut stderr = child.stderr.take().unwrap();
@@ -378,11 +396,15 @@ fn run_process(cfg: &Config, index: u64, budget: u64) -> Process {
         }
     }
 
-    // Final sync: end any turn, then wait for every answer owed before closing stdin.
-    for (_, bytes) in std::mem::take(&mut delayed) {
-        w.send(&bytes, true);
+    // Final sync: end any turn, then wait for every answer owed before closing stdin (unless
+    // this process tests the EOF that comes in the middle of everything).
+    if !abrupt_eof {
+        for (_, bytes) in std::mem::take(&mut delayed) {
+            w.send(&bytes, true);
+        }
+        let cancel = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{FINAL_CANCEL}\",\"method\":\"cancel\"}}\n");
+        w.send(cancel.as_bytes(), false);
     }
-    w.send(format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{FINAL_CANCEL}\",\"method\":\"cancel\"}}\n").as_bytes(), false);
     w.flush();
     progress.writing.store(false, Ordering::Relaxed);
     if let Some(e) = &w.error
@@ -393,7 +415,11 @@ fn run_process(cfg: &Config, index: u64, budget: u64) -> Process {
     let (mut seen, mut since) = (progress.read.load(Ordering::Relaxed), Instant::now());
     loop {
         let owed = lock(&ledger).outstanding();
-        if owed == 0 || progress.stalled.load(Ordering::Relaxed) || progress.reader_done.load(Ordering::Relaxed) {
+        if abrupt_eof
+            || owed == 0
+            || progress.stalled.load(Ordering::Relaxed)
+            || progress.reader_done.load(Ordering::Relaxed)
+        {
             break;
         }
         let now = progress.read.load(Ordering::Relaxed);
@@ -406,6 +432,7 @@ fn run_process(cfg: &Config, index: u64, budget: u64) -> Process {
         std::thread::sleep(Duration::from_millis(2));
     }
     let (frames, replies, bytes) = (w.lines, w.replies, w.bytes);
+    progress.eof_sent.store(true, Ordering::Relaxed);
     drop(w); // EOF on stdin
 
     *lock(&may_kill) = false;
@@ -443,7 +470,8 @@ fn run_process(cfg: &Config, index: u64, budget: u64) -> Process {
         });
     }
     findings.extend(out.findings.iter().cloned());
-    findings.extend(lock(&ledger).reconcile());
+    let (unsettled, dropped_at_eof) = lock(&ledger).reconcile(if abrupt_eof { 1 } else { 0 });
+    findings.extend(unsettled);
     for line in stderr.lines().filter(|l| l.contains("panicked")).take(5) {
         findings.push(format!("stderr: {}", clip(line)));
     }
@@ -463,7 +491,7 @@ fn run_process(cfg: &Config, index: u64, budget: u64) -> Process {
         );
         let _ = fs::write(dir.join("findings.txt"), text);
     }
-    Process { dir, frames, replies, bytes, duration: started.elapsed(), out, peak_hwm_kib, findings }
+    Process { dir, frames, replies, bytes, duration: started.elapsed(), out, peak_hwm_kib, dropped_at_eof, findings }
 }
 
 /// Panics that kiwi caught (a turn answered -32603) still leave a line in its log.
@@ -629,6 +657,8 @@ struct ReaderStats {
     findings: Vec<String>,
 }
 
+const WIRE_CLOSED: &str = "Wire connection closed before tool result was received.";
+
 const KNOWN_CODES: [i64; 10] = [-32700, -32600, -32601, -32602, -32603, -32000, -32001, -32002, -32003, -32004];
 
 fn read_stdout(
@@ -636,6 +666,7 @@ fn read_stdout(
     ledger: Arc<Mutex<Ledger>>,
     replies: Sender<Reply>,
     seed: u64,
+    slow: bool,
     log: &Path,
     progress: Arc<Progress>,
 ) -> ReaderStats {
@@ -662,6 +693,10 @@ fn read_stdout(
         }
         s.lines += 1;
         progress.read.fetch_add(1, Ordering::Relaxed);
+        if slow && rng.per_mille(1) {
+            // A client busy elsewhere: kiwi's stdout pipe fills up and its writers must wait.
+            std::thread::sleep(Duration::from_millis(rng.below(300)));
+        }
         let _ = log.write_all(&line);
         let n = s.lines;
         let Some(body) = line.strip_suffix(b"\n") else {
@@ -687,6 +722,16 @@ fn read_stdout(
                 s.events += 1;
                 if let Some(kind) = v["params"]["type"].as_str() {
                     *s.kinds.entry(kind.to_string()).or_default() += 1;
+                }
+                // Issue 14 item 9: a tool call is never failed as "wire closed" while it is open
+                // (two external calls sharing a model-chosen id made one of them fail so).
+                if v["params"]["payload"]["return_value"]["message"].as_str() == Some(WIRE_CLOSED)
+                    && !progress.eof_sent.load(Ordering::Relaxed)
+                {
+                    finding(
+                        &mut s,
+                        format!("stdout line {n}: a tool result says the wire closed, but it is open: {}", text()),
+                    );
                 }
                 if !v["params"]["type"].is_string() || v.get("id").is_some() {
                     finding(&mut s, format!("stdout line {n}: malformed event: {}", text()));

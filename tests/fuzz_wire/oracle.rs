@@ -266,10 +266,14 @@ impl Ledger {
         self.missing + self.null_sure.saturating_sub(self.null_got)
     }
 
-    /// Everything still wrong once kiwi has exited.
-    pub fn reconcile(&self) -> Vec<String> {
+    /// Everything still wrong once kiwi has exited, and how many missing answers were
+    /// forgiven: up to `may_drop` (a stdin EOF during a turn may cost that turn's answer, spec
+    /// §1 "Start-up and shutdown"; only one turn runs at a time).
+    pub fn reconcile(&self, may_drop: u64) -> (Vec<String>, u64) {
         let mut out = self.findings.clone();
-        let mut missing: Vec<(&String, &Tally)> = self.ids.iter().filter(|(_, t)| t.got < t.sure).collect();
+        let forgiven = if self.missing <= may_drop { self.missing } else { 0 };
+        let mut missing: Vec<(&String, &Tally)> =
+            self.ids.iter().filter(|(_, t)| t.got < t.sure && forgiven == 0).collect();
         missing.sort_by_key(|(_, t)| t.first_line);
         for (key, t) in missing.iter().take(20) {
             out.push(format!(
@@ -290,7 +294,7 @@ impl Ledger {
                 self.null_got, self.null_sure, self.null_maybe
             ));
         }
-        out
+        (out, forgiven)
     }
 }
 
