@@ -12,7 +12,7 @@
 //!   files, re-read when a token is wanted and none is cached;
 //! * a refresh the server rejects (401/403) keeps the file, drops the in-memory access token (so
 //!   the provider falls back to its `api_key`) and does not send that refresh token again for
-//!   300 s; other failures keep the old token in use;
+//!   300 s; other failures keep the old token in use and pause unforced refreshes for 60 s;
 //! * the state lock is never held across an await point.
 
 use std::collections::HashMap;
@@ -31,6 +31,9 @@ pub const KIMI_CODE_KEY: &str = "oauth/kimi-code";
 const REJECTED_FOR: Duration = Duration::from_secs(300);
 /// Wait after a rejection before re-reading the file (a concurrent rotation wins).
 const AFTER_REJECTION: Duration = Duration::from_secs(1);
+/// After a failed refresh (not a rejection), unforced refreshes wait this long: a down account
+/// server must not cost every LLM call three attempts.
+const PAUSE_AFTER_FAILURE: Duration = Duration::from_secs(60);
 /// Background tick, and the gap between ticks that means the machine slept.
 const TICK: Duration = Duration::from_secs(60);
 const SLEPT: Duration = Duration::from_secs(120);
@@ -80,6 +83,14 @@ struct State {
     dropped: bool,
     /// The refresh token the server rejected, and when.
     rejected: Option<(String, Instant)>,
+    /// When the last refresh failed for another reason (network, 5xx, bad answer).
+    failed_at: Option<Instant>,
+}
+
+impl State {
+    fn pausing(&self) -> bool {
+        self.failed_at.is_some_and(|at| at.elapsed() < PAUSE_AFTER_FAILURE)
+    }
 }
 
 pub struct TokenManager {
@@ -171,6 +182,7 @@ impl TokenManager {
         state.cached = Some(credential);
         state.dropped = false;
         state.rejected = None;
+        state.failed_at = None;
     }
 
     /// Refreshes when due (start-up, each LLM call, the background tick). Failures are logged
@@ -212,10 +224,14 @@ impl TokenManager {
         }
         let Some(before) = self.current() else { return Err(RefreshError::NoCredential) };
         let dropped = self.state().dropped;
-        if !force && !dropped && !is_due(&before, now_epoch()) {
+        if !force && (self.state().pausing() || (!dropped && !is_due(&before, now_epoch()))) {
             return Ok(Refreshed::Unchanged);
         }
         let _gate = self.gate.lock().await;
+        if !force && self.state().pausing() {
+            // The refresh we waited for failed; trying again at once would fail the same way.
+            return Ok(Refreshed::Unchanged);
+        }
         let _lock = match &self.lock_path {
             Some(p) => credential::lock(p).await,
             None => None,
@@ -232,7 +248,11 @@ impl TokenManager {
             && *rejected == refresh_token
             && at.elapsed() < REJECTED_FOR
         {
-            return Err(RefreshError::Rejected("this refresh token was rejected less than 300 s ago".into()));
+            // Unforced, this is the expected quiet state until the user logs in again.
+            return match force {
+                true => Err(RefreshError::Rejected("this refresh token was rejected less than 300 s ago".into())),
+                false => Ok(Refreshed::Unchanged),
+            };
         }
         tracing::info!(key = %self.key, force, "refreshing the login token");
         match endpoints::refresh(&refresh_token).await {
@@ -257,7 +277,10 @@ impl TokenManager {
                 state.rejected = Some((refresh_token, Instant::now()));
                 Err(RefreshError::Rejected(message))
             }
-            Err(RefreshFailure::Failed(message)) => Err(RefreshError::Failed(message)),
+            Err(RefreshFailure::Failed(message)) => {
+                self.state().failed_at = Some(Instant::now());
+                Err(RefreshError::Failed(message))
+            }
         }
     }
 
