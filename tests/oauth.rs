@@ -650,3 +650,50 @@ fn search_and_fetch_services_send_the_stored_token() {
     assert_eq!(fetch.len(), 1);
     assert_eq!(fetch[0].header("authorization"), Some("Bearer svc-token"));
 }
+
+#[test]
+fn the_npm_sdk_logs_in_and_out() {
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("node is not installed; skipping the SDK login check");
+        return;
+    }
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
+    if !sdk.join("node_modules/@moonshot-ai/kimi-agent-sdk").exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&sdk)
+            .status()
+            .expect("run npm ci");
+        assert!(status.success(), "npm ci failed in tests/sdk");
+    }
+    let env = Env::new();
+    let mock = MockRoutes::start();
+    mock.on(DEVICE, device_reply("SDK1"));
+    mock.on(TOKEN, token_reply("acc", "ref"));
+    mock.on(MODELS, models_reply());
+    let output = Command::new("node")
+        .arg(sdk.join("login.mjs"))
+        .current_dir(&sdk)
+        .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
+        .env("KIMI_SHARE_DIR", env.share())
+        .env("HOME", env.home())
+        .env("KIMI_CODE_OAUTH_HOST", mock.url())
+        .env("KIMI_CODE_BASE_URL", format!("{}/coding/v1", mock.url()))
+        .env("BROWSER", "true")
+        .env_remove("DISPLAY")
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let seen: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{stdout}: {e}"));
+    assert_eq!(seen["first"], json!({"success": true}));
+    assert_eq!(seen["urls"], json!(["http://verify.test/device?code=SDK1"]));
+    assert_eq!(seen["loggedIn"], true);
+    assert_eq!(seen["defaultModel"], "kimi-code/kimi-for-coding");
+    assert_eq!(seen["models"], json!(["kimi-code/kimi-for-coding", "kimi-code/plain-model"]));
+    assert_eq!(seen["out"], json!({"success": true}));
+    assert_eq!(seen["after"], false);
+    assert_eq!(seen["failed"]["success"], false);
+    let error = seen["failed"]["error"].as_str().unwrap();
+    assert!(error.starts_with(r#"{"type": "error", "message": "Login failed: "#), "{error}");
+}
