@@ -53,6 +53,10 @@ pub fn main() -> ExitCode {
         crate::cli::print_version(VERSION);
         return ExitCode::SUCCESS;
     }
+    // A subcommand runs instead of the server, before any of its start-up (§0 of the spec).
+    if let Some(command) = &cli.command {
+        return crate::commands::run(command, &cli);
+    }
     let share = share_dir();
     let log_path = log_file(&share);
     let _log_guard = init_logging(&cli, &log_path);

@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::agent_env::AgentEnv;
+use crate::auth::build_provider;
 use crate::blueprint::skills::discover;
 use crate::blueprint::spec::{load_agent_spec, load_builtin_agent_spec};
 use crate::blueprint::system_prompt::{BuiltinArgs, load_system_prompt};
 use crate::config::{self, Config};
-use crate::llm::build::{TraceSink, build_provider};
+use crate::llm::build::TraceSink;
 use crate::session::SessionError;
 use crate::session::store::{Session, SessionChoice, home_dir};
 use crate::session::wire_log::WireLog;
@@ -135,7 +136,7 @@ impl AgentSetup {
         let config = &self.config;
         let settings = config::select(config, self.model.as_deref(), self.thinking, &config::select::ProcessEnv)
             .map_err(|e| BuildError::Fatal(e.to_string()))?;
-        let llm = build_provider(&settings, &session.id, trace).map_err(BuildError::Fatal)?;
+        let llm = build_provider(&settings, &session.id, trace, &self.share_dir).map_err(BuildError::Fatal)?;
         let diagnostics = self.diagnostics();
         tracing::info!(
             "kiwi {} session {} ({}) in {}: {}, config {}",

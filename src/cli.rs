@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -108,6 +108,30 @@ pub struct Cli {
     /// Print-mode only.
     #[arg(long = "final-message-only")]
     pub final_message_only: bool,
+
+    /// A subcommand (`login`, `logout`, `info`); without one kiwi serves the wire protocol.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands: they run instead of a server and do not act on the top-level options
+/// (`cli-subcommands.md` §0). Each variant is dispatched by `crate::commands::run`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Log in to your Kimi account (device flow); writes the login to the default config.
+    Login(JsonFlag),
+    /// Log out of your Kimi account: removes the stored login and the managed models.
+    Logout(JsonFlag),
+    /// Print version information.
+    Info(JsonFlag),
+}
+
+/// The one option the account subcommands take.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct JsonFlag {
+    /// One JSON object per line instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Click's wording for an out-of-range integer: `0 is not in the range x>=1.`

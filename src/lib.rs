@@ -22,6 +22,8 @@
 //!   the settings that build them.
 //! - [`config`]: the config file, its defaults, and choosing the model.
 //! - [`session`]: the share dir, session folders, `context.jsonl` / `wire.jsonl` on disk.
+//! - [`auth`]: the Kimi account login: stored OAuth credentials, their refresh, and the chat
+//!   provider and service keys that use them.
 //! - [`agent_env`]: what a running agent works in (work dir, session, config, model).
 //! - [`tools`]: the built-in tools and client-owned tools; they reach the agent loop only through
 //!   [`tools::ToolHost`].
@@ -32,6 +34,7 @@
 //!   as often as a front end needs, without touching the process.
 //! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
 //! - [`cli`], [`app`]: the command line and the process (logging, config, choosing the front end).
+//! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`).
 //! - [`net`]: the one place HTTP clients are built.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -41,9 +44,11 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub mod agent_env;
 pub mod app;
+pub mod auth;
 pub mod blueprint;
 pub mod builder;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod llm;
 pub mod net;

@@ -29,6 +29,7 @@ fn default_order_skips_unavailable_tools() {
                 base_url: "http://x".into(),
                 api_key: "k".into(),
                 custom_headers: Default::default(),
+                oauth: None,
             }),
             moonshot_fetch: None,
         },

@@ -204,6 +204,7 @@ async fn fetch_service_first_then_fallback() {
         base_url: format!("{}{path}", s.base),
         api_key: "k".into(),
         custom_headers: BTreeMap::from([("X-Extra".to_string(), "1".to_string())]),
+        oauth: None,
     };
     let ts = fetch_toolset(Some(svc("/service")), Duration::from_secs(5));
     let r = fetch(&ts, &h, "http://example.invalid/page".into()).await;
@@ -224,7 +225,12 @@ async fn fetch_service_first_then_fallback() {
 fn search_harness(base_url: String, api_key: &str) -> Harness {
     let config = Config {
         services: Services {
-            moonshot_search: Some(ServiceConfig { base_url, api_key: api_key.into(), custom_headers: BTreeMap::new() }),
+            moonshot_search: Some(ServiceConfig {
+                base_url,
+                api_key: api_key.into(),
+                custom_headers: BTreeMap::new(),
+                oauth: None,
+            }),
             moonshot_fetch: None,
         },
         ..Config::default()

@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 /// The provider part of the file is the model layer's own settings type (config depends on llm,
 /// never the reverse).
-pub use crate::llm::settings::{ProviderConfig, ProviderType};
+pub use crate::llm::settings::{OAuthRef, OAuthStorage, ProviderConfig, ProviderType};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Config {
@@ -32,8 +32,11 @@ pub struct ModelConfig {
     pub model: String,
     #[serde(deserialize_with = "lenient::u64")]
     pub max_context_size: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// A name for people (written by `login` for the managed models); not used by kiwi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -103,6 +106,9 @@ pub struct ServiceConfig {
     pub api_key: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub custom_headers: BTreeMap<String, String>,
+    /// The stored login whose token replaces `api_key` (`crate::auth::service_api_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthRef>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -61,6 +61,7 @@ pub fn select(
                 model: String::new(),
                 max_context_size: 100_000,
                 capabilities: Vec::new(),
+                display_name: None,
             },
             ProviderConfig {
                 kind: ProviderType::Kimi,
@@ -68,6 +69,7 @@ pub fn select(
                 api_key: String::new(),
                 env: Default::default(),
                 custom_headers: Default::default(),
+                oauth: None,
             },
         )
     });

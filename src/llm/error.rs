@@ -21,14 +21,22 @@ pub enum ChatError {
     /// Anything else; never retried. The text is the -32003 message.
     #[error("{0}")]
     Other(String),
+    /// An OAuth provider still answered 401 after a forced token refresh (or the refresh
+    /// failed): the login has expired. The wire answers -32004 (`cli-subcommands.md` §3.9).
+    #[error("{}", LOGIN_EXPIRED_MESSAGE)]
+    LoginExpired,
 }
+
+/// The -32004 text; it names the interactive shell's `/login` even over the wire (reference text).
+pub const LOGIN_EXPIRED_MESSAGE: &str =
+    "Authentication failed. Your login session may have expired. Please run \"/login\" to sign in again.";
 
 impl ChatError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ChatError::Connection(_) | ChatError::Timeout(_) | ChatError::EmptyResponse => true,
             ChatError::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503),
-            ChatError::Other(_) => false,
+            ChatError::Other(_) | ChatError::LoginExpired => false,
         }
     }
 

@@ -48,6 +48,28 @@ pub struct ProviderConfig {
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub custom_headers: BTreeMap<String, String>,
+    /// Where a Kimi account login keeps this provider's key (`crate::auth`); the stored token
+    /// then replaces `api_key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthRef>,
+}
+
+/// A reference to a stored OAuth credential (`cli-subcommands.md` §3.6): written by `kimi login`
+/// / `kiwi login` as `oauth = {storage = "file", key = "oauth/kimi-code"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthRef {
+    #[serde(default)]
+    pub storage: OAuthStorage,
+    pub key: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OAuthStorage {
+    /// The system keyring (legacy); kiwi reads the credential file instead.
+    Keyring,
+    #[default]
+    File,
 }
 
 /// The selected model.

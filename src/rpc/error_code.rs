@@ -15,6 +15,8 @@ pub enum ErrorCode {
     LlmNotSet,
     LlmCapability,
     ChatProvider,
+    /// The Kimi account login has expired (an OAuth provider answered 401 after a refresh).
+    LoginExpired,
 }
 
 impl ErrorCode {
@@ -29,6 +31,7 @@ impl ErrorCode {
             ErrorCode::LlmNotSet => -32001,
             ErrorCode::LlmCapability => -32002,
             ErrorCode::ChatProvider => -32003,
+            ErrorCode::LoginExpired => -32004,
         }
     }
 

@@ -63,15 +63,23 @@ impl FetchUrl {
             .build()
     }
 
-    async fn via_service(&self, service: &ServiceConfig, url: &str, tool_call_id: &str) -> Result<String, String> {
-        if service.base_url.is_empty() || service.api_key.is_empty() {
+    async fn via_service(
+        &self,
+        service: &ServiceConfig,
+        url: &str,
+        tool_call_id: &str,
+        share_dir: &std::path::Path,
+    ) -> Result<String, String> {
+        // A stored login (`oauth`) replaces `api_key`, resolved per request (`crate::auth`).
+        let api_key = crate::auth::service_api_key(service, share_dir);
+        if service.base_url.is_empty() || api_key.is_empty() {
             return Err("fetch service is not configured".into());
         }
         let client = self.client(SERVICE_USER_AGENT).map_err(|e| e.to_string())?;
         let mut req = client
             .post(&service.base_url)
             .header("Accept", "text/markdown")
-            .header("Authorization", format!("Bearer {}", service.api_key))
+            .header("Authorization", format!("Bearer {api_key}"))
             .header("X-Msh-Tool-Call-Id", tool_call_id)
             .header("Content-Type", "application/json")
             .body(serde_json::json!({ "url": url }).to_string());
@@ -157,7 +165,7 @@ impl TypedTool for FetchUrl {
     fn run<'a>(&'a self, params: FetchUrlParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
             if let Some(service) = &self.service {
-                match self.via_service(service, &params.url, &ctx.tool_call_id).await {
+                match self.via_service(service, &params.url, &ctx.tool_call_id, &ctx.env.share_dir).await {
                     Ok(content) => {
                         let mut builder = OutputBuilder::unlimited_lines();
                         builder.write(&content);

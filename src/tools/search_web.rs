@@ -82,7 +82,7 @@ impl TypedTool for SearchWeb {
                     params.limit
                 ));
             }
-            match self.search(&params, &ctx.tool_call_id).await {
+            match self.search(&params, &ctx.tool_call_id, &ctx.env.share_dir).await {
                 Ok(r) => r,
                 Err(e) => ToolReturnValue::crashed(format!("Error running tool: {e}")),
             }
@@ -91,10 +91,17 @@ impl TypedTool for SearchWeb {
 }
 
 impl SearchWeb {
-    async fn search(&self, params: &SearchWebParams, tool_call_id: &str) -> reqwest::Result<ToolReturnValue> {
+    async fn search(
+        &self,
+        params: &SearchWebParams,
+        tool_call_id: &str,
+        share_dir: &std::path::Path,
+    ) -> reqwest::Result<ToolReturnValue> {
         let builder = OutputBuilder::unlimited_lines();
         let svc = &self.service;
-        if svc.base_url.is_empty() || svc.api_key.is_empty() {
+        // A stored login (`oauth`) replaces `api_key`, resolved per request (`crate::auth`).
+        let api_key = crate::auth::service_api_key(svc, share_dir);
+        if svc.base_url.is_empty() || api_key.is_empty() {
             return Ok(builder.error(
                 "Search service is not configured. You may want to try other methods to search.",
                 "Search service not configured",
@@ -110,7 +117,7 @@ impl SearchWeb {
         let mut req = client
             .post(&svc.base_url)
             .header("User-Agent", SERVICE_USER_AGENT)
-            .header("Authorization", format!("Bearer {}", svc.api_key))
+            .header("Authorization", format!("Bearer {api_key}"))
             .header("X-Msh-Tool-Call-Id", tool_call_id)
             .header("Content-Type", "application/json")
             .body(body.to_string());

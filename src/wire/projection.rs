@@ -120,6 +120,7 @@ pub fn turn_error(e: &TurnError) -> ErrorObject {
     let code = match e {
         TurnError::LlmNotSet { .. } => ErrorCode::LlmNotSet,
         TurnError::Capability { .. } => ErrorCode::LlmCapability,
+        TurnError::Provider(crate::llm::ChatError::LoginExpired) => ErrorCode::LoginExpired,
         TurnError::Provider(_) => ErrorCode::ChatProvider,
         TurnError::Internal(_) => ErrorCode::InternalError,
     };

@@ -23,6 +23,7 @@ pub fn settings(kind: ProviderType, base_url: &str, model: &str, thinking: Think
             api_key: "sk-mock-key".to_string(),
             env: BTreeMap::new(),
             custom_headers: BTreeMap::new(),
+            oauth: None,
         },
         model: ModelSettings { model: model.to_string(), max_context_size: 100_000 },
         capabilities: Default::default(),

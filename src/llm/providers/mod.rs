@@ -16,7 +16,7 @@ mod chaos;
 mod chat_completions;
 mod gemini;
 mod http;
-mod identity;
+pub(crate) mod identity;
 pub mod pyrepr;
 mod responses;
 pub mod sse;
