@@ -10,8 +10,8 @@ use crate::llm::settings::{LlmSettings, ProviderType};
 
 /// The keys kiwi reads, per table (for "did you mean" on an unknown key).
 const TOP: &[&str] = &["default_model", "default_thinking", "models", "providers", "loop_control", "services", "mcp"];
-const MODEL: &[&str] = &["provider", "model", "max_context_size", "capabilities"];
-const PROVIDER: &[&str] = &["type", "base_url", "api_key", "env", "custom_headers"];
+const MODEL: &[&str] = &["provider", "model", "max_context_size", "capabilities", "display_name"];
+const PROVIDER: &[&str] = &["type", "base_url", "api_key", "env", "custom_headers", "oauth"];
 const LOOP: &[&str] = &[
     "max_steps_per_turn",
     "max_steps_per_run",
@@ -20,7 +20,7 @@ const LOOP: &[&str] = &[
     "reserved_context_size",
 ];
 const SERVICES: &[&str] = &["moonshot_search", "moonshot_fetch"];
-const SERVICE: &[&str] = &["base_url", "api_key", "custom_headers"];
+const SERVICE: &[&str] = &["base_url", "api_key", "custom_headers", "oauth"];
 
 /// One line about a key that was ignored, with a suggestion when one is close.
 pub fn unknown_key(path: &str, source: &str) -> String {
@@ -111,7 +111,8 @@ pub fn selection_warnings(settings: &LlmSettings, provider_key: Option<&str>, so
     let mut out = Vec::new();
     let needs_key =
         !matches!(settings.provider.kind, ProviderType::Echo | ProviderType::ScriptedEcho | ProviderType::Chaos);
-    if settings.is_usable() && needs_key && settings.provider.api_key.is_empty() {
+    // A provider with a login (`oauth`) gets its key from the stored credential.
+    if settings.is_usable() && needs_key && settings.provider.api_key.is_empty() && settings.provider.oauth.is_none() {
         let key = provider_key.unwrap_or("?");
         let env = match settings.provider.kind {
             ProviderType::Kimi => " or KIMI_API_KEY",
