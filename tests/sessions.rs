@@ -422,3 +422,74 @@ fn path_like_session_ids_are_usage_errors_and_delete_nothing() {
     assert!(other.join("context.jsonl").exists());
     assert!(outside.join("precious.txt").exists());
 }
+
+/// Safety (issue 14, item 2): `--session <id>` resumes a folder that holds a `context.jsonl` even
+/// when `kimi.json` has no entry for the work dir; the spec (`sessions.md` §3) says "not found"
+/// and the reference then truncated the history.
+#[test]
+fn session_without_a_kimi_json_entry_is_resumed_not_truncated() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: one", "text: two"]);
+    let mut k = env.spawn(&config, &["--session", "kept"]);
+    k.prompt("p", json!("first"));
+    finish(k);
+    let context = session_dir(&env, "kept").join("context.jsonl");
+    assert_eq!(lines(&context).len(), 4);
+    // kimi.json forgets the work dir (another tool rewrote it, or it was moved aside).
+    std::fs::write(env.share().join("kimi.json"), "{\"work_dirs\": []}").unwrap();
+    let mut k = env.spawn(&config, &["--session", "kept"]);
+    k.prompt("p", json!("second"));
+    finish(k);
+    let after = lines(&context);
+    assert_eq!(after.len(), 8, "{after:#?}");
+    assert_eq!(after[1], "{\"role\":\"user\",\"content\":\"first\"}");
+}
+
+/// An unreadable `kimi.json` is moved aside (`kimi.json.bad-<time>`) with a warning, never
+/// silently replaced; one bad entry in `work_dirs` does not drop the good ones.
+#[test]
+fn a_broken_kimi_json_is_kept_aside_and_bad_entries_do_not_drop_good_ones() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: one", "text: two"]);
+    std::fs::create_dir_all(env.share()).unwrap();
+    let kimi_json = env.share().join("kimi.json");
+    std::fs::write(&kimi_json, "{\"work_dirs\": [ {\"path\": \"/x\",").unwrap();
+    let mut k = env.spawn(&config, &["--session", "s1"]);
+    k.prompt("p", json!("first"));
+    finish(k);
+    let bad_files = || -> Vec<PathBuf> {
+        std::fs::read_dir(env.share())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("kimi.json.bad-"))
+            .collect()
+    };
+    let aside = bad_files();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    let log = std::fs::read_to_string(env.share().join("logs").join("kiwi.log")).unwrap();
+    assert!(log.lines().any(|l| l.contains("WARN") && l.contains("kimi.json.bad-")), "{log}");
+    assert_eq!(std::fs::read_to_string(&aside[0]).unwrap(), "{\"work_dirs\": [ {\"path\": \"/x\",");
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&kimi_json).unwrap()).unwrap();
+    assert_eq!(meta["work_dirs"][0]["last_session_id"], "s1");
+
+    // One entry of the wrong shape among good ones.
+    let work = env.work().to_str().unwrap().to_string();
+    let text = serde_json::to_string_pretty(&json!({"work_dirs": [
+        {"path": "/elsewhere", "kaos": "local", "last_session_id": "theirs"},
+        {"path": 42, "kaos": ["odd"]},
+        {"path": work, "kaos": "local", "last_session_id": "s1"},
+    ]}))
+    .unwrap();
+    std::fs::write(&kimi_json, text).unwrap();
+    let mut k = env.spawn(&config, &["--continue"]);
+    let (_, r) = k.prompt("p", json!("again"));
+    assert_eq!(r["result"]["status"], "finished");
+    finish(k);
+    assert_eq!(lines(&session_dir(&env, "s1").join("context.jsonl")).len(), 8);
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&kimi_json).unwrap()).unwrap();
+    let entries = meta["work_dirs"].as_array().unwrap();
+    assert!(entries.contains(&json!({"path": "/elsewhere", "kaos": "local", "last_session_id": "theirs"})), "{meta}");
+    // The entry kiwi cannot read is kept as it was, for whoever wrote it.
+    assert!(entries.contains(&json!({"path": 42, "kaos": ["odd"]})), "{meta}");
+    assert_eq!(bad_files(), aside, "a readable file is not moved aside");
+}
