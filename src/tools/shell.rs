@@ -1,13 +1,14 @@
 //! `Shell`: runs one command line with bash (`tools.md` §3).
 //!
 //! Invariants:
-//! * the command runs as `<shell> -c <command>` in the work dir, as the leader of its own process
-//!   group, with stdin on `/dev/null` (the reference leaves an unwritten pipe, which makes commands
-//!   that read stdin hang until the timeout);
+//! * the command runs as `<shell> -c <command>` in the work dir, as the leader of its own session
+//!   (and process group), with stdin on `/dev/null` (the reference leaves an unwritten pipe, which
+//!   makes commands that read stdin hang until the timeout);
 //! * stdout and stderr are merged line by line in arrival order through the output builder;
-//! * when the call times out or its future is dropped (turn cancelled), the whole process group
-//!   is SIGKILLed through [`GroupGuard`] (the reference only kills the shell on timeout and
-//!   nothing on cancel);
+//! * when the call times out or its future is dropped (turn cancelled), every process of the call
+//!   is killed through [`CallGuard`], including children that called `setsid` and orphans (the
+//!   reference only kills the shell on timeout and nothing on cancel); daemons of a command that
+//!   finished normally keep running until the server exits (issue 14, item 7);
 //! * at most [`MAX_PENDING_LINE`] bytes of one line are buffered, so a command printing an
 //!   endless line cannot exhaust memory.
 
@@ -22,7 +23,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::output::OutputBuilder;
-use super::process::GroupGuard;
+use super::process::CallGuard;
 use super::{ToolCallContext, TypedTool, invalid_arguments};
 use crate::protocol::{DisplayBlock, ToolReturnValue};
 
@@ -121,19 +122,20 @@ impl Shell {
         work_dir: &Path,
         timeout: Duration,
     ) -> std::io::Result<(OutputBuilder, Option<i32>)> {
-        let mut child = tokio::process::Command::new(&self.shell_path)
-            .arg("-c")
+        let mut cmd = tokio::process::Command::new(&self.shell_path);
+        cmd.arg("-c")
             .arg(command)
             .current_dir(work_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()?;
-        // Registered before any await, so a dropped future always kills the group.
-        let mut guard = GroupGuard::new(child.id().map_or(0, |pid| pid as i32));
+            .kill_on_drop(true);
+        // Owns the call from the spawn on, so a dropped future always kills its whole tree.
+        let mut guard = CallGuard::spawn(&mut cmd)?;
         let builder = Mutex::new(OutputBuilder::new());
+        let Some(child) = guard.child() else {
+            return Err(std::io::Error::other("the command's process is gone"));
+        };
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let finished = tokio::time::timeout(timeout, async {
@@ -143,7 +145,7 @@ impl Shell {
         .await;
         let code = match finished {
             Ok(status) => {
-                guard.disarm();
+                guard.finished();
                 let status = status?;
                 use std::os::unix::process::ExitStatusExt;
                 Some(status.code().unwrap_or_else(|| -status.signal().unwrap_or(0)))
@@ -151,7 +153,11 @@ impl Shell {
             Err(_) => {
                 guard.kill();
                 // Reap the shell; it has just been SIGKILLed so this returns promptly.
-                let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                if let Some(child) = guard.child()
+                    && tokio::time::timeout(Duration::from_secs(5), child.wait()).await.is_ok()
+                {
+                    guard.finished();
+                }
                 None
             }
         };
