@@ -193,3 +193,23 @@ fn daemons_of_finished_commands_run_until_the_server_exits() {
         assert!(eventually(|| !running(*pid)), "daemon {pid} outlived the server");
     }
 }
+
+/// The server exits (EOF) while a call runs: its setsid'd children and orphans die too.
+#[test]
+fn server_exit_kills_a_running_call_with_setsid_children_and_orphans() {
+    let env = Env::new();
+    let w = env.work();
+    let command = "setsid sleep 30 & echo $! > sid.pid; \
+                   (setsid sleep 30 > /dev/null 2>&1 & echo $! > orphan.pid); \
+                   sleep 30";
+    let config = env.scripted_config(&[&shell("tc-1", command)]);
+    let mut k = env.spawn(&config, &["--yolo"]);
+    k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
+    let started = pids(&w, &["sid.pid", "orphan.pid"]);
+    let _sweep = Sweep(started.clone());
+    k.close_stdin();
+    assert!(k.wait_exit(POLL).expect("exits after EOF").success());
+    for pid in &started {
+        assert!(eventually(|| !running(*pid)), "process {pid} outlived the server");
+    }
+}
