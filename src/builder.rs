@@ -115,9 +115,18 @@ impl AgentSetup {
             (None, Some(name)) => format!(
                 "model {name} ({} at {})",
                 config::diagnose::type_name(settings.provider.kind),
-                if settings.provider.base_url.is_empty() { "no URL" } else { &settings.provider.base_url }
+                if settings.provider.base_url.is_empty() {
+                    "no URL".to_string()
+                } else {
+                    crate::llm::settings::loggable_url(&settings.provider.base_url)
+                }
             ),
-            (None, None) => format!("model from the environment ({})", settings.provider.base_url),
+            (None, None) => {
+                format!(
+                    "model from the environment ({})",
+                    crate::llm::settings::loggable_url(&settings.provider.base_url)
+                )
+            }
             (Some(_), _) => "no model".to_string(),
         };
         Diagnostics {

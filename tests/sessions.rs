@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{Env, types};
@@ -414,4 +415,165 @@ fn path_like_session_ids_are_usage_errors_and_delete_nothing() {
     }
     assert!(other.join("context.jsonl").exists());
     assert!(outside.join("precious.txt").exists());
+}
+
+/// Safety (issue 14, item 2): `--session <id>` resumes a folder that holds a `context.jsonl` even
+/// when `kimi.json` has no entry for the work dir; the spec (`sessions.md` §3) says "not found"
+/// and the reference then truncated the history.
+#[test]
+fn session_without_a_kimi_json_entry_is_resumed_not_truncated() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: one", "text: two"]);
+    let mut k = env.spawn(&config, &["--session", "kept"]);
+    k.prompt("p", json!("first"));
+    finish(k);
+    let context = env.session_dir("kept").join("context.jsonl");
+    assert_eq!(lines(&context).len(), 4);
+    // kimi.json forgets the work dir (another tool rewrote it, or it was moved aside).
+    std::fs::write(env.share().join("kimi.json"), "{\"work_dirs\": []}").unwrap();
+    let mut k = env.spawn(&config, &["--session", "kept"]);
+    k.prompt("p", json!("second"));
+    finish(k);
+    let after = lines(&context);
+    assert_eq!(after.len(), 8, "{after:#?}");
+    assert_eq!(after[1], "{\"role\":\"user\",\"content\":\"first\"}");
+}
+
+/// An unreadable `kimi.json` is moved aside (`kimi.json.bad-<time>`) with a warning, never
+/// silently replaced; one bad entry in `work_dirs` does not drop the good ones.
+#[test]
+fn a_broken_kimi_json_is_kept_aside_and_bad_entries_do_not_drop_good_ones() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: one", "text: two"]);
+    std::fs::create_dir_all(env.share()).unwrap();
+    let kimi_json = env.share().join("kimi.json");
+    std::fs::write(&kimi_json, "{\"work_dirs\": [ {\"path\": \"/x\",").unwrap();
+    let mut k = env.spawn(&config, &["--session", "s1"]);
+    k.prompt("p", json!("first"));
+    finish(k);
+    let bad_files = || -> Vec<PathBuf> {
+        std::fs::read_dir(env.share())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("kimi.json.bad-"))
+            .collect()
+    };
+    let aside = bad_files();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    let log = std::fs::read_to_string(env.share().join("logs").join("kiwi.log")).unwrap();
+    assert!(log.lines().any(|l| l.contains("WARN") && l.contains("kimi.json.bad-")), "{log}");
+    assert_eq!(std::fs::read_to_string(&aside[0]).unwrap(), "{\"work_dirs\": [ {\"path\": \"/x\",");
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&kimi_json).unwrap()).unwrap();
+    assert_eq!(meta["work_dirs"][0]["last_session_id"], "s1");
+
+    // One entry of the wrong shape among good ones.
+    let work = env.work().to_str().unwrap().to_string();
+    let text = serde_json::to_string_pretty(&json!({"work_dirs": [
+        {"path": "/elsewhere", "kaos": "local", "last_session_id": "theirs"},
+        {"path": 42, "kaos": ["odd"]},
+        {"path": work, "kaos": "local", "last_session_id": "s1"},
+    ]}))
+    .unwrap();
+    std::fs::write(&kimi_json, text).unwrap();
+    let mut k = env.spawn(&config, &["--continue"]);
+    let (_, r) = k.prompt("p", json!("again"));
+    assert_eq!(r["result"]["status"], "finished");
+    finish(k);
+    assert_eq!(lines(&env.session_dir("s1").join("context.jsonl")).len(), 8);
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&kimi_json).unwrap()).unwrap();
+    let entries = meta["work_dirs"].as_array().unwrap();
+    assert!(entries.contains(&json!({"path": "/elsewhere", "kaos": "local", "last_session_id": "theirs"})), "{meta}");
+    // The entry kiwi cannot read is kept as it was, for whoever wrote it.
+    assert!(entries.contains(&json!({"path": 42, "kaos": ["odd"]})), "{meta}");
+    assert_eq!(bad_files(), aside, "a readable file is not moved aside");
+}
+
+/// Safety (issue 14, item 8): a session write that fails midway does not poison the session.
+/// kiwi runs under a file-size limit (`RLIMIT_FSIZE`, the kernel's "disk full" for one process):
+/// the record that crosses it fails, is cut back, is logged with a WARN naming the file and
+/// cause, and the client gets a -32603 answer saying so; the next turn's records are written
+/// clean and a resume loses only the failed record.
+#[test]
+fn a_failed_session_write_is_cut_back_logged_and_reported() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::process::CommandExt;
+    use std::sync::{Arc, Mutex, mpsc};
+
+    let env = Env::new();
+    let config = env.scripted_config(&["text: one", "text: two", "text: three"]);
+    let mut cmd = env.command(&config, &["--session", "full", "--log-stderr"]);
+    // SAFETY: async-signal-safe calls only (signal, setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit { rlim_cur: 4000, rlim_max: libc::RLIM_INFINITY };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = mpsc::channel::<serde_json::Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().unwrap();
+    let sink = log.clone();
+    let logger = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push_str(&(line + "\n"));
+        }
+    });
+    let mut prompt = move |id: &str, input: String| -> serde_json::Value {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "prompt", "params": {"user_input": input}});
+        stdin.write_all(format!("{request}\n").as_bytes()).unwrap();
+        loop {
+            let m = rx.recv_timeout(common::TIMEOUT).expect("an answer");
+            if m.get("method").is_none() && m["id"] == id {
+                return m;
+            }
+        }
+    };
+    // The user message (and its wire record) is larger than the limit.
+    let big = "x".repeat(5000);
+    let r = prompt("p1", big);
+    let context = env.session_dir("full").join("context.jsonl");
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with(&format!("Failed to write the session file {}: ", context.display())), "{message}");
+    let r = prompt("p2", "small".into());
+    assert_eq!(r["result"]["status"], "finished", "{r}");
+    drop(prompt);
+    assert!(child.wait().unwrap().success());
+    logger.join().unwrap();
+    let log = log.lock().unwrap().clone();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains(&context.display().to_string()) && l.contains("too large")),
+        "{log}"
+    );
+    // Every line of both files is whole; nothing of the failed records is left.
+    for name in ["context.jsonl", "wire.jsonl"] {
+        for line in lines(&env.session_dir("full").join(name)) {
+            assert!(serde_json::from_str::<serde_json::Value>(&line).is_ok(), "{name}: {line:.80}");
+            assert!(!line.contains("xxxx"), "{name}: {line:.80}");
+        }
+    }
+    assert!(lines(&context).contains(&"{\"role\":\"user\",\"content\":\"small\"}".to_string()));
+    // A resume sees the rest of the history.
+    let mut k = env.spawn(&config, &["--session", "full"]);
+    let (_, r) = k.prompt("p3", json!("again"));
+    assert_eq!(r["result"]["status"], "finished");
+    finish(k);
+    let after = lines(&context);
+    assert_eq!(after.iter().filter(|l| l.contains("\"role\":\"user\"")).count(), 2, "{after:#?}");
 }

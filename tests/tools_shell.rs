@@ -221,3 +221,82 @@ async fn endless_flood_is_capped_and_timed_out() {
     assert_eq!(text(&r).chars().count(), 2_000);
     assert!(text(&r).ends_with("[...truncated]"));
 }
+
+// ---------- Safety (issue 14, item 7): the whole tree dies with its call ----------
+
+/// Whether `pid` runs (exists and is not a zombie).
+fn running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X"))
+}
+
+async fn read_pids(h: &Harness, names: &[&str]) -> Vec<i32> {
+    for _ in 0..500 {
+        let pids: Vec<i32> =
+            names.iter().filter_map(|n| std::fs::read_to_string(h.path(n)).ok()?.trim().parse::<i32>().ok()).collect();
+        if pids.len() == names.len() && pids.iter().all(|p| running(*p)) {
+            return pids;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the command did not start its processes");
+}
+
+async fn stopped_within(pid: i32, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if !running(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn sweep(pids: &[i32]) {
+    for &pid in pids {
+        if running(pid) {
+            // SAFETY: plain syscall on a pid this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+#[tokio::test]
+async fn dropping_the_call_kills_setsid_children_and_orphans() {
+    let h = harness(true);
+    let cmd = "setsid sleep 30 & echo $! > sid.pid; \
+               (setsid sleep 30 > /dev/null 2>&1 & echo $! > orphan.pid); \
+               sleep 30";
+    let call = h.call("Shell", json!({"command": cmd}));
+    let pids = tokio::select! {
+        _ = call => panic!("finished early"),
+        pids = read_pids(&h, &["sid.pid", "orphan.pid"]) => pids,
+    };
+    // `call` was dropped when select! returned.
+    for &pid in &pids {
+        let gone = stopped_within(pid, Duration::from_secs(10)).await;
+        sweep(&pids);
+        assert!(gone, "process {pid} survived the cancel");
+    }
+}
+
+/// A cancel kills its own call only: the daemon another command left behind keeps running.
+#[tokio::test]
+async fn a_cancel_spares_the_daemons_of_finished_calls() {
+    let h = harness(true);
+    let r = h.call("Shell", json!({"command": "(setsid sleep 30 > /dev/null 2>&1 & echo $! > daemon.pid)"})).await;
+    assert!(!r.is_error, "{r:?}");
+    let daemon = read_pids(&h, &["daemon.pid"]).await;
+    let call = h.call("Shell", json!({"command": "(setsid sleep 30 > /dev/null 2>&1 & echo $! > mine.pid); sleep 30"}));
+    let mine = tokio::select! {
+        _ = call => panic!("finished early"),
+        pids = read_pids(&h, &["mine.pid"]) => pids,
+    };
+    let killed = stopped_within(mine[0], Duration::from_secs(10)).await;
+    let spared = running(daemon[0]);
+    sweep(&[daemon[0], mine[0]]);
+    assert!(killed, "the cancelled call's orphan survived");
+    assert!(spared, "the daemon of a finished call was killed");
+}

@@ -122,7 +122,7 @@ pub fn selection_warnings(settings: &LlmSettings, provider_key: Option<&str>, so
         };
         out.push(format!(
             "providers.{key}.api_key is empty in {source}; requests to {} will likely be refused (401): set it{env}",
-            settings.provider.base_url
+            crate::llm::settings::loggable_url(&settings.provider.base_url)
         ));
     }
     out

@@ -2,7 +2,12 @@
 //!
 //! Invariants: a session folder is `<share>/sessions/<md5(work dir)>/<id>/`; a running server
 //! holds an exclusive advisory lock on its `context.jsonl` so two servers never write the same
-//! session; `kimi.json` is rewritten whole (2-space indent) and unknown keys are dropped.
+//! session; `kimi.json` is rewritten whole (2-space indent) and unknown top-level keys are
+//! dropped, but a `work_dirs` entry kiwi cannot read is written back untouched.
+//!
+//! Safety (issue 14, item 2, which overrides `sessions.md` §3): opening a session never truncates
+//! an existing `context.jsonl` (a folder holding one is resumed even without a kimi.json entry),
+//! and an unreadable `kimi.json` is moved aside to `kimi.json.bad-<unix time>`, never replaced.
 
 use std::os::fd::AsRawFd;
 use std::path::{Component, Path, PathBuf};
@@ -61,10 +66,29 @@ pub fn work_dir_key(work_dir: &Path) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// `kimi.json`. Entries are read one by one: an entry kiwi cannot read is kept verbatim in
+/// `unreadable` and written back, so one odd entry never costs the others.
+#[derive(Debug, Clone, Default)]
 pub struct Metadata {
-    #[serde(default)]
     pub work_dirs: Vec<WorkDirEntry>,
+    /// `work_dirs` entries of a shape kiwi does not understand, preserved as they were.
+    unreadable: Vec<serde_json::Value>,
+    /// Set when an unreadable file could not be moved aside: saving would then destroy it.
+    save_blocked: bool,
+}
+
+/// What is written back: the entries kiwi read (fields in the reference's order), then the ones
+/// it could not, untouched.
+#[derive(Serialize)]
+struct MetadataOut<'a> {
+    work_dirs: Vec<EntryOut<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum EntryOut<'a> {
+    Known(&'a WorkDirEntry),
+    Unreadable(&'a serde_json::Value),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -81,19 +105,55 @@ fn local() -> String {
 }
 
 impl Metadata {
+    /// Reads `<share>/kimi.json`. A missing file is empty metadata. A file that cannot be read
+    /// or parsed is moved aside to `kimi.json.bad-<unix time>` with a warning, so the next save
+    /// does not silently replace what the user had (issue 14, item 2).
     pub fn load(share: &Path) -> Metadata {
         let path = share.join("kimi.json");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
-                tracing::warn!("{}: unreadable ({e}); starting from empty metadata", path.display());
-                Metadata::default()
-            }),
-            Err(_) => Metadata::default(),
+        let text = match std::fs::read(&path) {
+            Ok(bytes) => String::from_utf8(bytes).map_err(|e| e.to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Metadata::default(),
+            Err(e) => Err(e.to_string()),
+        };
+        let parsed = text.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string()));
+        let work_dirs = parsed.and_then(|v| match v {
+            serde_json::Value::Object(mut top) => match top.remove("work_dirs") {
+                None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+                Some(serde_json::Value::Array(entries)) => Ok(entries),
+                Some(_) => Err("\"work_dirs\" is not a list".to_string()),
+            },
+            _ => Err("not a JSON object".to_string()),
+        });
+        match work_dirs {
+            Ok(entries) => Self::from_entries(&path, entries),
+            Err(cause) => Metadata { save_blocked: !move_aside(&path, &cause), ..Metadata::default() },
         }
     }
 
+    fn from_entries(path: &Path, entries: Vec<serde_json::Value>) -> Metadata {
+        let mut meta = Metadata::default();
+        for (i, entry) in entries.into_iter().enumerate() {
+            match serde_json::from_value::<WorkDirEntry>(entry.clone()) {
+                Ok(e) => meta.work_dirs.push(e),
+                Err(e) => {
+                    tracing::warn!("{}: work_dirs[{i}] is unreadable ({e}); keeping it as it is", path.display());
+                    meta.unreadable.push(entry);
+                }
+            }
+        }
+        meta
+    }
+
     pub fn save(&self, share: &Path) -> Result<(), SessionError> {
-        let text = serde_json::to_string_pretty(self).map_err(io)?;
+        if self.save_blocked {
+            return Err(SessionError::Io(format!(
+                "{} is unreadable and could not be moved aside; not overwriting it",
+                share.join("kimi.json").display()
+            )));
+        }
+        let work_dirs =
+            self.work_dirs.iter().map(EntryOut::Known).chain(self.unreadable.iter().map(EntryOut::Unreadable));
+        let text = serde_json::to_string_pretty(&MetadataOut { work_dirs: work_dirs.collect() }).map_err(io)?;
         let tmp = share.join("kimi.json.tmp");
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, share.join("kimi.json")).map_err(io)
@@ -112,6 +172,29 @@ impl Metadata {
             }
         };
         &mut self.work_dirs[i]
+    }
+}
+
+/// Renames an unreadable `kimi.json` to `kimi.json.bad-<unix time>[-n]`; false when it could
+/// not be moved (the caller must then leave it alone).
+fn move_aside(path: &Path, cause: &str) -> bool {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let base = format!("{}.bad-{secs}", path.display());
+    let mut target = PathBuf::from(&base);
+    let mut n = 1;
+    while target.exists() {
+        target = PathBuf::from(format!("{base}-{n}"));
+        n += 1;
+    }
+    match std::fs::rename(path, &target) {
+        Ok(()) => {
+            tracing::warn!("{} is unreadable ({cause}); moved it to {}", path.display(), target.display());
+            true
+        }
+        Err(e) => {
+            tracing::warn!("{} is unreadable ({cause}) and cannot be moved aside ({e}); leaving it", path.display());
+            false
+        }
     }
 }
 
@@ -144,10 +227,10 @@ impl Session {
         let work = work_dir.to_string_lossy().to_string();
         let base = share.join("sessions").join(work_dir_key(work_dir));
         let mut meta = Metadata::load(share);
-        let found = |id: &str, meta: &Metadata| -> bool {
-            if meta.entry(&work).is_none() {
-                return false;
-            }
+        // The spec (`sessions.md` §3) requires a kimi.json entry for the work dir before a
+        // session can be found, and otherwise re-creates (truncates) it. Issue 14 (item 2) wins:
+        // a folder that holds a context.jsonl is resumed whatever kimi.json says.
+        let found = |id: &str| -> bool {
             let dir = base.join(id);
             let legacy = base.join(format!("{id}.jsonl"));
             if legacy.is_file() && !dir.join("context.jsonl").exists() {
@@ -158,10 +241,15 @@ impl Session {
         };
         let (id, resumed) = match choice {
             SessionChoice::New => (uuid::Uuid::new_v4().to_string(), false),
-            SessionChoice::Id(id) => (id.clone(), found(id, &meta)),
+            SessionChoice::Id(id) => {
+                // Checked before the id touches the file system (the lookup may migrate files).
+                super::id::check_session_id(id).map_err(SessionError::InvalidId)?;
+                (id.clone(), found(id))
+            }
             SessionChoice::Continue => {
                 let last = meta.entry(&work).and_then(|e| e.last_session_id.clone()).ok_or(SessionError::NoPrevious)?;
-                if !found(&last, &meta) {
+                super::id::check_session_id(&last).map_err(SessionError::InvalidId)?;
+                if !found(&last) {
                     return Err(SessionError::NoPrevious);
                 }
                 (last, true)
@@ -179,7 +267,15 @@ impl Session {
             return Err(SessionError::Locked(id));
         }
         if !resumed {
-            std::fs::File::create(dir.join("context.jsonl")).map_err(io)?;
+            // Never truncate: a context.jsonl that appeared since the lookup is kept.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(dir.join("context.jsonl"))
+                .map_err(io)?;
+        }
+        if meta.entry(&work).is_none() {
             meta.entry_mut(&work);
             std::fs::create_dir_all(share).map_err(io)?;
             meta.save(share)?;
@@ -291,6 +387,59 @@ mod tests {
             assert!(matches!(r, Err(SessionError::InvalidId(_))), "{id:?}");
         }
         assert!(victim.path().join("precious").exists());
+    }
+
+    #[test]
+    fn resume_needs_no_kimi_json_entry() {
+        let share = tempfile::tempdir().unwrap();
+        let work = Path::new("/tmp/some/work");
+        let s = Session::open(share.path(), work, &SessionChoice::Id("old".into())).unwrap();
+        std::fs::write(s.context_path(), "{\"role\":\"user\",\"content\":\"x\"}\n").unwrap();
+        drop(s);
+        std::fs::remove_file(share.path().join("kimi.json")).unwrap();
+        let s = Session::open(share.path(), work, &SessionChoice::Id("old".into())).unwrap();
+        assert!(s.resumed);
+        assert_eq!(std::fs::read_to_string(s.context_path()).unwrap(), "{\"role\":\"user\",\"content\":\"x\"}\n");
+        assert!(Metadata::load(share.path()).entry("/tmp/some/work").is_some());
+    }
+
+    #[test]
+    fn unreadable_metadata_is_moved_aside_and_bad_entries_are_kept() {
+        let share = tempfile::tempdir().unwrap();
+        let path = share.path().join("kimi.json");
+        for broken in ["{", "[1, 2]", "{\"work_dirs\": 3}", "\u{0}\u{ff}"] {
+            std::fs::write(&path, broken).unwrap();
+            let meta = Metadata::load(share.path());
+            assert!(meta.work_dirs.is_empty());
+            assert!(!path.exists(), "{broken:?} was not moved aside");
+            meta.save(share.path()).unwrap();
+        }
+        let aside: Vec<String> = std::fs::read_dir(share.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("kimi.json.bad-"))
+            .collect();
+        assert_eq!(aside.len(), 4, "{aside:?}");
+
+        std::fs::write(
+            &path,
+            r#"{"work_dirs": [{"path": "/a", "last_session_id": "s"}, {"path": null}, {"path": "/b", "kaos": "local"}]}"#,
+        )
+        .unwrap();
+        let mut meta = Metadata::load(share.path());
+        assert_eq!(meta.work_dirs.len(), 2);
+        meta.entry_mut("/c").last_session_id = Some("t".into());
+        meta.save(share.path()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            v["work_dirs"],
+            serde_json::json!([
+                {"path": "/a", "kaos": "local", "last_session_id": "s"},
+                {"path": "/b", "kaos": "local", "last_session_id": null},
+                {"path": "/c", "kaos": "local", "last_session_id": "t"},
+                {"path": null}
+            ])
+        );
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! Invariants: the metadata header is written only into an empty file; consecutive text (or
 //! think) fragments become one record, a `ToolCall` absorbs its `ToolCallPart`s, and any other
 //! message flushes the pending merged record first, so record order equals wire order.
+//!
+//! A failed write (disk full) is cut back to the last complete record by the appender (issue 14,
+//! item 8) and kept for [`WireLog::take_write_error`]; a header that could not be written is
+//! retried before the next record, so no record ever lands in a file without its header.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -33,12 +37,14 @@ pub struct WireLog {
     file: Option<JsonlAppender>,
     path: std::path::PathBuf,
     pending: Option<WireMessage>,
+    /// The first failed write not yet collected.
+    write_error: Option<String>,
 }
 
 impl WireLog {
     /// The file is created lazily, at the first record.
     pub fn new(path: &Path) -> Self {
-        Self { file: None, path: path.to_path_buf(), pending: None }
+        Self { file: None, path: path.to_path_buf(), pending: None, write_error: None }
     }
 
     pub fn record(&mut self, message: WireMessage) {
@@ -66,18 +72,11 @@ impl WireLog {
 
     fn write(&mut self, message: &WireMessage) {
         if self.file.is_none() {
-            match JsonlAppender::open(&self.path) {
-                Ok(mut file) => {
-                    if file.is_empty() {
-                        let header = Header { kind: "metadata", protocol_version: WIRE_PROTOCOL_VERSION };
-                        if let Ok(line) = pyjson::to_line(&header) {
-                            let _ = file.append(&line);
-                        }
-                    }
-                    self.file = Some(file);
-                }
+            match self.open() {
+                Ok(file) => self.file = Some(file),
                 Err(e) => {
                     tracing::warn!("cannot open {}: {e}", self.path.display());
+                    self.failed(&e);
                     return;
                 }
             }
@@ -88,11 +87,34 @@ impl WireLog {
                 if let Some(file) = &mut self.file
                     && let Err(e) = file.append(&line)
                 {
-                    tracing::warn!("cannot write {}: {e}", self.path.display());
+                    self.failed(&e);
                 }
             }
             Err(e) => tracing::warn!("cannot serialize a wire record: {e}"),
         }
+    }
+
+    /// Opens the file and writes the header into an empty one.
+    fn open(&self) -> std::io::Result<JsonlAppender> {
+        let mut file = JsonlAppender::open(&self.path)?;
+        if file.is_empty() {
+            let header = Header { kind: "metadata", protocol_version: WIRE_PROTOCOL_VERSION };
+            let line = pyjson::to_line(&header).map_err(std::io::Error::other)?;
+            file.append(&line)?;
+        }
+        Ok(file)
+    }
+
+    /// Keeps the first failure for the client (the appender has already logged it).
+    fn failed(&mut self, e: &std::io::Error) {
+        if self.write_error.is_none() {
+            self.write_error = Some(format!("Failed to write the session file {}: {e}", self.path.display()));
+        }
+    }
+
+    /// The first failed write to `wire.jsonl` since the last call, as a message for the client.
+    pub fn take_write_error(&mut self) -> Option<String> {
+        self.write_error.take()
     }
 }
 
@@ -158,5 +180,51 @@ mod tests {
         let mut log = WireLog::new(&path);
         log.record(ev(Event::TurnEnd {}));
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 6);
+    }
+
+    /// Failed writes (a file-size limit, in a child run of this test) are reported, cut back, and
+    /// the header is retried so the first record that lands has its header.
+    #[test]
+    fn failed_writes_are_reported_and_cut_back() {
+        const CHILD: &str = "KIWI_WIRE_FSIZE_CHILD";
+        let ev = |e| WireMessage::Event(e);
+        let set_limit = |bytes: u64| {
+            // SAFETY: plain syscalls in a single-purpose child process; SIGXFSZ would kill it.
+            unsafe {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let limit = libc::rlimit { rlim_cur: bytes, rlim_max: libc::RLIM_INFINITY };
+                assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+            }
+        };
+        if let Some(path) = std::env::var_os(CHILD) {
+            let path = std::path::PathBuf::from(path);
+            set_limit(10);
+            let mut log = WireLog::new(&path);
+            log.record(ev(Event::TurnEnd {}));
+            let e = log.take_write_error().expect("reported");
+            assert!(e.starts_with(&format!("Failed to write the session file {}: ", path.display())), "{e}");
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "the torn header is cut");
+            set_limit(300);
+            let big = crate::protocol::UserInput::Text("x".repeat(300));
+            log.record(ev(Event::TurnBegin { user_input: big }));
+            assert!(log.take_write_error().is_some());
+            log.record(ev(Event::TurnEnd {}));
+            assert_eq!(log.take_write_error(), None);
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        let exe = std::env::current_exe().unwrap();
+        let status = std::process::Command::new(exe)
+            .args(["--exact", "session::wire_log::tests::failed_writes_are_reported_and_cut_back"])
+            .env(CHILD, &path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0], r#"{"type": "metadata", "protocol_version": "1.2"}"#);
+        assert!(lines[1].ends_with(r#""message": {"type": "TurnEnd", "payload": {}}}"#), "{text}");
     }
 }

@@ -4,6 +4,10 @@
 //! Invariants: memory and file change together, one line per change; a restore skips torn or
 //! unparsable lines with a warning (it never fails the start and never silently empties the
 //! history); rotation renames the file to `context_<N>.jsonl` before a new one is started.
+//!
+//! A failed append (disk full) keeps the change in memory, leaves the file at its last complete
+//! record (see `session::jsonl`) and is remembered until the soul collects it with
+//! [`Context::take_write_error`] and tells the client (issue 14, item 8).
 
 use std::path::{Path, PathBuf};
 
@@ -32,18 +36,26 @@ pub struct Context {
     token_count: u64,
     /// Id of the next checkpoint (= number of checkpoints taken).
     next_checkpoint: u64,
+    /// The first write failure not yet reported to the client.
+    write_error: Option<String>,
 }
 
 impl Context {
     /// A throw-away context that is never written to disk (the nested `/init` turn).
     pub fn in_memory() -> Self {
-        Self { path: PathBuf::new(), file: None, history: Vec::new(), token_count: 0, next_checkpoint: 0 }
+        Self {
+            path: PathBuf::new(),
+            file: None,
+            history: Vec::new(),
+            token_count: 0,
+            next_checkpoint: 0,
+            write_error: None,
+        }
     }
 
     /// Restores from `path` (missing or empty file = empty context) and opens it for appending.
     pub fn restore(path: &Path) -> std::io::Result<Self> {
-        let mut ctx =
-            Self { path: path.to_path_buf(), file: None, history: Vec::new(), token_count: 0, next_checkpoint: 0 };
+        let mut ctx = Self { path: path.to_path_buf(), ..Self::in_memory() };
         for (n, line) in read_lines(path)?.iter().enumerate() {
             ctx.apply_line(line, n + 1);
         }
@@ -87,12 +99,22 @@ impl Context {
         self.next_checkpoint
     }
 
+    /// Appends one line; a failure (already logged and cut back by the appender) is kept for
+    /// [`Context::take_write_error`]. Later failures before it is taken add nothing new.
     fn write(&mut self, line: &[u8]) {
         if let Some(file) = &mut self.file
             && let Err(e) = file.append(line)
+            && self.write_error.is_none()
         {
-            tracing::error!("cannot write {}: {e}", self.path.display());
+            self.write_error = Some(format!("Failed to write the session file {}: {e}", self.path.display()));
         }
+    }
+
+    /// The first failed write to `context.jsonl` since the last call, as a message for the
+    /// client ("Failed to write the session file <path>: <cause>"). The history in memory is
+    /// intact; the file lacks the failed records.
+    pub fn take_write_error(&mut self) -> Option<String> {
+        self.write_error.take()
     }
 
     pub fn checkpoint(&mut self) -> u64 {
@@ -255,5 +277,52 @@ mod tests {
         assert!(dir.path().join("context_1.jsonl").exists());
         assert!(dir.path().join("context_2.jsonl").exists());
         assert!(c.is_empty());
+    }
+
+    /// A write cut short by a file-size limit (`RLIMIT_FSIZE`, in a child run of this test so the
+    /// limit touches nothing else) is reported once, leaves the file at its last complete record,
+    /// and the next record is written clean; a resume loses only the failed message.
+    #[test]
+    fn a_failed_write_is_reported_and_does_not_poison_the_file() {
+        const CHILD: &str = "KIWI_CONTEXT_FSIZE_CHILD";
+        if let Some(path) = std::env::var_os(CHILD) {
+            let path = PathBuf::from(path);
+            // SAFETY: plain syscalls in a single-purpose child process; SIGXFSZ would kill it.
+            unsafe {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let limit = libc::rlimit { rlim_cur: 200, rlim_max: libc::RLIM_INFINITY };
+                assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+            }
+            let mut c = Context::restore(&path).unwrap();
+            c.checkpoint();
+            c.append(Message::user_text("small"));
+            assert_eq!(c.take_write_error(), None);
+            c.append(Message::user_text("x".repeat(300)));
+            c.append(Message::user_text("y".repeat(300)));
+            let e = c.take_write_error().expect("reported");
+            assert!(e.starts_with(&format!("Failed to write the session file {}: ", path.display())), "{e}");
+            assert!(e.contains("too large"), "{e}");
+            assert_eq!(c.take_write_error(), None, "reported once");
+            assert_eq!(c.history().len(), 3, "memory keeps every message");
+            c.append(Message::user_text("after"));
+            assert_eq!(c.take_write_error(), None);
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        let exe = std::env::current_exe().unwrap();
+        let status = std::process::Command::new(exe)
+            .args(["--exact", "soul::context::tests::a_failed_write_is_reported_and_does_not_poison_the_file"])
+            .env(CHILD, &path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "{\"role\": \"_checkpoint\", \"id\": 0}\n{\"role\":\"user\",\"content\":\"small\"}\n{\"role\":\"user\",\"content\":\"after\"}\n"
+        );
+        let c = Context::restore(&path).unwrap();
+        assert_eq!(c.history().len(), 2);
     }
 }

@@ -114,6 +114,10 @@ impl Soul {
         for message in tool_messages {
             self.context.append(message);
         }
+        // A failed session write ends the turn with a -32603 answer (issue 14, item 8).
+        if let Some(e) = self.context.take_write_error() {
+            return Err(TurnError::Internal(e));
+        }
 
         let rejected = results.iter().any(|r| r.kind() == ResultKind::Rejected);
         let mail = self.agent.dmail.as_ref().and_then(|mailbox| mailbox.take());

@@ -1,16 +1,21 @@
 //! `Shell`: runs one command line with bash (`tools.md` §3).
 //!
 //! Invariants:
-//! * the command runs as `<shell> -c <command>` in the work dir, as the leader of its own process
-//!   group, with stdin on `/dev/null` (the reference leaves an unwritten pipe, which makes commands
-//!   that read stdin hang until the timeout);
+//! * the command runs as `<shell> -c <command>` in the work dir, as the leader of its own session
+//!   (and process group), with stdin on `/dev/null` (the reference leaves an unwritten pipe, which
+//!   makes commands that read stdin hang until the timeout);
 //! * stdout and stderr are merged line by line in arrival order through the output builder;
-//! * when the call times out or its future is dropped (turn cancelled), the whole process group
-//!   is SIGKILLed through [`GroupGuard`] (the reference only kills the shell on timeout and
-//!   nothing on cancel);
+//! * when the call times out or its future is dropped (turn cancelled), every process of the call
+//!   is killed through [`CallGuard`], including children that called `setsid` and orphans (the
+//!   reference only kills the shell on timeout and nothing on cancel); daemons of a command that
+//!   finished normally keep running until the server exits (issue 14, item 7);
 //! * at most [`MAX_PENDING_LINE`] bytes of one line are buffered, so a command printing an
-//!   endless line cannot exhaust memory.
+//!   endless line cannot exhaust memory;
+//! * the command's environment is kiwi's minus the secrets kiwi consumed ([`secret_env_names`]):
+//!   the provider API key variables, every name in a provider's `env` table, and any variable
+//!   whose value is a key kiwi holds (issue 14, item 11; the reference passes everything on).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Mutex;
@@ -22,9 +27,72 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::output::OutputBuilder;
-use super::process::GroupGuard;
+use super::process::CallGuard;
 use super::{ToolCallContext, TypedTool, invalid_arguments};
+use crate::config::Config;
 use crate::protocol::{DisplayBlock, ToolReturnValue};
+
+/// Variables holding provider API keys that kiwi itself reads (`config::select` for the Kimi
+/// and OpenAI providers, the Gemini provider's fallbacks).
+pub const SECRET_ENV_VARS: &[&str] = &["KIMI_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"];
+
+/// Variables a command cannot work without; a provider `env` table naming one of them does not
+/// take it away from commands.
+const ESSENTIAL_ENV_VARS: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "PWD"];
+
+/// Secrets shorter than this are not matched by value (a test key like "x" would otherwise
+/// remove unrelated variables).
+const MIN_SECRET_LEN: usize = 8;
+
+/// Names of the variables of kiwi's environment that are not passed to Shell commands (see the
+/// module doc). A variable whose value contains an API key or credential header kiwi holds is
+/// removed; one whose value equals a provider `env` table value too (equality only: such values
+/// are often plain paths or regions that other variables contain).
+pub fn secret_env_names(config: &Config) -> Vec<OsString> {
+    let mut names: Vec<OsString> = SECRET_ENV_VARS.iter().map(OsString::from).collect();
+    let mut keys: Vec<&str> = Vec::new();
+    let mut table_values: Vec<&str> = Vec::new();
+    for provider in config.providers.values() {
+        keys.push(&provider.api_key);
+        keys.extend(credential_headers(&provider.custom_headers));
+        for (name, value) in &provider.env {
+            if !ESSENTIAL_ENV_VARS.contains(&name.as_str()) {
+                names.push(name.into());
+            }
+            table_values.push(value);
+        }
+    }
+    for service in [&config.services.moonshot_search, &config.services.moonshot_fetch].into_iter().flatten() {
+        keys.push(&service.api_key);
+        keys.extend(credential_headers(&service.custom_headers));
+    }
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    keys.extend(SECRET_ENV_VARS.iter().filter_map(|n| env.iter().find(|(k, _)| k == n)?.1.to_str()));
+    keys.retain(|k| k.len() >= MIN_SECRET_LEN);
+    table_values.retain(|v| v.len() >= MIN_SECRET_LEN);
+    for (name, value) in &env {
+        if name.to_str().is_some_and(|n| ESSENTIAL_ENV_VARS.contains(&n)) {
+            continue;
+        }
+        let Some(value) = value.to_str() else { continue };
+        if keys.iter().any(|k| value.contains(k)) || table_values.contains(&value) {
+            names.push(name.clone());
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Values of the headers that carry credentials.
+fn credential_headers(headers: &std::collections::BTreeMap<String, String>) -> impl Iterator<Item = &str> {
+    headers.iter().filter(|(n, _)| is_credential_header(n)).map(|(_, v)| v.as_str())
+}
+
+fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["authorization", "key", "token", "secret", "cookie"].iter().any(|w| name.contains(w))
+}
 
 /// Longest part of a single output line kept in memory; the rest of such a line is dropped (it
 /// would be cut to 2,000 characters by the output builder anyway).
@@ -104,7 +172,8 @@ impl Shell {
             return ToolReturnValue::rejected();
         }
         let timeout = params.timeout as u64;
-        match self.run_command(&params.command, &ctx.env.work_dir, Duration::from_secs(timeout)).await {
+        let scrub = secret_env_names(&ctx.env.config);
+        match self.run_command(&params.command, &ctx.env.work_dir, &scrub, Duration::from_secs(timeout)).await {
             Ok((builder, Some(0))) => builder.ok("Command executed successfully."),
             Ok((builder, Some(code))) => builder
                 .error(format!("Command failed with exit code: {code}."), format!("Failed with exit code: {code}")),
@@ -119,21 +188,26 @@ impl Shell {
         &self,
         command: &str,
         work_dir: &Path,
+        scrub: &[OsString],
         timeout: Duration,
     ) -> std::io::Result<(OutputBuilder, Option<i32>)> {
-        let mut child = tokio::process::Command::new(&self.shell_path)
-            .arg("-c")
+        let mut cmd = tokio::process::Command::new(&self.shell_path);
+        cmd.arg("-c")
             .arg(command)
             .current_dir(work_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()?;
-        // Registered before any await, so a dropped future always kills the group.
-        let mut guard = GroupGuard::new(child.id().map_or(0, |pid| pid as i32));
+            .kill_on_drop(true);
+        for name in scrub {
+            cmd.env_remove(name);
+        }
+        // Owns the call from the spawn on, so a dropped future always kills its whole tree.
+        let mut guard = CallGuard::spawn(&mut cmd)?;
         let builder = Mutex::new(OutputBuilder::new());
+        let Some(child) = guard.child() else {
+            return Err(std::io::Error::other("the command's process is gone"));
+        };
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let finished = tokio::time::timeout(timeout, async {
@@ -143,7 +217,7 @@ impl Shell {
         .await;
         let code = match finished {
             Ok(status) => {
-                guard.disarm();
+                guard.finished();
                 let status = status?;
                 use std::os::unix::process::ExitStatusExt;
                 Some(status.code().unwrap_or_else(|| -status.signal().unwrap_or(0)))
@@ -151,7 +225,11 @@ impl Shell {
             Err(_) => {
                 guard.kill();
                 // Reap the shell; it has just been SIGKILLed so this returns promptly.
-                let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                if let Some(child) = guard.child()
+                    && tokio::time::timeout(Duration::from_secs(5), child.wait()).await.is_ok()
+                {
+                    guard.finished();
+                }
                 None
             }
         };

@@ -5,7 +5,10 @@
 //! * the request body is built once by the caller and re-sent as the same `Bytes` on retries;
 //! * retries happen inside the caller's future (no spawned task), so dropping it cancels them;
 //! * a server-requested delay in (0, 60] s is honoured between SDK retries and is also stored in
-//!   `ChatError::Status::retry_after` for the agent-level loop.
+//!   `ChatError::Status::retry_after` for the agent-level loop;
+//! * credentials never reach a log line (issue 14, item 11): errors are logged with the URL's
+//!   query and user info replaced by `<redacted>`, and credential headers are marked sensitive
+//!   so their `Debug` form (in any library's trace) shows no value.
 
 use std::time::Duration;
 
@@ -78,17 +81,18 @@ pub(crate) async fn send(req: PreparedRequest<'_>) -> Result<reqwest::Response, 
         let started = std::time::Instant::now();
         let outcome = attempt(&req, retries).await;
         let took = started.elapsed().as_millis();
+        let url = crate::llm::settings::loggable_url(req.url);
         // One line per HTTP request: where, what came back, how long (never headers or body:
         // they carry the API key and the user's conversation).
         let (error, should_retry, server_wait) = match outcome {
             Ok(response) => {
-                tracing::info!("LLM request POST {}: {} in {took} ms (retry {retries})", req.url, response.status());
+                tracing::info!("LLM request POST {url}: {} in {took} ms (retry {retries})", response.status());
                 return Ok(response);
             }
             Err(Failure::Transport(error)) => (error, true, None),
             Err(Failure::Status { error, should_retry, wait }) => (error, should_retry, wait),
         };
-        tracing::info!("LLM request POST {}: failed in {took} ms (retry {retries}): {error}", req.url);
+        tracing::info!("LLM request POST {url}: failed in {took} ms (retry {retries}): {error}");
         if !should_retry || retries >= req.policy.max_retries {
             return Err(error);
         }
@@ -209,7 +213,8 @@ pub(crate) fn transport_error(e: &reqwest::Error) -> ChatError {
     if e.is_timeout() {
         ChatError::Timeout("Request timed out.".into())
     } else {
-        tracing::debug!(error = %e, source = ?std::error::Error::source(e), "LLM connection error");
+        let (error, source) = redacted(e);
+        tracing::debug!(error = %error, source = %source, "LLM connection error");
         ChatError::Connection("Connection error.".into())
     }
 }
@@ -219,10 +224,34 @@ pub(crate) fn body_error(e: &reqwest::Error) -> ChatError {
     if e.is_timeout() {
         return ChatError::Timeout("Request timed out.".into());
     }
-    tracing::debug!(error = %e, source = ?std::error::Error::source(e), "LLM stream broke off");
+    let (error, source) = redacted(e);
+    tracing::debug!(error = %error, source = %source, "LLM stream broke off");
     ChatError::Other(
         "Error: peer closed connection without sending complete message body (incomplete chunked read)".into(),
     )
+}
+
+/// The error and its source, as text fit for a log: the request URL's query (which may hold a
+/// `key=`) and user info are replaced by `<redacted>`.
+fn redacted(e: &reqwest::Error) -> (String, String) {
+    let source = std::error::Error::source(e).map(|s| format!("{s:?}")).unwrap_or_default();
+    let mut texts = [e.to_string(), source];
+    if let Some(url) = e.url() {
+        let secrets = [url.query(), url.password(), Some(url.username())];
+        for secret in secrets.into_iter().flatten().filter(|s| !s.is_empty()) {
+            for text in &mut texts {
+                *text = text.replace(secret, "<redacted>");
+            }
+        }
+    }
+    let [error, source] = texts;
+    (error, source)
+}
+
+/// Headers whose values are credentials.
+fn is_credential_header(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name == "authorization" || name.contains("key") || name.contains("token") || name.contains("secret")
 }
 
 /// Builds a header map from static pairs plus owned ones; invalid values are reported.
@@ -230,7 +259,8 @@ pub(crate) fn header_map<'a>(pairs: impl IntoIterator<Item = (&'a str, String)>)
     let mut map = HeaderMap::new();
     for (name, value) in pairs {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("invalid header name {name:?}: {e}"))?;
-        let value = HeaderValue::from_str(&value).map_err(|e| format!("invalid value for header {name}: {e}"))?;
+        let mut value = HeaderValue::from_str(&value).map_err(|e| format!("invalid value for header {name}: {e}"))?;
+        value.set_sensitive(is_credential_header(&name));
         map.insert(name, value);
     }
     Ok(map)
@@ -252,6 +282,16 @@ mod tests {
             google_message(429, br#"{"error":{"code":429,"message":"q","status":"RESOURCE_EXHAUSTED"}}"#),
             "Rate limit exceeded: 429 RESOURCE_EXHAUSTED. {'error': {'code': 429, 'message': 'q', 'status': 'RESOURCE_EXHAUSTED'}}"
         );
+    }
+
+    #[test]
+    fn credential_headers_are_sensitive() {
+        let map =
+            header_map([("Authorization", "Bearer sk-1".to_string()), ("x-goog-api-key", "k".to_string())]).unwrap();
+        assert!(map.values().all(HeaderValue::is_sensitive));
+        assert!(!format!("{map:?}").contains("sk-1"));
+        let map = header_map([("User-Agent", "kiwi".to_string())]).unwrap();
+        assert!(!map.values().any(HeaderValue::is_sensitive));
     }
 
     #[test]
