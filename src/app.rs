@@ -1,11 +1,13 @@
 //! The process: command line, logging, configuration, and choosing the front end
-//! (`cli-and-config.md` §1.2). Sessions are built by `crate::builder`; serving is the front
-//! end's (`crate::wire::serve`).
+//! (`cli-and-config.md` §1.2): Claude Code's command line goes to `crate::print::claude`
+//! (`print-mode.md` C.4), kimi's to wire (`crate::wire::serve`) or to kimi's `--print`
+//! (`crate::print::kimi`). Sessions are built by `crate::builder`.
 //!
 //! Start-up happens before the first line is read; any failure exits non-zero with one readable
 //! line on stderr and nothing on stdout. The process's working directory and environment are
 //! never changed.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -30,17 +32,28 @@ pub enum StartError {
 }
 
 /// Everything start-up prepared for serving: the process-wide agent setup and the one session
-/// the wire server will build.
+/// the front end will build.
 pub struct Prepared {
     setup: AgentSetup,
     work_dir: PathBuf,
     session: SessionChoice,
     max_line_bytes: usize,
+    front_end: FrontEnd,
+}
+
+/// Which front end serves a kimi command line.
+enum FrontEnd {
+    Wire,
+    Print(crate::print::kimi::KimiOptions),
 }
 
 #[allow(clippy::print_stderr)]
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    if crate::print::dialect::from_process(&argv) == crate::print::dialect::Dialect::Claude {
+        return crate::print::claude::main(&argv);
+    }
+    let cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -54,7 +67,7 @@ pub fn main() -> ExitCode {
     }
     let share = share_dir();
     let log_path = log_file(&share);
-    let _log_guard = init_logging(&cli, &log_path);
+    let _log_guard = init_logging(cli.debug, cli.log_stderr, &log_path);
     match prepare(cli, &share) {
         Ok(prepared) => run_with(prepared, std::io::stdin(), std::io::stdout()),
         Err(e) => report(e, &share),
@@ -63,7 +76,7 @@ pub fn main() -> ExitCode {
 
 /// One readable start-up error on stderr; usage errors exit 2, everything else 1.
 #[allow(clippy::print_stderr)]
-fn report(error: StartError, share: &Path) -> ExitCode {
+pub(crate) fn report(error: StartError, share: &Path) -> ExitCode {
     match error {
         StartError::Usage(msg) => {
             eprintln!("Usage: kiwi [OPTIONS]\nTry 'kiwi --help' for help.\n\nError: {msg}");
@@ -77,14 +90,18 @@ fn report(error: StartError, share: &Path) -> ExitCode {
     }
 }
 
-fn log_file(share: &Path) -> PathBuf {
+pub(crate) fn log_file(share: &Path) -> PathBuf {
     share.join("logs").join("kiwi.log")
 }
 
-fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    let level = if cli.debug { "trace" } else { "info" };
+pub(crate) fn init_logging(
+    debug: bool,
+    log_stderr: bool,
+    log_path: &Path,
+) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    let level = if debug { "trace" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| level.into());
-    if cli.log_stderr {
+    if log_stderr {
         let _ =
             tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
         return None;
@@ -101,21 +118,21 @@ fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_bloc
     Some(guard)
 }
 
-fn load_config(cli: &Cli, share: &Path) -> Result<Config, StartError> {
-    if let Some(text) = &cli.config {
+pub(crate) fn load_config(text: Option<&str>, file: Option<&Path>, share: &Path) -> Result<Config, StartError> {
+    if let Some(text) = text {
         return config::load_text(text).map_err(|e| StartError::Usage(e.to_string()));
     }
-    if let Some(path) = &cli.config_file {
+    if let Some(path) = file {
         return config::load_file(path).map_err(|e| StartError::Fatal(e.to_string()));
     }
     std::fs::create_dir_all(share).map_err(|e| StartError::Fatal(format!("Cannot create {}: {e}", share.display())))?;
     config::load_default(share).map(|(c, _)| c).map_err(|e| StartError::Fatal(e.to_string()))
 }
 
-fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
+pub(crate) fn resolve_work_dir(work_dir: Option<&Path>) -> Result<PathBuf, StartError> {
     let cwd =
         std::env::current_dir().map_err(|e| StartError::Fatal(format!("Cannot read the current directory: {e}")))?;
-    let dir = match &cli.work_dir {
+    let dir = match work_dir {
         Some(dir) => normalize(dir, &cwd),
         None => normalize(&cwd, &cwd),
     };
@@ -131,8 +148,8 @@ fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
 pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     cli.validate().map_err(StartError::Usage)?;
     // Flag values are checked (usage errors) before any config is read.
-    let work_dir = resolve_work_dir(&cli)?;
-    let mut config = load_config(&cli, share)?;
+    let work_dir = resolve_work_dir(cli.work_dir.as_deref())?;
+    let mut config = load_config(cli.config.as_deref(), cli.config_file.as_deref(), share)?;
     let session = match (&cli.session, cli.continue_) {
         (Some(id), _) => SessionChoice::Id(id.trim().to_string()),
         (None, true) => SessionChoice::Continue,
@@ -159,9 +176,15 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         thinking: cli.thinking_flag(),
         agent,
         skills_dir: cli.skills_dir.clone(),
-        yolo: cli.yolo,
+        // kimi's `--print` approves every action (`print-mode.md` A.1).
+        yolo: cli.yolo || cli.print_mode(),
+        system_prompt: Default::default(),
     };
-    Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes })
+    let front_end = match crate::print::kimi::KimiOptions::from_cli(&cli) {
+        Some(options) => FrontEnd::Print(options),
+        None => FrontEnd::Wire,
+    };
+    Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes, front_end })
 }
 
 /// Serves the wire protocol on `input` / `output` (stdin and stdout for the binary; pipes for
@@ -171,10 +194,16 @@ where
     R: std::io::Read + Send + 'static,
     W: std::io::Write + Send + 'static,
 {
-    let Prepared { setup, work_dir, session, max_line_bytes } = prepared;
+    let Prepared { setup, work_dir, session, max_line_bytes, front_end } = prepared;
     let request = SessionRequest { work_dir, session, trace: None };
-    let options = WireOptions { max_line_bytes, version: VERSION.to_string() };
-    match serve_streams(&setup, request, options, input, output, signal_token) {
+    let served = match front_end {
+        FrontEnd::Wire => {
+            let options = WireOptions { max_line_bytes, version: VERSION.to_string() };
+            serve_streams(&setup, request, options, input, output, signal_token)
+        }
+        FrontEnd::Print(options) => crate::print::kimi::run(&setup, request, options, input, output, max_line_bytes),
+    };
+    match served {
         Ok(code) => code,
         Err(BuildError::Usage(msg)) => report(StartError::Usage(msg), &setup.share_dir),
         Err(BuildError::Fatal(msg)) => report(StartError::Fatal(msg), &setup.share_dir),

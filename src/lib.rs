@@ -44,6 +44,7 @@ pub mod cli;
 pub mod config;
 pub mod llm;
 pub mod net;
+pub mod print;
 pub mod protocol;
 pub mod rpc;
 
