@@ -50,6 +50,10 @@ pub struct InitLine {
     pub slash_commands: Vec<String>,
     #[serde(rename = "apiKeySource")]
     pub api_key_source: String,
+    /// The Claude Code release whose headless protocol kiwi follows (hosts gate features on it;
+    /// the SDK warns when it is missing). Not a claim to be Claude Code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claude_code_version: Option<String>,
     pub output_style: String,
     pub agents: Vec<String>,
     pub skills: Vec<String>,

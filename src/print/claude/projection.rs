@@ -28,6 +28,10 @@ use crate::rpc::writer::encode;
 use crate::rpc::{ErrorCode, RequestId};
 use crate::soul::{Agent, ClientAnswer, Projection, TurnDriver, TurnResult, TurnTag};
 
+/// The Claude Code release whose headless protocol this dialect follows (`print-mode.md` was
+/// verified against it).
+pub const PROTOCOL_LEVEL: &str = "2.1.330";
+
 /// What the projection writes, fixed at start-up.
 pub struct Settings {
     pub format: OutputFormat,
@@ -145,6 +149,7 @@ impl Inner {
             permission_mode: self.policy.reported_mode().as_str().into(),
             slash_commands: self.agent.slash_commands.iter().map(|c| c.name.clone()).collect(),
             api_key_source: "none".into(),
+            claude_code_version: Some(PROTOCOL_LEVEL.into()),
             output_style: "default".into(),
             agents: Vec::new(),
             skills: self.agent.skills.iter().map(|s| s.name.clone()).collect(),
