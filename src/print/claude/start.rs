@@ -187,6 +187,19 @@ fn serve(setup: &AgentSetup, request: SessionRequest, args: &ClaudeArgs, first: 
     let built = setup.build(request);
     let code = runtime.block_on(async move {
         let (out, writer) = spawn_writer(std::io::stdout());
+        // Nobody reading stdout any more ends the run as a signal does.
+        let stop = {
+            let (stop, closed, either) = (stop, writer.closed.clone(), tokio_util::sync::CancellationToken::new());
+            let token = either.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = closed.cancelled() => {}
+                }
+                token.cancel();
+            });
+            either
+        };
         let code = match built {
             Err(BuildError::Usage(m) | BuildError::Fatal(m)) => {
                 fail_early(&out, args, "", &m).await;
