@@ -3,8 +3,8 @@
 //! positional argument), so the choice is made on the raw argv before either parser runs.
 //!
 //! Invariants: the scan never fails (the chosen parser reports usage errors); option values are
-//! skipped, in both `--flag value` and `--flag=value` form, so a value that looks like a flag
-//! (`--system-prompt "-p"`) or is empty (`--system-prompt ""`) never sways the choice.
+//! skipped, in both `--flag value` and `--flag=value` form, so a value (`--system-prompt ""`)
+//! never sways the choice, and an option is never taken for a value.
 
 use std::ffi::OsString;
 
@@ -130,6 +130,7 @@ const TAKES_VALUE: &[&str] = &[
 struct Scan {
     stream_json_io: bool,
     print_like: bool,
+    wire_or_acp: bool,
     claude_only: bool,
     kimi_only: bool,
     positional: bool,
@@ -168,13 +169,18 @@ fn scan(args: &[OsString]) -> Scan {
             s.print_like |= name == "-p";
             continue;
         }
+        // A value never starts with a dash (as Claude's parser has it; dash-leading values come
+        // as `--flag=value`), so kimi's switch `--thinking` does not swallow the next option.
         let value = if TAKES_VALUE.contains(&name.as_str()) {
             match inline_value {
                 Some(v) => Some(v),
-                None => {
-                    i += 1;
-                    args.get(i - 1).map(|a| a.to_string_lossy().to_string())
-                }
+                None => match args.get(i).map(|a| a.to_string_lossy().to_string()) {
+                    Some(next) if !next.starts_with('-') || next == "-" => {
+                        i += 1;
+                        Some(next)
+                    }
+                    _ => None,
+                },
             }
         } else {
             None
@@ -188,6 +194,7 @@ fn scan(args: &[OsString]) -> Scan {
         if matches!(name.as_str(), "--print" | "--quiet" | "--wire" | "--acp") {
             s.print_like = true;
         }
+        s.wire_or_acp |= matches!(name.as_str(), "--wire" | "--acp");
         s.claude_only |= CLAUDE_ONLY.contains(&name.as_str());
         s.kimi_only |= KIMI_ONLY.contains(&name.as_str());
     }
@@ -208,6 +215,10 @@ pub fn choose(program: &str, args: &[OsString], forced: Option<&str>, stdout_is_
         return Dialect::Claude;
     }
     let s = scan(args);
+    // Claude Code has no wire or ACP mode: these settle it.
+    if s.wire_or_acp {
+        return Dialect::Kimi;
+    }
     if s.stream_json_io && !s.print_like {
         return Dialect::Claude;
     }
@@ -279,8 +290,11 @@ mod tests {
         assert_eq!(pick(&["--output-format", "json", "-p", "x"]), Dialect::Claude);
         assert_eq!(pick(&["--max-turns", "3", "-p", "x"]), Dialect::Claude);
         assert_eq!(pick(&["--dangerously-skip-permissions"]), Dialect::Claude);
-        // A flag-looking value is a value, not a flag.
-        assert_eq!(pick(&["--print", "--config", "--max-turns"]), Dialect::Kimi);
+        // A value is skipped; an option is never taken for a value.
+        assert_eq!(pick(&["--print", "--config", "{\"a\": 1}", "-p", "x"]), Dialect::Kimi);
+        assert_eq!(pick(&["--print", "--config", "--max-turns", "3"]), Dialect::Claude);
+        assert_eq!(pick(&["--config-file", "c.toml", "--thinking", "--work-dir", "/w"]), Dialect::Kimi);
+        assert_eq!(pick(&["--wire", "--thinking", "--work-dir", "/w", "stray"]), Dialect::Kimi);
     }
 
     #[test]
