@@ -31,6 +31,8 @@
 //! - [`builder`]: builds a ready session (soul + recorder) from a work dir and a session choice,
 //!   as often as a front end needs, without touching the process.
 //! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
+//! - [`print`]: the headless front ends: kimi's `--print` and Claude Code's stream-json dialect,
+//!   each a projection plus a run loop over the same turn driver.
 //! - [`cli`], [`app`]: the command line and the process (logging, config, choosing the front end).
 //! - [`net`]: the one place HTTP clients are built.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
