@@ -1,11 +1,13 @@
 //! The process: command line, logging, configuration, and choosing the front end
-//! (`cli-and-config.md` §1.2). Sessions are built by `crate::builder`; serving is the front
-//! end's (`crate::wire::serve`).
+//! (`cli-and-config.md` §1.2): Claude Code's command line goes to `crate::print::claude`
+//! (`print-mode.md` C.4), kimi's to wire (`crate::wire::serve`) or to kimi's `--print`
+//! (`crate::print::kimi`). Sessions are built by `crate::builder`.
 //!
 //! Start-up happens before the first line is read; any failure exits non-zero with one readable
 //! line on stderr and nothing on stdout. The process's working directory and environment are
 //! never changed.
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,17 +33,28 @@ pub enum StartError {
 }
 
 /// Everything start-up prepared for serving: the process-wide agent setup and the one session
-/// the wire server will build.
+/// the front end will build.
 pub struct Prepared {
     setup: AgentSetup,
     work_dir: PathBuf,
     session: SessionChoice,
     max_line_bytes: usize,
+    front_end: FrontEnd,
+}
+
+/// Which front end serves a kimi command line.
+enum FrontEnd {
+    Wire,
+    Print(crate::print::kimi::KimiOptions),
 }
 
 #[allow(clippy::print_stderr)]
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    if crate::print::dialect::from_process(&argv) == crate::print::dialect::Dialect::Claude {
+        return crate::print::claude::main(&argv);
+    }
+    let cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -59,8 +72,8 @@ pub fn main() -> ExitCode {
     }
     let share = share_dir();
     let log_path = log_file(&share);
-    let _log_guard = init_logging(&cli, &log_path);
-    if std::io::stdin().is_terminal() {
+    let _log_guard = init_logging(cli.debug, cli.log_stderr, &log_path);
+    if std::io::stdin().is_terminal() && !cli.print_mode() {
         eprintln!(
             "kiwi speaks JSON-RPC 2.0 (the Kimi Wire protocol), one message per line on stdin and stdout; \
              try: {{\"jsonrpc\":\"2.0\",\"id\":\"1\",\"method\":\"initialize\",\"params\":{{\"protocol_version\":\"1.2\"}}}}"
@@ -74,7 +87,7 @@ pub fn main() -> ExitCode {
 
 /// One readable start-up error on stderr; usage errors exit 2, everything else 1.
 #[allow(clippy::print_stderr)]
-fn report(error: StartError, share: &Path) -> ExitCode {
+pub(crate) fn report(error: StartError, share: &Path) -> ExitCode {
     match error {
         StartError::Usage(msg) => {
             eprintln!("Usage: kiwi [OPTIONS]\nTry 'kiwi --help' for help.\n\nError: {msg}");
@@ -88,16 +101,20 @@ fn report(error: StartError, share: &Path) -> ExitCode {
     }
 }
 
-fn log_file(share: &Path) -> PathBuf {
+pub(crate) fn log_file(share: &Path) -> PathBuf {
     share.join("logs").join("kiwi.log")
 }
 
 /// The log filter: `KIWI_LOG` (tracing's env-filter syntax) wins; else `--debug` turns on kiwi's
 /// own debug lines (not every dependency's), and the default is INFO.
-fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    let level = if cli.debug { "info,kiwi=debug" } else { "info" };
+pub(crate) fn init_logging(
+    debug: bool,
+    log_stderr: bool,
+    log_path: &Path,
+) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    let level = if debug { "info,kiwi=debug" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| level.into());
-    if cli.log_stderr {
+    if log_stderr {
         let _ =
             tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
         return None;
@@ -115,12 +132,16 @@ fn init_logging(cli: &Cli, log_path: &Path) -> Option<tracing_appender::non_bloc
 }
 
 /// The config, where it came from, and what is wrong with it that does not stop us.
-fn load_config(cli: &Cli, share: &Path) -> Result<(Config, String, Vec<String>), StartError> {
-    if let Some(text) = &cli.config {
+pub(crate) fn load_config(
+    text: Option<&str>,
+    file: Option<&Path>,
+    share: &Path,
+) -> Result<(Config, String, Vec<String>), StartError> {
+    if let Some(text) = text {
         let (config, warnings) = config::load_text_reporting(text).map_err(|e| StartError::Usage(e.to_string()))?;
         return Ok((config, "--config".into(), warnings));
     }
-    if let Some(path) = &cli.config_file {
+    if let Some(path) = file {
         let (config, warnings) = config::load_file_reporting(path).map_err(|e| StartError::Fatal(e.to_string()))?;
         return Ok((config, path.display().to_string(), warnings));
     }
@@ -132,17 +153,17 @@ fn load_config(cli: &Cli, share: &Path) -> Result<(Config, String, Vec<String>),
 
 /// Start-up warnings go to the log and, one line each, to stderr (stdout is the protocol's).
 #[allow(clippy::print_stderr)]
-fn warn_at_start_up(lines: &[String]) {
+pub(crate) fn warn_at_start_up(lines: &[String]) {
     for line in lines {
         tracing::warn!("{line}");
         eprintln!("kiwi: warning: {line}");
     }
 }
 
-fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
+pub(crate) fn resolve_work_dir(work_dir: Option<&Path>) -> Result<PathBuf, StartError> {
     let cwd =
         std::env::current_dir().map_err(|e| StartError::Fatal(format!("Cannot read the current directory: {e}")))?;
-    let dir = match &cli.work_dir {
+    let dir = match work_dir {
         Some(dir) => normalize(dir, &cwd),
         None => normalize(&cwd, &cwd),
     };
@@ -158,8 +179,9 @@ fn resolve_work_dir(cli: &Cli) -> Result<PathBuf, StartError> {
 pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     cli.validate().map_err(StartError::Usage)?;
     // Flag values are checked (usage errors) before any config is read.
-    let work_dir = resolve_work_dir(&cli)?;
-    let (mut config, config_source, mut warnings) = load_config(&cli, share)?;
+    let work_dir = resolve_work_dir(cli.work_dir.as_deref())?;
+    let (mut config, config_source, mut warnings) =
+        load_config(cli.config.as_deref(), cli.config_file.as_deref(), share)?;
     let session = match (&cli.session, cli.continue_) {
         (Some(id), _) => SessionChoice::Id(id.trim().to_string()),
         (None, true) => SessionChoice::Continue,
@@ -186,8 +208,10 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         thinking: cli.thinking_flag(),
         agent,
         skills_dir: cli.skills_dir.clone(),
-        yolo: cli.yolo,
+        // kimi's `--print` approves every action (`print-mode.md` A.1).
+        yolo: cli.yolo || cli.print_mode(),
         config_source,
+        system_prompt: Default::default(),
     };
     let diagnostics = setup.diagnostics();
     warnings.extend(diagnostics.warnings);
@@ -195,7 +219,11 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         warnings.push(format!("{reason}; every prompt will fail with -32001 (LLM is not set)"));
     }
     warn_at_start_up(&warnings);
-    Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes })
+    let front_end = match crate::print::kimi::KimiOptions::from_cli(&cli) {
+        Some(options) => FrontEnd::Print(options),
+        None => FrontEnd::Wire,
+    };
+    Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes, front_end })
 }
 
 /// Serves the wire protocol on `input` / `output` (stdin and stdout for the binary; pipes for
@@ -205,10 +233,16 @@ where
     R: std::io::Read + Send + 'static,
     W: std::io::Write + Send + 'static,
 {
-    let Prepared { setup, work_dir, session, max_line_bytes } = prepared;
+    let Prepared { setup, work_dir, session, max_line_bytes, front_end } = prepared;
     let request = SessionRequest { work_dir, session, trace: None };
-    let options = WireOptions { max_line_bytes, version: VERSION.to_string() };
-    match serve_streams(&setup, request, options, input, output, signal_token) {
+    let served = match front_end {
+        FrontEnd::Wire => {
+            let options = WireOptions { max_line_bytes, version: VERSION.to_string() };
+            serve_streams(&setup, request, options, input, output, signal_token)
+        }
+        FrontEnd::Print(options) => crate::print::kimi::run(&setup, request, options, input, output, max_line_bytes),
+    };
+    match served {
         Ok(code) => code,
         Err(BuildError::Usage(msg)) => report(StartError::Usage(msg), &setup.share_dir),
         Err(BuildError::Fatal(msg)) => report(StartError::Fatal(msg), &setup.share_dir),

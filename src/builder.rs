@@ -53,6 +53,8 @@ pub struct AgentSetup {
     pub yolo: bool,
     /// Where the config came from (a file path, `--config`), for messages about it.
     pub config_source: String,
+    /// A replaced or extended system prompt (Claude's `--system-prompt` / `--append-system-prompt`).
+    pub system_prompt: PromptEdit,
 }
 
 /// What the config's model selection will do, in words: for the start-up log and stderr.
@@ -64,6 +66,28 @@ pub struct Diagnostics {
     pub warnings: Vec<String>,
     /// `model <name> (<type> at <base url>)` or `no model`.
     pub model_summary: String,
+}
+
+/// Changes to the agent's own system prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromptEdit {
+    /// Used instead of the agent's prompt.
+    pub replace: Option<String>,
+    /// Appended (after a blank line) to the prompt in effect.
+    pub append: Option<String>,
+}
+
+impl PromptEdit {
+    pub fn apply(&self, prompt: String) -> String {
+        let mut prompt = self.replace.clone().unwrap_or(prompt);
+        if let Some(more) = self.append.as_deref().filter(|m| !m.is_empty()) {
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str(more);
+        }
+        prompt
+    }
 }
 
 /// One session to build.
@@ -193,6 +217,7 @@ impl AgentSetup {
         }
         let system_prompt = load_system_prompt(&spec, BuiltinArgs::collect(&work_dir, &skills))
             .map_err(|e| BuildError::Fatal(e.to_string()))?;
+        let system_prompt = self.system_prompt.apply(system_prompt);
         let context = Context::restore(&session.context_path())
             .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
         let agent = Arc::new(Agent::new(AgentParts {

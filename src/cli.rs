@@ -21,7 +21,7 @@ pub struct Cli {
     /// Serve the Wire protocol on stdin/stdout (the default mode).
     #[arg(long)]
     pub wire: bool,
-    /// Non-interactive print mode (not available in kiwi yet).
+    /// Non-interactive print mode: run the prompt(s) and print the answer (approves every action).
     #[arg(long)]
     pub print: bool,
     /// Agent Client Protocol mode (not available in kiwi yet).
@@ -93,19 +93,19 @@ pub struct Cli {
     #[arg(long = "max-line-bytes", value_name = "BYTES", default_value_t = crate::rpc::reader::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
 
-    /// Ignored in wire mode (validated only).
+    /// The prompt of a print-mode run (ignored in wire mode, validated only).
     #[arg(short = 'p', long = "prompt", visible_alias = "command", short_alias = 'c', value_name = "TEXT")]
     pub prompt: Option<String>,
-    /// Print-mode only.
+    /// = --print --output-format text --final-message-only.
     #[arg(long)]
     pub quiet: bool,
-    /// Print-mode only.
+    /// Print mode: `text` (stdin is the prompt) or `stream-json` (one message per line).
     #[arg(long = "input-format", value_name = "FORMAT")]
     pub input_format: Option<String>,
-    /// Print-mode only.
+    /// Print mode: `text` or `stream-json`.
     #[arg(long = "output-format", value_name = "FORMAT")]
     pub output_format: Option<String>,
-    /// Print-mode only.
+    /// Print mode: only the last assistant message of each turn.
     #[arg(long = "final-message-only")]
     pub final_message_only: bool,
 
@@ -168,8 +168,8 @@ impl Cli {
         if modes.len() > 1 {
             return Err(format!("Cannot combine {}.", modes.join(", ")));
         }
-        if self.print || self.acp {
-            return Err(format!("{} is not available in kiwi yet; use --wire.", modes[0]));
+        if self.acp {
+            return Err("--acp is not available in kiwi yet; use --wire.".into());
         }
         if self.agent.is_some() && self.agent_file.is_some() {
             return Err("Cannot combine --agent and --agent-file.".into());
@@ -180,11 +180,24 @@ impl Cli {
         if self.config.is_some() && self.config_file.is_some() {
             return Err("Cannot combine --config and --config-file.".into());
         }
-        if self.quiet {
+        if self.quiet && (self.wire || self.acp) {
             return Err("Quiet mode cannot be combined with ACP or Wire UI".into());
         }
-        if self.input_format.is_some() || self.output_format.is_some() || self.final_message_only {
+        if self.quiet && self.output_format.as_deref().is_some_and(|f| f != "text") {
+            return Err("Quiet mode implies --output-format text".into());
+        }
+        if !self.print_mode()
+            && (self.input_format.is_some() || self.output_format.is_some() || self.final_message_only)
+        {
             return Err("--input-format, --output-format and --final-message-only are only for print mode".into());
+        }
+        for (flag, value) in [("--input-format", &self.input_format), ("--output-format", &self.output_format)] {
+            if let Some(v) = value
+                && v != "text"
+                && v != "stream-json"
+            {
+                return Err(format!("Invalid value for {flag}: '{v}' is not one of 'text', 'stream-json'."));
+            }
         }
         if let Some(session) = &self.session {
             if session.trim().is_empty() {
@@ -238,6 +251,11 @@ impl Cli {
         Ok(())
     }
 
+    /// `--print`, or `--quiet` which implies it.
+    pub fn print_mode(&self) -> bool {
+        self.print || self.quiet
+    }
+
     pub fn thinking_flag(&self) -> Option<bool> {
         if self.thinking {
             Some(true)
@@ -273,7 +291,13 @@ mod tests {
         assert!(parse(&["--max-ralph-iterations", "-2"]).unwrap_err().contains("-2 is not in the range x>=-1."));
         assert_eq!(parse(&["--max-steps-per-turn", "7"]).unwrap().max_steps_per_turn, Some(7));
         assert!(parse(&["--wire", "--yes", "-m", "x", "--no-thinking", "--max-ralph-iterations", "-1"]).is_ok());
-        assert!(parse(&["--quiet"]).is_err());
+        assert!(parse(&["--quiet", "--wire"]).is_err());
+        assert!(parse(&["--quiet", "--output-format", "stream-json"]).is_err());
+        assert!(parse(&["--quiet"]).unwrap().print_mode());
+        assert!(parse(&["--output-format", "text"]).unwrap_err().contains("only for print mode"));
+        assert!(parse(&["--print", "--input-format", "xml"]).unwrap_err().contains("Invalid value for --input-format"));
+        assert!(parse(&["--print", "--output-format", "stream-json", "--final-message-only"]).is_ok());
+        assert!(parse(&["--acp"]).is_err());
         assert!(parse(&["--mcp-config", "{"]).unwrap_err().starts_with("Invalid JSON"));
     }
 }

@@ -33,6 +33,8 @@
 //! - [`builder`]: builds a ready session (soul + recorder) from a work dir and a session choice,
 //!   as often as a front end needs, without touching the process.
 //! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
+//! - [`print`]: the headless front ends: kimi's `--print` and Claude Code's stream-json dialect,
+//!   each a projection plus a run loop over the same turn driver.
 //! - [`cli`], [`app`]: the command line and the process (logging, config, choosing the front end).
 //! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`).
 //! - [`net`]: the one place HTTP clients are built.
@@ -52,6 +54,7 @@ pub mod commands;
 pub mod config;
 pub mod llm;
 pub mod net;
+pub mod print;
 pub mod protocol;
 pub mod rpc;
 

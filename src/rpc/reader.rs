@@ -92,9 +92,30 @@ fn spawn_reader_with<R: Read + Send + 'static>(input: R, max_line: usize, budget
     Inbound { rx }
 }
 
+/// One framed input line: its bytes (without `\n` or a trailing `\r`), or the fact that it
+/// was longer than the limit and skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line<'a> {
+    Complete(&'a [u8]),
+    TooLong,
+}
+
 /// The framing loop; `deliver` gets each message with the length of its line and returns false
 /// when nobody listens any more.
 pub fn read_lines<R: Read>(input: R, max_line: usize, mut deliver: impl FnMut(Incoming, usize) -> bool) {
+    frame_lines(input, max_line, |line| {
+        let (item, bytes) = match line {
+            Line::Complete(bytes) => (classify(bytes), bytes.len()),
+            Line::TooLong => (too_long(max_line), 0),
+        };
+        skip(&item) || deliver(item, bytes)
+    });
+}
+
+/// Line framing with no interpretation, shared by every stdin protocol: a line longer than
+/// `max_line` is reported once as `TooLong` and never buffered whole; a last line without a
+/// terminator still counts unless it is blank. `deliver` returns false to stop reading.
+pub fn frame_lines<R: Read>(input: R, max_line: usize, mut deliver: impl FnMut(Line<'_>) -> bool) {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, input);
     let mut line: Vec<u8> = Vec::new();
     let mut discarding = false;
@@ -122,26 +143,21 @@ pub fn read_lines<R: Read>(input: R, max_line: usize, mut deliver: impl FnMut(In
         }
         reader.consume(if complete { take + 1 } else { take });
         if complete {
-            let item = if discarding { too_long(max_line) } else { classify(strip_cr(&line)) };
-            let bytes = line.len();
+            let keep_going = if discarding { deliver(Line::TooLong) } else { deliver(Line::Complete(strip_cr(&line))) };
             discarding = false;
             line.clear();
             if line.capacity() > READ_BUFFER_BYTES * 16 {
                 line.shrink_to(READ_BUFFER_BYTES);
             }
-            if !skip(&item) && !deliver(item, bytes) {
+            if !keep_going {
                 return;
             }
         }
     }
-    // A last line without a terminator still counts.
     if discarding {
-        deliver(too_long(max_line), 0);
+        deliver(Line::TooLong);
     } else if !line.iter().all(u8::is_ascii_whitespace) {
-        let item = classify(&line);
-        if !skip(&item) {
-            deliver(item, line.len());
-        }
+        deliver(Line::Complete(&line));
     }
 }
 

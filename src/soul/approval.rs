@@ -65,12 +65,18 @@ impl Approval {
 
     /// Asks the client (unless YOLO or session-approved); true when the call may go ahead.
     pub async fn request(&self, ask: ApprovalAsk) -> bool {
+        self.verdict(ask).await == Verdict::Approved
+    }
+
+    /// Asks the client (unless YOLO or session-approved) and keeps what the answer said beyond
+    /// yes or no.
+    pub async fn verdict(&self, ask: ApprovalAsk) -> Verdict {
         if self.state.auto_approved(&ask.action) {
-            return true;
+            return Verdict::Approved;
         }
         let _turn = self.outstanding.lock().await;
         if self.state.auto_approved(&ask.action) {
-            return true;
+            return Verdict::Approved;
         }
         let id = uuid::Uuid::new_v4().to_string();
         let request = Request::ApprovalRequest(ApprovalRequest {
@@ -81,14 +87,32 @@ impl Approval {
             description: ask.description,
             display: ask.display,
         });
-        let decision = match self.sink.request(request).await.await {
-            Ok(ClientAnswer::Approval(decision)) => decision,
-            _ => ApprovalDecision::Reject,
+        let (decision, verdict) = match self.sink.request(request).await.await {
+            Ok(ClientAnswer::Approval(decision)) => {
+                (decision, if decision.is_approved() { Verdict::Approved } else { Verdict::Rejected })
+            }
+            Ok(ClientAnswer::ApprovalWithArguments(decision, arguments)) if decision.is_approved() => {
+                (decision, Verdict::ApprovedWithArguments(arguments))
+            }
+            Ok(ClientAnswer::Denial(message)) => (ApprovalDecision::Reject, Verdict::Denied(message)),
+            _ => (ApprovalDecision::Reject, Verdict::Rejected),
         };
         if decision == ApprovalDecision::ApproveForSession {
             self.state.approve_for_session(&ask.action);
         }
         self.sink.emit(Event::ApprovalResponse(ApprovalResponse { request_id: id, response: decision })).await;
-        decision.is_approved()
+        verdict
     }
+}
+
+/// What an approval request came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Approved,
+    /// A plain rejection: the turn stops after this step.
+    Rejected,
+    /// Approved to run with these arguments instead of the model's.
+    ApprovedWithArguments(String),
+    /// Refused with this message as the call's result; the turn goes on.
+    Denied(String),
 }

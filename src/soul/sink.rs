@@ -24,6 +24,12 @@ use crate::session::wire_log::WireLog;
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientAnswer {
     Approval(ApprovalDecision),
+    /// Approved, but the call must run with these arguments (JSON text) instead of the model's
+    /// (a Claude-dialect host's `updatedInput`).
+    ApprovalWithArguments(ApprovalDecision, String),
+    /// Refused with a message that becomes the call's error result; unlike a plain rejection the
+    /// turn goes on, so the model reads the message and adapts (a Claude-dialect deny).
+    Denial(String),
     ToolResult(ToolReturnValue),
 }
 

@@ -14,7 +14,7 @@ use futures::{Future, StreamExt};
 use super::Soul;
 use super::approval::Approval;
 use super::error::TurnError;
-use super::host::SoulToolHost;
+use super::host::{FollowUp, SoulToolHost};
 use super::retry::backoff;
 use super::sink::EventSink;
 use super::tool_message::tool_message;
@@ -56,8 +56,7 @@ impl Soul {
         self.checkpoint();
 
         let toolset = self.agent.toolset();
-        let host: Arc<dyn ToolHost> =
-            Arc::new(SoulToolHost::new(Approval::new(self.agent.approval.clone(), sink.clone()), sink.clone()));
+        let host = Arc::new(SoulToolHost::new(Approval::new(self.agent.approval.clone(), sink.clone()), sink.clone()));
         let max_attempts = self.agent.loop_control.max_retries_per_step.max(1);
         let mut attempt_no = 0;
         let mut attempt = loop {
@@ -137,7 +136,7 @@ impl Soul {
         &self,
         llm: &SharedProvider,
         toolset: &Arc<Toolset>,
-        host: &Arc<dyn ToolHost>,
+        host: &Arc<SoulToolHost>,
         sink: &EventSink,
     ) -> Result<Attempt, ChatError> {
         let history = self.context.history();
@@ -198,18 +197,29 @@ impl Soul {
 
     /// Queues a complete tool call; it runs when the attempt's tools are polled (after the
     /// stream has ended, see `Attempt::running`).
-    fn queue_tool(&self, attempt: &mut Attempt, index: usize, toolset: &Arc<Toolset>, host: &Arc<dyn ToolHost>) {
+    fn queue_tool(&self, attempt: &mut Attempt, index: usize, toolset: &Arc<Toolset>, host: &Arc<SoulToolHost>) {
         let call = &attempt.calls[index];
+        let tool_host: Arc<dyn ToolHost> = host.clone();
         let ctx = ToolCallContext {
             tool_call_id: call.id.clone(),
             raw_arguments: call.function.arguments.clone(),
             env: self.agent.env.clone(),
-            host: host.clone(),
+            host: tool_host,
         };
         let toolset = toolset.clone();
+        let host = host.clone();
         let name = call.function.name.clone();
         attempt.running.push(Box::pin(async move {
-            let result = toolset.dispatch(&name, ctx.raw_arguments.as_deref(), &ctx).await;
+            let mut result = toolset.dispatch(&name, ctx.raw_arguments.as_deref(), &ctx).await;
+            // An approval answer that said more than yes or no (see `SoulToolHost`).
+            match host.take_follow_up(&ctx.tool_call_id) {
+                Some(FollowUp::Rerun(arguments)) => {
+                    let ctx = ToolCallContext { raw_arguments: Some(arguments), ..ctx };
+                    result = toolset.dispatch(&name, ctx.raw_arguments.as_deref(), &ctx).await;
+                }
+                Some(FollowUp::Replace(replacement)) => result = replacement,
+                None => {}
+            }
             (index, result)
         }));
     }

@@ -1,0 +1,521 @@
+//! Every line of the Claude dialect, as typed serde shapes (`print-mode.md` B.2, B.3): what kiwi
+//! writes (system, assistant, user, stream_event, result, control lines) and what it reads.
+//!
+//! Invariants: field order is the order the spec's examples show (serde writes struct fields in
+//! declaration order); optional members the real CLI omits are skipped when absent, never
+//! written as `null`; readers ignore unknown keys, as the spec asks of both sides.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::protocol::{DisplayBlock, ToolOutput};
+
+/// A line kiwi writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutLine {
+    System(SystemLine),
+    Assistant(AssistantLine),
+    User(UserLine),
+    StreamEvent(StreamEventLine),
+    Result(ResultLine),
+    ControlRequest(ControlRequestLine),
+    ControlResponse(ControlResponseLine),
+    ControlCancelRequest(ControlCancelLine),
+}
+
+/// `system` lines, by `subtype`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum SystemLine {
+    Init(Box<InitLine>),
+    SessionStateChanged(SessionStateLine),
+    CompactBoundary(CompactBoundaryLine),
+    /// kiwi's own: something the host should know that is not an error of a turn (e.g. MCP
+    /// servers that were configured but are not started because kiwi has no MCP yet).
+    Warning(WarningLine),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InitLine {
+    pub cwd: String,
+    pub session_id: String,
+    pub tools: Vec<String>,
+    pub mcp_servers: Vec<McpServerStatus>,
+    pub model: String,
+    #[serde(rename = "permissionMode")]
+    pub permission_mode: String,
+    pub slash_commands: Vec<String>,
+    #[serde(rename = "apiKeySource")]
+    pub api_key_source: String,
+    /// The Claude Code release whose headless protocol kiwi follows (hosts gate features on it;
+    /// the SDK warns when it is missing). Not a claim to be Claude Code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claude_code_version: Option<String>,
+    pub output_style: String,
+    pub agents: Vec<String>,
+    pub skills: Vec<String>,
+    pub plugins: Vec<Value>,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerStatus {
+    pub name: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    Running,
+    RequiresAction,
+    Idle,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStateLine {
+    pub state: SessionState,
+    /// The frame is sent only because the host asked for it (the SDK keeps it out of its
+    /// caller's stream).
+    pub sdk_host_only: bool,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactBoundaryLine {
+    pub compact_metadata: CompactMetadata,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactMetadata {
+    pub trigger: String,
+    pub pre_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarningLine {
+    pub message: String,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+/// Token counts in Anthropic's names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// A content block of a message (Anthropic Messages API shapes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    Text { text: String },
+    Thinking { thinking: String, signature: String },
+    ToolUse { id: String, name: String, input: Value },
+    ToolResult { tool_use_id: String, content: ToolResultContent, is_error: bool },
+    Image { source: ImageSource },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolResultContent {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ImageSource {
+    Base64 { media_type: String, data: String },
+    Url { url: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub role: String,
+    pub model: String,
+    pub content: Vec<Block>,
+    pub stop_reason: Option<String>,
+    pub stop_sequence: Option<String>,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantLine {
+    pub message: AssistantMessage,
+    pub parent_tool_use_id: Option<String>,
+    pub session_id: String,
+    pub uuid: String,
+    /// Marks a synthetic message standing for an API error (`rate_limit`, `server_error`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_error_status: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    pub role: String,
+    pub content: UserContent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    Text(String),
+    Blocks(Vec<Value>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserLine {
+    pub message: UserMessage,
+    pub parent_tool_use_id: Option<String>,
+    pub session_id: String,
+    pub uuid: String,
+    /// The tool's own structured result (kiwi: output, message, display).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_result: Option<ToolUseResult>,
+    #[serde(rename = "isReplay", default, skip_serializing_if = "Option::is_none")]
+    pub is_replay: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolUseResult {
+    pub output: ToolOutput,
+    pub message: String,
+    pub display: Vec<DisplayBlock>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamEventLine {
+    pub event: StreamEvent,
+    pub parent_tool_use_id: Option<String>,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+/// Anthropic streaming events (`--include-partial-messages`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    MessageStart { message: AssistantMessage },
+    ContentBlockStart { index: u32, content_block: Block },
+    ContentBlockDelta { index: u32, delta: Delta },
+    ContentBlockStop { index: u32 },
+    MessageDelta { delta: MessageDeltaBody, usage: OutputUsage },
+    MessageStop {},
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Delta {
+    TextDelta { text: String },
+    ThinkingDelta { thinking: String },
+    SignatureDelta { signature: String },
+    InputJsonDelta { partial_json: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageDeltaBody {
+    pub stop_reason: Option<String>,
+    pub stop_sequence: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputUsage {
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultSubtype {
+    Success,
+    ErrorMaxTurns,
+    ErrorDuringExecution,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultLine {
+    pub subtype: ResultSubtype,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    pub duration_api_ms: u64,
+    pub num_turns: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    pub stop_reason: Option<String>,
+    pub session_id: String,
+    /// kiwi knows no prices: always 0.
+    pub total_cost_usd: u64,
+    pub usage: Usage,
+    #[serde(rename = "modelUsage")]
+    pub model_usage: BTreeMap<String, ModelUsage>,
+    pub permission_denials: Vec<PermissionDenial>,
+    pub uuid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_error_status: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    pub web_search_requests: u64,
+    #[serde(rename = "costUSD")]
+    pub cost_usd: u64,
+    pub context_window: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionDenial {
+    pub tool_name: String,
+    pub tool_use_id: String,
+    pub tool_input: Value,
+}
+
+/// A request kiwi sends to the host (only `can_use_tool`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlRequestLine {
+    pub request_id: String,
+    pub request: CanUseTool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CanUseTool {
+    /// Always `can_use_tool`.
+    pub subtype: String,
+    pub tool_name: String,
+    pub input: Value,
+    pub tool_use_id: String,
+    pub permission_suggestions: Vec<Value>,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlCancelLine {
+    pub request_id: String,
+}
+
+/// A control response in either direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlResponseLine {
+    pub response: ControlResponse,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum ControlResponse {
+    Success {
+        request_id: String,
+        #[serde(default)]
+        response: Value,
+    },
+    Error {
+        request_id: String,
+        error: String,
+    },
+}
+
+/// The success payload of `initialize`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InitializeResponse {
+    pub commands: Vec<CommandInfo>,
+    pub agents: Vec<Value>,
+    pub output_style: String,
+    pub available_output_styles: Vec<String>,
+    pub models: Vec<ModelInfo>,
+    pub account: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandInfo {
+    pub name: String,
+    pub description: String,
+    pub argument_hint: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInfo {
+    pub value: String,
+    pub display_name: String,
+    pub description: String,
+}
+
+/// A `can_use_tool` answer from the host (inside a success control response).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "behavior", rename_all = "snake_case")]
+pub enum PermissionAnswer {
+    Allow {
+        #[serde(rename = "updatedInput", default)]
+        updated_input: Option<Value>,
+        #[serde(rename = "updatedPermissions", default)]
+        updated_permissions: Option<Vec<Value>>,
+    },
+    Deny {
+        #[serde(default)]
+        message: String,
+        #[serde(default)]
+        interrupt: bool,
+    },
+}
+
+/// A line the host writes (stream-json input), by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum InLine {
+    User(UserInLine),
+    ControlRequest(ControlRequestIn),
+    ControlResponse(ControlResponseLine),
+    KeepAlive {},
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserInLine {
+    pub message: UserMessage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+}
+
+/// A control request from the host; `request` is read by subtype (unknown ones get an error
+/// response, so they are kept raw here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlRequestIn {
+    pub request_id: String,
+    pub request: Value,
+}
+
+/// The control requests kiwi serves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum HostRequest {
+    Initialize {},
+    Interrupt {},
+    SetPermissionMode { mode: String },
+    SetModel { model: Option<String> },
+    SetMaxThinkingTokens {},
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt<T: Serialize + for<'de> Deserialize<'de>>(json: &str) {
+        let value: T = serde_json::from_str(json).unwrap();
+        assert_eq!(serde_json::to_string(&value).unwrap(), json);
+    }
+
+    #[test]
+    fn the_worked_example_round_trips() {
+        // `print-mode.md` C.5, line by line.
+        for line in [
+            r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"S","tools":["Shell","ReadFile","..."],"mcp_servers":[],"model":"kimi-k2","permissionMode":"bypassPermissions","slash_commands":["init","compact","clear","yolo"],"apiKeySource":"none","output_style":"default","agents":[],"skills":[],"plugins":[],"uuid":"U1"}"#,
+            r#"{"type":"assistant","message":{"id":"msg_a","type":"message","role":"assistant","model":"kimi-k2","content":[{"type":"text","text":"Let me check."}],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":900,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":20}},"parent_tool_use_id":null,"session_id":"S","uuid":"U2"}"#,
+            r#"{"type":"assistant","message":{"id":"msg_a","type":"message","role":"assistant","model":"kimi-k2","content":[{"type":"tool_use","id":"tool_1","name":"Shell","input":{"command":"ls"}}],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":900,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":20}},"parent_tool_use_id":null,"session_id":"S","uuid":"U3"}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"tool_1","content":"Command executed successfully.\na.py\nb.py\n","is_error":false}]},"parent_tool_use_id":null,"session_id":"S","uuid":"U4"}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":4100,"duration_api_ms":3900,"num_turns":2,"result":"There are two files.","stop_reason":"end_turn","session_id":"S","total_cost_usd":0,"usage":{"input_tokens":1850,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":28},"modelUsage":{},"permission_denials":[],"uuid":"U6"}"#,
+        ] {
+            rt::<OutLine>(line);
+        }
+    }
+
+    #[test]
+    fn other_output_lines_round_trip() {
+        for line in [
+            r#"{"type":"system","subtype":"session_state_changed","state":"requires_action","sdk_host_only":true,"session_id":"S","uuid":"U"}"#,
+            r#"{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"manual","pre_tokens":0},"session_id":"S","uuid":"U"}"#,
+            r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}},"parent_tool_use_id":null,"session_id":"S","uuid":"U"}"#,
+            r#"{"type":"stream_event","event":{"type":"content_block_start","index":1,"content_block":{"type":"thinking","thinking":"","signature":""}},"parent_tool_use_id":null,"session_id":"S","uuid":"U"}"#,
+            r#"{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":4}},"parent_tool_use_id":null,"session_id":"S","uuid":"U"}"#,
+            r#"{"type":"stream_event","event":{"type":"message_stop"},"parent_tool_use_id":null,"session_id":"S","uuid":"U"}"#,
+            r#"{"type":"result","subtype":"error_during_execution","is_error":true,"duration_ms":1,"duration_api_ms":1,"num_turns":1,"stop_reason":null,"session_id":"S","total_cost_usd":0,"usage":{"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0},"modelUsage":{"m":{"inputTokens":1,"outputTokens":2,"cacheReadInputTokens":0,"cacheCreationInputTokens":0,"webSearchRequests":0,"costUSD":0,"contextWindow":100}},"permission_denials":[{"tool_name":"Shell","tool_use_id":"t","tool_input":{"command":"rm"}}],"uuid":"U","errors":["Interrupted by user"]}"#,
+            r#"{"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"rm -rf build"},"tool_use_id":"toolu_01","permission_suggestions":[],"description":"..."}}"#,
+            r#"{"type":"control_response","response":{"subtype":"success","request_id":"r","response":{}}}"#,
+            r#"{"type":"control_response","response":{"subtype":"error","request_id":"r","error":"Unsupported control request subtype: x"}}"#,
+            r#"{"type":"control_cancel_request","request_id":"r1"}"#,
+            r#"{"type":"user","message":{"role":"user","content":"hi"},"parent_tool_use_id":null,"session_id":"S","uuid":"U","isReplay":true}"#,
+        ] {
+            rt::<OutLine>(line);
+        }
+    }
+
+    #[test]
+    fn input_lines_parse() {
+        let line: InLine = serde_json::from_str(
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]},"parent_tool_use_id":null,"session_id":"","priority":"now"}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(line, InLine::User(UserInLine { message: UserMessage { content: UserContent::Blocks(b), .. }, .. }) if b.len() == 2)
+        );
+        let line: InLine = serde_json::from_str(
+            r#"{"type":"control_request","request_id":"x","request":{"subtype":"initialize","hooks":null}}"#,
+        )
+        .unwrap();
+        let InLine::ControlRequest(req) = line else { panic!() };
+        assert_eq!(serde_json::from_value::<HostRequest>(req.request).unwrap(), HostRequest::Initialize {});
+        let answer: ControlResponseLine = serde_json::from_str(
+            r#"{"response":{"subtype":"success","request_id":"r","response":{"behavior":"allow","updatedInput":{"command":"ls"}}}}"#,
+        )
+        .unwrap();
+        let ControlResponse::Success { response, .. } = answer.response else { panic!() };
+        assert_eq!(
+            serde_json::from_value::<PermissionAnswer>(response).unwrap(),
+            PermissionAnswer::Allow {
+                updated_input: Some(serde_json::json!({"command":"ls"})),
+                updated_permissions: None
+            }
+        );
+        rt::<PermissionAnswer>(r#"{"behavior":"deny","message":"no","interrupt":true}"#);
+        assert!(matches!(serde_json::from_str::<InLine>(r#"{"type":"keep_alive"}"#).unwrap(), InLine::KeepAlive {}));
+        assert!(serde_json::from_str::<InLine>(r#"{"type":"bogus"}"#).is_err());
+        assert!(serde_json::from_str::<InLine>(r#"{"type":"user"}"#).is_err());
+    }
+
+    #[test]
+    fn initialize_payload_has_the_spec_keys() {
+        let r = InitializeResponse {
+            commands: vec![CommandInfo {
+                name: "compact".into(),
+                description: "d".into(),
+                argument_hint: String::new(),
+            }],
+            agents: vec![],
+            output_style: "default".into(),
+            available_output_styles: vec!["default".into()],
+            models: vec![ModelInfo { value: "k".into(), display_name: "k".into(), description: String::new() }],
+            account: BTreeMap::new(),
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"commands":[{"name":"compact","description":"d","argumentHint":""}],"agents":[],"output_style":"default","available_output_styles":["default"],"models":[{"value":"k","displayName":"k","description":""}],"account":{}}"#
+        );
+    }
+}

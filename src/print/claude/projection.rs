@@ -1,0 +1,347 @@
+//! The Claude dialect's projection: soul events become the lines of [`super::turn`], approvals
+//! are decided by [`super::permission`] or asked over stdio as `can_use_tool`, and each turn's
+//! outcome becomes its one `result` (or, for `text`/`json` output, its text or result object).
+//!
+//! Invariants: lines of one turn are written in event order; a question to the host never
+//! blocks later events (its answer is awaited on its own task); a question whose turn was
+//! cancelled is withdrawn with `control_cancel_request`; a deny is recorded before the call's
+//! result can arrive, so its `tool_result` shows the deny message.
+
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::args::OutputFormat;
+use super::lines::{
+    CanUseTool, ControlCancelLine, ControlRequestLine, InitLine, McpServerStatus, OutLine, PermissionAnswer,
+    SessionState, SessionStateLine, SystemLine, UserLine,
+};
+use super::permission::{Decision, Policy, denied_by_host, host_gone};
+use super::turn::{Identity, TurnLines, fresh_uuid};
+use crate::print::common::{TurnReport, report_turn, stderr_line};
+use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, Request, ToolReturnValue};
+use crate::rpc::Outbound;
+use crate::rpc::pending::{PendingRequests, RawAnswer};
+use crate::rpc::writer::encode;
+use crate::rpc::{ErrorCode, RequestId};
+use crate::soul::{Agent, ClientAnswer, Projection, TurnDriver, TurnResult, TurnTag};
+
+/// The Claude Code release whose headless protocol this dialect follows (`print-mode.md` was
+/// verified against it).
+pub const PROTOCOL_LEVEL: &str = "2.1.330";
+
+/// What the projection writes, fixed at start-up.
+pub struct Settings {
+    pub format: OutputFormat,
+    pub partial: bool,
+    /// `system/session_state_changed` frames (the host asked for them).
+    pub state_frames: bool,
+    pub cwd: String,
+    pub mcp_servers: Vec<McpServerStatus>,
+}
+
+struct Inner {
+    out: Outbound,
+    settings: Settings,
+    agent: Arc<Agent>,
+    policy: Arc<Policy>,
+    /// Questions to the host awaiting its `control_response`.
+    pending: Arc<PendingRequests>,
+    /// Set once the driver exists (a deny with `interrupt: true` cancels the turn).
+    driver: OnceLock<Weak<TurnDriver>>,
+    turn: Mutex<TurnLines>,
+    /// The user line to echo at the next turn's start (`--replay-user-messages`).
+    replay: Mutex<Option<UserLine>>,
+    /// The `errors` text of a cancelled turn (a control interrupt or a signal).
+    cancel_reason: Mutex<String>,
+}
+
+pub struct ClaudeProjection {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ClaudeProjection {
+    pub fn new(
+        out: Outbound,
+        settings: Settings,
+        agent: Arc<Agent>,
+        identity: Identity,
+        policy: Arc<Policy>,
+        pending: Arc<PendingRequests>,
+    ) -> Self {
+        let partial = settings.partial;
+        Self {
+            inner: Arc::new(Inner {
+                out,
+                settings,
+                agent,
+                policy,
+                pending,
+                driver: OnceLock::new(),
+                turn: Mutex::new(TurnLines::new(identity, partial)),
+                replay: Mutex::new(None),
+                cancel_reason: Mutex::new("Interrupted by user".into()),
+            }),
+        }
+    }
+
+    pub fn set_driver(&self, driver: &Arc<TurnDriver>) {
+        let _ = self.inner.driver.set(Arc::downgrade(driver));
+    }
+
+    /// The line echoed when the next turn starts.
+    pub fn set_replay(&self, line: Option<UserLine>) {
+        *lock(&self.inner.replay) = line;
+    }
+
+    /// Why the next cancelled turn was cancelled (its `errors` entry).
+    pub fn set_cancel_reason(&self, reason: &str) {
+        *lock(&self.inner.cancel_reason) = reason.to_string();
+    }
+}
+
+impl Inner {
+    fn streaming(&self) -> bool {
+        self.settings.format == OutputFormat::StreamJson
+    }
+
+    async fn write(&self, line: &OutLine) {
+        if let Some(frame) = encode(line) {
+            self.out.send_raw(frame).await;
+        }
+    }
+
+    async fn write_all(&self, lines: Vec<OutLine>) {
+        if self.streaming() {
+            for line in &lines {
+                self.write(line).await;
+            }
+        }
+    }
+
+    async fn state(&self, state: SessionState) {
+        if self.settings.state_frames && self.streaming() {
+            let session_id = lock(&self.turn).identity().session_id.clone();
+            self.write(&OutLine::System(SystemLine::SessionStateChanged(SessionStateLine {
+                state,
+                sdk_host_only: true,
+                session_id,
+                uuid: fresh_uuid(),
+            })))
+            .await;
+        }
+    }
+
+    fn init_line(&self) -> OutLine {
+        let identity = lock(&self.turn).identity().clone();
+        OutLine::System(SystemLine::Init(Box::new(InitLine {
+            cwd: self.settings.cwd.clone(),
+            session_id: identity.session_id,
+            tools: self.agent.toolset().names().map(str::to_string).collect(),
+            mcp_servers: self.settings.mcp_servers.clone(),
+            model: identity.model,
+            permission_mode: self.policy.reported_mode().as_str().into(),
+            slash_commands: self.agent.slash_commands.iter().map(|c| c.name.clone()).collect(),
+            api_key_source: "none".into(),
+            claude_code_version: Some(PROTOCOL_LEVEL.into()),
+            output_style: "default".into(),
+            agents: Vec::new(),
+            skills: self.agent.skills.iter().map(|s| s.name.clone()).collect(),
+            plugins: Vec::new(),
+            uuid: fresh_uuid(),
+        })))
+    }
+
+    async fn approval(self: &Arc<Self>, request: ApprovalRequest) -> oneshot::Receiver<ClientAnswer> {
+        let (reply, answer) = oneshot::channel();
+        let mut lines = Vec::new();
+        lock(&self.turn).flush(&mut lines);
+        self.write_all(lines).await;
+        let tool = request.sender.clone();
+        match self.policy.decide(&tool) {
+            Decision::Approve => {
+                let _ = reply.send(ClientAnswer::Approval(ApprovalDecision::Approve));
+            }
+            Decision::Deny(message) => {
+                lock(&self.turn).deny(&tool, &request.tool_call_id, &message);
+                let _ = reply.send(ClientAnswer::Denial(message));
+            }
+            Decision::Ask => self.ask(request, reply).await,
+        }
+        answer
+    }
+
+    /// Sends `can_use_tool` and answers the soul when the host does.
+    async fn ask(self: &Arc<Self>, request: ApprovalRequest, reply: oneshot::Sender<ClientAnswer>) {
+        let request_id = format!("perm-{}", uuid::Uuid::new_v4());
+        let Ok(raw) = self.pending.register(RequestId::Str(request_id.clone())) else {
+            let _ = reply.send(ClientAnswer::Denial(host_gone(&request.sender)));
+            return;
+        };
+        let input = lock(&self.turn)
+            .tool_input(&request.tool_call_id)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        let line = OutLine::ControlRequest(ControlRequestLine {
+            request_id: request_id.clone(),
+            request: CanUseTool {
+                subtype: "can_use_tool".into(),
+                tool_name: request.sender.clone(),
+                input: input.clone(),
+                tool_use_id: request.tool_call_id.clone(),
+                permission_suggestions: Vec::new(),
+                description: request.description.clone(),
+            },
+        });
+        self.write(&line).await;
+        self.state(SessionState::RequiresAction).await;
+        tokio::spawn(self.clone().await_answer(request, request_id, input, raw, reply));
+    }
+
+    async fn await_answer(
+        self: Arc<Self>,
+        request: ApprovalRequest,
+        request_id: String,
+        input: Value,
+        raw: oneshot::Receiver<RawAnswer>,
+        mut reply: oneshot::Sender<ClientAnswer>,
+    ) {
+        let raw = tokio::select! {
+            raw = raw => raw.ok(),
+            // The turn was cancelled first: withdraw the question.
+            () = reply.closed() => {
+                self.pending.resolve(&RequestId::Str(request_id.clone()), Ok(Value::Null));
+                self.write(&OutLine::ControlCancelRequest(ControlCancelLine { request_id })).await;
+                self.state(SessionState::Running).await;
+                return;
+            }
+        };
+        let tool = &request.sender;
+        let (answer, interrupt) = match raw {
+            None => (ClientAnswer::Denial(host_gone(tool)), false),
+            Some(Err(error)) => (
+                ClientAnswer::Denial(format!(
+                    "Permission to use {tool} was denied: the host answered with an error: {}",
+                    error.message
+                )),
+                false,
+            ),
+            Some(Ok(value)) => match serde_json::from_value::<PermissionAnswer>(value) {
+                Ok(PermissionAnswer::Allow { updated_input, updated_permissions }) => {
+                    let decision = if updated_permissions.is_some_and(|p| !p.is_empty()) {
+                        ApprovalDecision::ApproveForSession
+                    } else {
+                        ApprovalDecision::Approve
+                    };
+                    match updated_input.filter(|u| *u != input) {
+                        Some(edited) => (ClientAnswer::ApprovalWithArguments(decision, edited.to_string()), false),
+                        None => (ClientAnswer::Approval(decision), false),
+                    }
+                }
+                Ok(PermissionAnswer::Deny { message, interrupt }) => {
+                    (ClientAnswer::Denial(denied_by_host(tool, &message)), interrupt)
+                }
+                Err(e) => (
+                    ClientAnswer::Denial(format!(
+                        "Permission to use {tool} was denied: the host's answer was not understood ({e})."
+                    )),
+                    false,
+                ),
+            },
+        };
+        if let ClientAnswer::Denial(message) = &answer {
+            lock(&self.turn).deny(tool, &request.tool_call_id, message);
+        }
+        self.state(SessionState::Running).await;
+        let _ = reply.send(answer);
+        if interrupt && let Some(driver) = self.driver.get().and_then(Weak::upgrade) {
+            driver.cancel();
+        }
+    }
+}
+
+impl Projection for ClaudeProjection {
+    fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            if let Event::TurnBegin { user_input } = event {
+                lock(&inner.turn).begin(&user_input.text_input());
+                if inner.streaming() {
+                    inner.write(&inner.init_line()).await;
+                }
+                inner.state(SessionState::Running).await;
+                let replay = lock(&inner.replay).take();
+                if let Some(line) = replay {
+                    inner.write_all(vec![OutLine::User(line)]).await;
+                }
+                return;
+            }
+            let mut lines = Vec::new();
+            lock(&inner.turn).event(event, &mut lines);
+            inner.write_all(lines).await;
+        })
+    }
+
+    // The receiver is the answer, awaited by the soul later; the future is only the asking.
+    #[allow(clippy::async_yields_async)]
+    fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+        Box::pin(async move {
+            match request {
+                Request::ApprovalRequest(request) => self.inner.approval(request).await,
+                Request::ToolCallRequest(call) => {
+                    let (reply, answer) = oneshot::channel();
+                    let _ = reply.send(ClientAnswer::ToolResult(ToolReturnValue::error(
+                        format!("The tool `{}` belongs to a client, and print mode has none.", call.name),
+                        "No client",
+                    )));
+                    answer
+                }
+            }
+        })
+    }
+
+    fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let reason = lock(&inner.cancel_reason).clone();
+            let mut lines = Vec::new();
+            let line = lock(&inner.turn).finish(&result, &reason, &mut lines);
+            let failed = line.is_error;
+            match inner.settings.format {
+                OutputFormat::StreamJson => {
+                    lines.push(OutLine::Result(line));
+                    inner.write_all(lines).await;
+                }
+                OutputFormat::Json => inner.write(&OutLine::Result(line)).await,
+                OutputFormat::Text => {
+                    if failed {
+                        let text = line.errors.map(|e| e.join("; ")).or(line.result).unwrap_or_default();
+                        stderr_line(&text);
+                    } else {
+                        let mut text = line.result.unwrap_or_default();
+                        text.push('\n');
+                        inner.out.send_raw(text.into_bytes()).await;
+                    }
+                }
+            }
+            inner.state(SessionState::Idle).await;
+            report_turn(tag, TurnReport { failed, exit_code: u8::from(failed) });
+        })
+    }
+}
+
+/// An error response for a control request kiwi does not serve.
+pub fn unsupported(subtype: &str) -> String {
+    format!("Unsupported control request subtype: {subtype}")
+}
+
+/// An `ErrorObject` for a host's error `control_response` (the pending map's error type).
+pub fn host_error(text: &str) -> crate::rpc::ErrorObject {
+    ErrorCode::InternalError.with_message(text)
+}

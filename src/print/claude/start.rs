@@ -1,0 +1,379 @@
+//! Start-up of the Claude dialect: flags to an agent setup, the session (`--resume` must exist,
+//! `--session-id` must be new), tool filters, MCP warnings, then the run loop.
+//!
+//! Invariants: usage errors exit 2 with one stderr line and nothing on stdout; once output has
+//! begun, a failure is reported as an error `result` (stream-json and json output) as well as on
+//! stderr, and exits 1; nothing on stdout but the dialect's lines.
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::args::{ClaudeArgs, InputFormat, OutputFormat, UsageError};
+use super::input::spawn_reader;
+use super::lines::{McpServerStatus, OutLine, ResultLine, ResultSubtype, SystemLine, WarningLine};
+use super::permission::Policy;
+use super::projection::{ClaudeProjection, Settings};
+use super::run::RunLoop;
+use super::turn::{Identity, fresh_uuid};
+use crate::app::{StartError, VERSION, init_logging, load_config, log_file, report, resolve_work_dir};
+use crate::builder::{AgentChoice, AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
+use crate::print::common::{stderr_line, trace_to_stderr};
+use crate::protocol::UserInput;
+use crate::rpc::pending::PendingRequests;
+use crate::rpc::reader::DEFAULT_MAX_LINE_BYTES;
+use crate::rpc::writer::{encode, spawn_writer};
+use crate::session::store::{SessionChoice, share_dir};
+use crate::soul::{EventSink, TurnDriver};
+use crate::tools::Toolset;
+use crate::wire::serve::signal_token;
+
+/// Set by the SDKs: the host reads `system/session_state_changed` frames.
+const SESSION_STATE_ENV: &str = "CLAUDE_CODE_SDK_READS_SESSION_STATE";
+
+const HELP: &str = "kiwi (Claude Code headless dialect)
+
+Usage: kiwi -p [OPTIONS] [PROMPT]
+       kiwi --output-format stream-json --input-format stream-json [OPTIONS]
+
+  -p, --print                     headless run (the prompt is the argument, or stdin)
+  --output-format FORMAT          text (default), json, stream-json
+  --input-format FORMAT           text (default), stream-json
+  --include-partial-messages      stream_event lines (stream-json output)
+  --replay-user-messages          echo user messages read from stdin
+  --permission-mode MODE          default, acceptEdits, bypassPermissions, plan, dontAsk, auto
+  --dangerously-skip-permissions  approve every action
+  --permission-prompt-tool stdio  ask the host with can_use_tool control requests
+  --allowedTools / --disallowedTools / --tools NAMES   kiwi's tool names (Shell, ReadFile, ...)
+  --system-prompt TEXT, --system-prompt-file PATH, --append-system-prompt TEXT
+  -c, --continue | -r, --resume ID | --session-id ID
+  --model NAME, --max-turns N
+  --config TEXT, --config-file PATH, --work-dir PATH, --debug, --log-stderr (kiwi's own)
+
+Other Claude Code options are accepted and ignored. See docs/print-mode.md.
+";
+
+/// The Claude dialect's `main` (`argv` with the program name first).
+pub fn main(argv: &[OsString]) -> ExitCode {
+    let args = match ClaudeArgs::parse(argv.get(1..).unwrap_or(&[])) {
+        Ok(args) => args,
+        Err(UsageError(message)) => return usage(&message),
+    };
+    if args.version {
+        crate::cli::print_version(VERSION);
+        return ExitCode::SUCCESS;
+    }
+    if args.help {
+        let _ = std::io::stdout().lock().write_all(HELP.as_bytes());
+        return ExitCode::SUCCESS;
+    }
+    let share = share_dir();
+    let _log_guard = init_logging(args.debug, args.log_stderr, &log_file(&share));
+    for ignored in &args.ignored {
+        tracing::debug!("accepted and ignored: {ignored} (kiwi has no equivalent)");
+    }
+    let first = match first_prompt(&args) {
+        Ok(first) => first,
+        Err(message) => return usage(&message),
+    };
+    match prepare(&args, &share) {
+        Ok((setup, request)) => serve(&setup, request, &args, first),
+        Err(e) => report(e, &share),
+    }
+}
+
+fn usage(message: &str) -> ExitCode {
+    stderr_line(&format!("Error: {message}\nTry 'kiwi -p --help' for help."));
+    ExitCode::from(2)
+}
+
+/// The positional prompt, or all of stdin for text input (read before serving starts).
+fn first_prompt(args: &ClaudeArgs) -> Result<Option<UserInput>, String> {
+    if let Some(prompt) = &args.prompt {
+        if prompt.trim().is_empty() {
+            return Err("The prompt is empty".into());
+        }
+        return Ok(Some(UserInput::Text(prompt.clone())));
+    }
+    if args.input_format == InputFormat::StreamJson {
+        return Ok(None);
+    }
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Err("Input must be provided either through stdin or as a prompt argument in print mode".into());
+    }
+    let mut bytes = Vec::new();
+    stdin.lock().read_to_end(&mut bytes).map_err(|e| format!("Cannot read stdin: {e}"))?;
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    if text.is_empty() {
+        return Err("Input must be provided either through stdin or as a prompt argument in print mode".into());
+    }
+    Ok(Some(UserInput::Text(text)))
+}
+
+fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionRequest), StartError> {
+    let work_dir = resolve_work_dir(args.work_dir.as_deref())?;
+    let (mut config, config_source, warnings) =
+        load_config(args.config.as_deref(), args.config_file.as_deref(), share)?;
+    crate::app::warn_at_start_up(&warnings);
+    if let Some(n) = args.max_turns {
+        config.loop_control.max_steps_per_turn = n;
+    }
+    let replace = match &args.system_prompt_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| StartError::Usage(format!("Cannot read --system-prompt-file {}: {e}", path.display())))?,
+        ),
+        // An empty --system-prompt (every SDK run without one of its own) keeps kiwi's prompt.
+        None => args.system_prompt.clone().filter(|p| !p.trim().is_empty()),
+    };
+    let session = match (&args.resume, &args.session_id, args.continue_) {
+        (Some(id), _, _) | (None, Some(id), _) => SessionChoice::Id(id.trim().to_string()),
+        (None, None, true) => SessionChoice::Continue,
+        (None, None, false) => SessionChoice::New,
+    };
+    let setup = AgentSetup {
+        config: Arc::new(config),
+        share_dir: share.to_path_buf(),
+        model: args.model.clone().filter(|m| m != "default"),
+        thinking: None,
+        agent: AgentChoice::Default,
+        skills_dir: None,
+        yolo: false,
+        config_source,
+        system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
+    };
+    Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }))
+}
+
+/// A failure once output may have begun: an error `result` for JSON output, a stderr line always.
+async fn fail_early(out: &crate::rpc::Outbound, args: &ClaudeArgs, session_id: &str, message: &str) {
+    stderr_line(message);
+    if args.output_format == OutputFormat::Text {
+        return;
+    }
+    let line = OutLine::Result(ResultLine {
+        subtype: ResultSubtype::ErrorDuringExecution,
+        is_error: true,
+        duration_ms: 0,
+        duration_api_ms: 0,
+        num_turns: 0,
+        result: None,
+        stop_reason: None,
+        session_id: session_id.to_string(),
+        total_cost_usd: 0,
+        usage: Default::default(),
+        model_usage: Default::default(),
+        permission_denials: Vec::new(),
+        uuid: fresh_uuid(),
+        errors: Some(vec![message.to_string()]),
+        api_error_status: None,
+    });
+    if let Some(frame) = encode(&line) {
+        out.send_raw(frame).await;
+    }
+}
+
+fn serve(setup: &AgentSetup, request: SessionRequest, args: &ClaudeArgs, first: Option<UserInput>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return report(StartError::Fatal(format!("Cannot start the async runtime: {e}")), &setup.share_dir),
+    };
+    let stop = {
+        let _context = runtime.enter();
+        signal_token()
+    };
+    let cwd = request.work_dir.display().to_string();
+    let built = setup.build(request);
+    let code = runtime.block_on(async move {
+        let (out, writer) = spawn_writer(std::io::stdout());
+        // Nobody reading stdout any more ends the run as a signal does.
+        let stop = {
+            let (stop, closed, either) = (stop, writer.closed.clone(), tokio_util::sync::CancellationToken::new());
+            let token = either.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = closed.cancelled() => {}
+                }
+                token.cancel();
+            });
+            either
+        };
+        let code = match built {
+            Err(BuildError::Usage(m) | BuildError::Fatal(m)) => {
+                fail_early(&out, args, "", &m).await;
+                1
+            }
+            Ok(built) => match session_problem(args, &built) {
+                Some(problem) => {
+                    fail_early(&out, args, &built.session.id, &problem).await;
+                    // Only a folder this run created is removed (an empty new one).
+                    built.session.finish();
+                    1
+                }
+                None => run(built, args, cwd, out.clone(), first, stop).await,
+            },
+        };
+        drop(out);
+        writer.join_while_read(Duration::from_secs(1)).await;
+        code
+    });
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    ExitCode::from(code)
+}
+
+/// `--resume` needs an existing session, `--session-id` a new one (as Claude Code).
+fn session_problem(args: &ClaudeArgs, built: &BuiltSession) -> Option<String> {
+    if let Some(id) = &args.resume
+        && !built.session.resumed
+    {
+        return Some(format!("No conversation found with session ID: {}", id.trim()));
+    }
+    if let Some(id) = &args.session_id
+        && built.session.resumed
+    {
+        return Some(format!("Session ID {} is already in use.", id.trim()));
+    }
+    None
+}
+
+async fn run(
+    built: BuiltSession,
+    args: &ClaudeArgs,
+    cwd: String,
+    out: crate::rpc::Outbound,
+    first: Option<UserInput>,
+    stop: tokio_util::sync::CancellationToken,
+) -> u8 {
+    let BuiltSession { session, soul, recorder } = built;
+    let agent = soul.agent.clone();
+    let mut warnings = filter_tools(&agent, args);
+    let mcp_servers = mcp_server_names(&args.mcp_config);
+    if !mcp_servers.is_empty() {
+        warnings.push(format!(
+            "MCP servers are configured ({}) but kiwi does not implement MCP yet: their tools are not available.",
+            mcp_servers.join(", ")
+        ));
+    }
+    let streaming = args.output_format == OutputFormat::StreamJson;
+    let can_ask =
+        args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == InputFormat::StreamJson;
+    let policy = Arc::new(Policy::new(
+        args.permission_mode,
+        args.dangerously_skip_permissions,
+        args.allowed_tools.clone(),
+        args.disallowed_tools.clone(),
+        can_ask,
+    ));
+    let pending = Arc::new(PendingRequests::default());
+    let identity =
+        Identity { session_id: session.id.clone(), model: agent.model_name(), context_window: agent.max_context_size };
+    let settings = Settings {
+        format: args.output_format,
+        partial: args.include_partial_messages,
+        state_frames: std::env::var(SESSION_STATE_ENV).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+        cwd,
+        mcp_servers: mcp_servers.iter().map(|n| McpServerStatus { name: n.clone(), status: "failed".into() }).collect(),
+    };
+    let projection = Arc::new(ClaudeProjection::new(
+        out.clone(),
+        settings,
+        agent.clone(),
+        identity,
+        policy.clone(),
+        pending.clone(),
+    ));
+    let driver = TurnDriver::new(soul, EventSink::new(projection.clone(), Some(recorder)));
+    projection.set_driver(&driver);
+    for warning in &warnings {
+        stderr_line(&format!("kiwi: {warning}"));
+        if streaming && let Some(frame) = encode(&warning_line(&session.id, warning)) {
+            out.send_raw(frame).await;
+        }
+    }
+    let lines =
+        (args.input_format == InputFormat::StreamJson).then(|| spawn_reader(std::io::stdin(), DEFAULT_MAX_LINE_BYTES));
+    let run_loop = RunLoop {
+        out,
+        driver: driver.clone(),
+        projection: projection.clone(),
+        policy,
+        pending,
+        session_id: session.id.clone(),
+        model_key: args.model.clone().filter(|m| m != "default"),
+        replay: args.replay_user_messages,
+        streaming,
+    };
+    let code = run_loop.serve(first, lines, stop).await;
+    drop(run_loop);
+    drop(driver);
+    drop(projection);
+    crate::tools::process::kill_all_process_groups();
+    session.finish();
+    code
+}
+
+fn warning_line(session_id: &str, message: &str) -> OutLine {
+    OutLine::System(SystemLine::Warning(WarningLine {
+        message: message.to_string(),
+        session_id: session_id.to_string(),
+        uuid: fresh_uuid(),
+    }))
+}
+
+/// Applies `--tools` and `--disallowedTools` to the toolset; returns warnings for names that
+/// match no kiwi tool (Claude's `Bash`, `Read`, ... are not renamed).
+fn filter_tools(agent: &crate::soul::Agent, args: &ClaudeArgs) -> Vec<String> {
+    let toolset = agent.toolset();
+    let names: Vec<String> = toolset.names().map(str::to_string).collect();
+    let mut warnings = Vec::new();
+    let listed = args
+        .tools
+        .iter()
+        .flatten()
+        .filter(|t| *t != "default")
+        .chain(&args.disallowed_tools)
+        .chain(&args.allowed_tools);
+    for name in listed {
+        if !names.contains(name) {
+            warnings.push(format!(
+                "no kiwi tool is called {name:?}; tool options take kiwi's names ({})",
+                names.join(", ")
+            ));
+        }
+    }
+    let only: Option<Vec<&String>> =
+        args.tools.as_ref().filter(|t| !t.iter().any(|n| n == "default")).map(|t| t.iter().collect());
+    let keep =
+        |name: &String| only.as_ref().is_none_or(|only| only.contains(&name)) && !args.disallowed_tools.contains(name);
+    if names.iter().all(keep) {
+        return warnings;
+    }
+    agent.update_toolset(|set| {
+        let kept: Vec<_> = names.iter().filter(|n| keep(n)).filter_map(|n| set.get(n).cloned()).collect();
+        *set = Toolset::new(kept);
+    });
+    warnings
+}
+
+/// Names of the servers in `--mcp-config` values (JSON text or a file, `{"mcpServers":{...}}`).
+fn mcp_server_names(configs: &[String]) -> Vec<String> {
+    let mut names = Vec::new();
+    for config in configs {
+        let text = if Path::new(config).is_file() {
+            std::fs::read_to_string(config).unwrap_or_default()
+        } else {
+            config.clone()
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        match value.get("mcpServers").and_then(serde_json::Value::as_object) {
+            Some(servers) => names.extend(servers.keys().cloned()),
+            None => names.push(config.chars().take(40).collect()),
+        }
+    }
+    names
+}

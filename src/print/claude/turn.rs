@@ -1,0 +1,844 @@
+//! One turn's events as Claude lines (`print-mode.md` C.2): blocks assembled from the core's
+//! unmerged fragments, one `assistant` line per block, `user` lines for tool results, partial
+//! `stream_event`s, and the turn's `result`. Pure: events in, lines out, so it is tested without
+//! a process.
+//!
+//! Invariants: a block closes when a part of another kind, a tool call, a tool result, an
+//! approval request or the step's end arrives; closed blocks wait for the step's usage (the
+//! `StatusUpdate` that follows the model's stream) so each assistant line carries it, and are
+//! flushed at the latest before anything that follows the stream (tool results, approvals, the
+//! step's end); every stream event of a block comes before the block's assistant line.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::lines::{
+    AssistantLine, AssistantMessage, Block, CompactBoundaryLine, CompactMetadata, Delta, ImageSource, MessageDeltaBody,
+    ModelUsage, OutLine, OutputUsage, PermissionDenial, ResultLine, ResultSubtype, StreamEvent, StreamEventLine,
+    SystemLine, ToolResultContent, ToolUseResult, Usage, UserContent, UserLine, UserMessage,
+};
+use crate::llm::ChatError;
+use crate::protocol::{ContentPart, Event, TokenUsage, ToolOutput, ToolResult};
+use crate::soul::{TurnError, TurnOutcome, TurnResult};
+
+/// A fresh UUID v4, as every message line carries.
+pub fn fresh_uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn fresh_message_id() -> String {
+    format!("msg_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// What every line of a run shares.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub session_id: String,
+    pub model: String,
+    /// The model's context window (for `modelUsage`).
+    pub context_window: u64,
+}
+
+/// A block being streamed.
+#[derive(Debug)]
+enum Open {
+    Text(String),
+    Thinking { text: String, signature: String },
+    ToolUse { id: String, name: String, arguments: String },
+}
+
+/// One model call (a step).
+#[derive(Debug)]
+struct Step {
+    message_id: String,
+    /// Index of the next content block (stream events).
+    next_index: u32,
+    open: Option<Open>,
+    /// Closed blocks waiting for the step's usage.
+    closed: Vec<Block>,
+    usage: Option<Usage>,
+    has_tool_calls: bool,
+    started: Instant,
+    /// Set when the model's stream is over (usage reported).
+    streamed: Option<Instant>,
+    text: String,
+}
+
+/// The lines of one turn, built as its events arrive.
+pub struct TurnLines {
+    id: Identity,
+    partial: bool,
+    started: Instant,
+    step: Option<Step>,
+    num_turns: u32,
+    usage: Usage,
+    api_time: Duration,
+    /// Text of the last finished step (the success `result`).
+    last_text: String,
+    denials: Vec<PermissionDenial>,
+    /// Deny messages by tool call id: their results show the message itself.
+    denied: HashMap<String, String>,
+    /// Parsed inputs of this turn's tool calls (for `can_use_tool` and denials).
+    inputs: HashMap<String, (String, Value)>,
+    manual_compaction: bool,
+    /// Totals over the whole process, by model.
+    model_usage: BTreeMap<String, ModelUsage>,
+}
+
+impl TurnLines {
+    pub fn new(id: Identity, partial: bool) -> Self {
+        Self {
+            id,
+            partial,
+            started: Instant::now(),
+            step: None,
+            num_turns: 0,
+            usage: Usage::default(),
+            api_time: Duration::ZERO,
+            last_text: String::new(),
+            denials: Vec::new(),
+            denied: HashMap::new(),
+            inputs: HashMap::new(),
+            manual_compaction: false,
+            model_usage: BTreeMap::new(),
+        }
+    }
+
+    pub fn identity(&self) -> &Identity {
+        &self.id
+    }
+
+    /// Starts a new turn (`TurnBegin`); process-wide totals are kept.
+    pub fn begin(&mut self, user_input_text: &str) {
+        let model_usage = std::mem::take(&mut self.model_usage);
+        *self = Self { model_usage, ..Self::new(self.id.clone(), self.partial) };
+        self.manual_compaction = user_input_text.trim_start().starts_with("/compact");
+    }
+
+    /// The model's name and arguments of a tool call of this turn.
+    pub fn tool_input(&self, tool_call_id: &str) -> Option<&(String, Value)> {
+        self.inputs.get(tool_call_id)
+    }
+
+    /// Records a denial: listed in `permission_denials`, and its result shows `message`.
+    pub fn deny(&mut self, tool_name: &str, tool_call_id: &str, message: &str) {
+        let input =
+            self.inputs.get(tool_call_id).map(|(_, v)| v.clone()).unwrap_or_else(|| Value::Object(Default::default()));
+        self.denials.push(PermissionDenial {
+            tool_name: tool_name.to_string(),
+            tool_use_id: tool_call_id.to_string(),
+            tool_input: input,
+        });
+        self.denied.insert(tool_call_id.to_string(), message.to_string());
+    }
+
+    fn stream_line(&self, event: StreamEvent) -> OutLine {
+        OutLine::StreamEvent(StreamEventLine {
+            event,
+            parent_tool_use_id: None,
+            session_id: self.id.session_id.clone(),
+            uuid: fresh_uuid(),
+        })
+    }
+
+    fn partial_line(&self, out: &mut Vec<OutLine>, event: StreamEvent) {
+        if self.partial {
+            out.push(self.stream_line(event));
+        }
+    }
+
+    fn assistant_message(&self, id: &str, content: Vec<Block>, usage: Usage) -> AssistantMessage {
+        AssistantMessage {
+            id: id.to_string(),
+            kind: "message".into(),
+            role: "assistant".into(),
+            model: self.id.model.clone(),
+            content,
+            stop_reason: None,
+            stop_sequence: None,
+            usage,
+        }
+    }
+
+    /// Maps one event; lines are appended to `out` in order.
+    pub fn event(&mut self, event: &Event, out: &mut Vec<OutLine>) {
+        match event {
+            Event::StepBegin { .. } => {
+                self.end_step(out);
+                self.num_turns += 1;
+                let step = Step {
+                    message_id: fresh_message_id(),
+                    next_index: 0,
+                    open: None,
+                    closed: Vec::new(),
+                    usage: None,
+                    has_tool_calls: false,
+                    started: Instant::now(),
+                    streamed: None,
+                    text: String::new(),
+                };
+                if self.partial {
+                    let message = self.assistant_message(&step.message_id, Vec::new(), Usage::default());
+                    out.push(self.stream_line(StreamEvent::MessageStart { message }));
+                }
+                self.step = Some(step);
+            }
+            Event::ContentPart(part) => self.content(part, out),
+            Event::ToolCall(call) => {
+                self.close_block(out);
+                let arguments = call.function.arguments.clone().unwrap_or_default();
+                self.open_block(
+                    Open::ToolUse { id: call.id.clone(), name: call.function.name.clone(), arguments: String::new() },
+                    out,
+                );
+                if let Some(step) = &mut self.step {
+                    step.has_tool_calls = true;
+                }
+                self.append_arguments(&arguments, out);
+            }
+            Event::ToolCallPart(part) => {
+                if let Some(fragment) = &part.arguments_part {
+                    self.append_arguments(fragment, out);
+                }
+            }
+            Event::StatusUpdate(status) => {
+                self.close_block(out);
+                if let Some(step) = &mut self.step {
+                    if step.streamed.is_none() {
+                        step.streamed = Some(Instant::now());
+                    }
+                    if let Some(usage) = status.token_usage {
+                        let usage = anthropic_usage(usage);
+                        step.usage = Some(usage);
+                        self.usage.add(usage);
+                        let totals = self.model_usage.entry(self.id.model.clone()).or_default();
+                        totals.input_tokens += usage.input_tokens;
+                        totals.output_tokens += usage.output_tokens;
+                        totals.cache_read_input_tokens += usage.cache_read_input_tokens;
+                        totals.cache_creation_input_tokens += usage.cache_creation_input_tokens;
+                        totals.context_window = self.id.context_window;
+                    } else if step.usage.is_none() {
+                        step.usage = Some(Usage::default());
+                    }
+                }
+                self.flush_blocks(out);
+            }
+            Event::ToolResult(result) => {
+                self.flush(out);
+                out.push(self.tool_result_line(result));
+            }
+            Event::StepInterrupted {} | Event::TurnEnd {} => self.end_step(out),
+            Event::CompactionEnd {} => {
+                let trigger = if self.manual_compaction { "manual" } else { "auto" };
+                out.push(OutLine::System(SystemLine::CompactBoundary(CompactBoundaryLine {
+                    compact_metadata: CompactMetadata { trigger: trigger.into(), pre_tokens: 0 },
+                    session_id: self.id.session_id.clone(),
+                    uuid: fresh_uuid(),
+                })));
+            }
+            // TurnBegin is the projection's (it writes `system/init`); sub-agent events, approval
+            // answers, compaction starts and events added by later protocol versions have no
+            // Claude line.
+            other => tracing::debug!("no Claude line for {}", event_name(other)),
+        }
+    }
+
+    fn content(&mut self, part: &ContentPart, out: &mut Vec<OutLine>) {
+        match part {
+            ContentPart::Text { text } => {
+                if !matches!(self.step_open(), Some(Open::Text(_))) {
+                    self.close_block(out);
+                    self.open_block(Open::Text(String::new()), out);
+                }
+                if let Some(step) = &mut self.step {
+                    step.text.push_str(text);
+                    if let Some(Open::Text(buffer)) = &mut step.open {
+                        buffer.push_str(text);
+                    }
+                }
+                let index = self.open_index();
+                self.partial_line(
+                    out,
+                    StreamEvent::ContentBlockDelta { index, delta: Delta::TextDelta { text: text.clone() } },
+                );
+            }
+            ContentPart::Think { think, encrypted } => {
+                // A thinking block that already has its signature is closed.
+                let reusable =
+                    matches!(self.step_open(), Some(Open::Thinking { signature, .. }) if signature.is_empty());
+                if !reusable {
+                    self.close_block(out);
+                    self.open_block(Open::Thinking { text: String::new(), signature: String::new() }, out);
+                }
+                if let Some(Step { open: Some(Open::Thinking { text, signature }), .. }) = &mut self.step {
+                    text.push_str(think);
+                    if let Some(e) = encrypted {
+                        signature.push_str(e);
+                    }
+                }
+                let index = self.open_index();
+                if !think.is_empty() {
+                    self.partial_line(
+                        out,
+                        StreamEvent::ContentBlockDelta {
+                            index,
+                            delta: Delta::ThinkingDelta { thinking: think.clone() },
+                        },
+                    );
+                }
+                if let Some(e) = encrypted {
+                    self.partial_line(
+                        out,
+                        StreamEvent::ContentBlockDelta { index, delta: Delta::SignatureDelta { signature: e.clone() } },
+                    );
+                }
+            }
+            ContentPart::ImageUrl { .. } | ContentPart::AudioUrl { .. } | ContentPart::VideoUrl { .. } => {
+                // No Anthropic block for media the model outputs: a text block names it.
+                let name = match part {
+                    ContentPart::ImageUrl { .. } => "[image]",
+                    ContentPart::AudioUrl { .. } => "[audio]",
+                    _ => "[video]",
+                };
+                self.close_block(out);
+                self.open_block(Open::Text(name.to_string()), out);
+                let index = self.open_index();
+                self.partial_line(
+                    out,
+                    StreamEvent::ContentBlockDelta { index, delta: Delta::TextDelta { text: name.into() } },
+                );
+                self.close_block(out);
+            }
+        }
+    }
+
+    fn step_open(&self) -> Option<&Open> {
+        self.step.as_ref().and_then(|s| s.open.as_ref())
+    }
+
+    fn open_index(&self) -> u32 {
+        self.step.as_ref().map(|s| s.next_index.saturating_sub(1)).unwrap_or(0)
+    }
+
+    fn open_block(&mut self, open: Open, out: &mut Vec<OutLine>) {
+        if self.step.is_none() {
+            // Content outside a step (never from the core today): give it a message of its own.
+            self.event(&Event::StepBegin { n: 0 }, out);
+            self.num_turns = self.num_turns.saturating_sub(1);
+        }
+        let start = match &open {
+            Open::Text(_) => Block::Text { text: String::new() },
+            Open::Thinking { .. } => Block::Thinking { thinking: String::new(), signature: String::new() },
+            Open::ToolUse { id, name, .. } => {
+                Block::ToolUse { id: id.clone(), name: name.clone(), input: Value::Object(Default::default()) }
+            }
+        };
+        let Some(step) = &mut self.step else { return };
+        let index = step.next_index;
+        step.next_index += 1;
+        step.open = Some(open);
+        self.partial_line(out, StreamEvent::ContentBlockStart { index, content_block: start });
+    }
+
+    fn append_arguments(&mut self, fragment: &str, out: &mut Vec<OutLine>) {
+        if fragment.is_empty() {
+            return;
+        }
+        if let Some(Step { open: Some(Open::ToolUse { arguments, .. }), .. }) = &mut self.step {
+            arguments.push_str(fragment);
+            let index = self.open_index();
+            self.partial_line(
+                out,
+                StreamEvent::ContentBlockDelta {
+                    index,
+                    delta: Delta::InputJsonDelta { partial_json: fragment.into() },
+                },
+            );
+        }
+    }
+
+    /// Closes the open block: its stop event now, its assistant line once the usage is known.
+    fn close_block(&mut self, out: &mut Vec<OutLine>) {
+        let Some(open) = self.step.as_mut().and_then(|s| s.open.take()) else { return };
+        let index = self.open_index();
+        self.partial_line(out, StreamEvent::ContentBlockStop { index });
+        let block = match open {
+            Open::Text(text) => Block::Text { text },
+            Open::Thinking { text, signature } => Block::Thinking { thinking: text, signature },
+            Open::ToolUse { id, name, arguments } => {
+                let input = parse_input(&arguments);
+                self.inputs.insert(id.clone(), (name.clone(), input.clone()));
+                Block::ToolUse { id, name, input }
+            }
+        };
+        if let Some(step) = &mut self.step {
+            step.closed.push(block);
+            if step.usage.is_some() {
+                self.flush_blocks(out);
+            }
+        }
+    }
+
+    /// Writes the closed blocks as assistant lines (with the step's usage, or zeros if the
+    /// stream never reported one).
+    fn flush_blocks(&mut self, out: &mut Vec<OutLine>) {
+        let Some(step) = &mut self.step else { return };
+        let blocks = std::mem::take(&mut step.closed);
+        let usage = step.usage.unwrap_or_default();
+        let id = step.message_id.clone();
+        for block in blocks {
+            out.push(OutLine::Assistant(AssistantLine {
+                message: self.assistant_message(&id, vec![block], usage),
+                parent_tool_use_id: None,
+                session_id: self.id.session_id.clone(),
+                uuid: fresh_uuid(),
+                error: None,
+                api_error_status: None,
+            }));
+        }
+    }
+
+    /// Closes and writes everything of the step so far (before a tool result or an approval).
+    pub fn flush(&mut self, out: &mut Vec<OutLine>) {
+        self.close_block(out);
+        if let Some(step) = &mut self.step
+            && step.streamed.is_none()
+        {
+            step.streamed = Some(Instant::now());
+        }
+        self.flush_blocks(out);
+    }
+
+    fn end_step(&mut self, out: &mut Vec<OutLine>) {
+        self.flush(out);
+        let Some(step) = self.step.take() else { return };
+        self.api_time += step.streamed.unwrap_or_else(Instant::now).saturating_duration_since(step.started);
+        self.last_text = step.text;
+        if self.partial {
+            let stop = if step.has_tool_calls { "tool_use" } else { "end_turn" };
+            let output_tokens = step.usage.map(|u| u.output_tokens).unwrap_or(0);
+            out.push(self.stream_line(StreamEvent::MessageDelta {
+                delta: MessageDeltaBody { stop_reason: Some(stop.into()), stop_sequence: None },
+                usage: OutputUsage { output_tokens },
+            }));
+            out.push(self.stream_line(StreamEvent::MessageStop {}));
+        }
+    }
+
+    fn tool_result_line(&self, result: &ToolResult) -> OutLine {
+        let rv = &result.return_value;
+        let (content, is_error) = match self.denied.get(&result.tool_call_id) {
+            Some(message) => (ToolResultContent::Text(message.clone()), true),
+            None => (tool_result_content(&rv.output, &rv.message, rv.is_error), rv.is_error),
+        };
+        OutLine::User(UserLine {
+            message: UserMessage {
+                role: "user".into(),
+                content: UserContent::Blocks(vec![block_value(Block::ToolResult {
+                    tool_use_id: result.tool_call_id.clone(),
+                    content,
+                    is_error,
+                })]),
+            },
+            parent_tool_use_id: None,
+            session_id: self.id.session_id.clone(),
+            uuid: fresh_uuid(),
+            tool_use_result: Some(ToolUseResult {
+                output: rv.output.clone(),
+                message: rv.message.clone(),
+                display: rv.display.clone(),
+            }),
+            is_replay: None,
+        })
+    }
+
+    /// Ends the turn: closes the last step and returns its `result` line, preceded by the
+    /// synthetic assistant line of an API error.
+    pub fn finish(&mut self, result: &TurnResult, interrupted_by: &str, out: &mut Vec<OutLine>) -> ResultLine {
+        self.end_step(out);
+        let mut line = ResultLine {
+            subtype: ResultSubtype::Success,
+            is_error: false,
+            duration_ms: millis(self.started.elapsed()),
+            duration_api_ms: millis(self.api_time),
+            num_turns: self.num_turns,
+            result: None,
+            stop_reason: None,
+            session_id: self.id.session_id.clone(),
+            total_cost_usd: 0,
+            usage: self.usage,
+            model_usage: self.model_usage.clone(),
+            permission_denials: std::mem::take(&mut self.denials),
+            uuid: fresh_uuid(),
+            errors: None,
+            api_error_status: None,
+        };
+        let fail = |line: &mut ResultLine, subtype: ResultSubtype, error: String| {
+            line.subtype = subtype;
+            line.is_error = true;
+            line.errors = Some(vec![error]);
+        };
+        match result {
+            Ok(TurnOutcome::Finished) => {
+                line.result = Some(self.last_text.clone());
+                line.stop_reason = Some("end_turn".into());
+            }
+            Ok(TurnOutcome::MaxStepsReached(n)) => {
+                fail(&mut line, ResultSubtype::ErrorMaxTurns, format!("Reached the maximum number of turns ({n})"))
+            }
+            Ok(TurnOutcome::Cancelled) => {
+                fail(&mut line, ResultSubtype::ErrorDuringExecution, interrupted_by.to_string())
+            }
+            Err(TurnError::Provider(error)) => {
+                let (text, status) = api_error_text(error);
+                out.push(OutLine::Assistant(AssistantLine {
+                    message: AssistantMessage {
+                        model: "<synthetic>".into(),
+                        ..self.assistant_message(
+                            &fresh_message_id(),
+                            vec![Block::Text { text: text.clone() }],
+                            Usage::default(),
+                        )
+                    },
+                    parent_tool_use_id: None,
+                    session_id: self.id.session_id.clone(),
+                    uuid: fresh_uuid(),
+                    error: Some(api_error_kind(status).into()),
+                    api_error_status: status,
+                }));
+                line.is_error = true;
+                line.result = Some(text);
+                line.api_error_status = status;
+            }
+            Err(other) => fail(&mut line, ResultSubtype::ErrorDuringExecution, other.to_string()),
+        }
+        line
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn event_name(event: &Event) -> String {
+    serde_json::to_value(event)
+        .ok()
+        .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| "an event".into())
+}
+
+fn anthropic_usage(u: TokenUsage) -> Usage {
+    Usage {
+        input_tokens: u.input_other,
+        cache_creation_input_tokens: u.input_cache_creation,
+        cache_read_input_tokens: u.input_cache_read,
+        output_tokens: u.output,
+    }
+}
+
+/// Tool-call arguments as a JSON value; `{}` when empty, the raw text as a string when broken.
+pub fn parse_input(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return Value::Object(Default::default());
+    }
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Null) => Value::Object(Default::default()),
+        Ok(v) => v,
+        Err(_) => Value::String(arguments.to_string()),
+    }
+}
+
+fn block_value(block: Block) -> Value {
+    serde_json::to_value(block).unwrap_or(Value::Null)
+}
+
+/// What the model was told, for a `tool_result` block: the message and the output text joined
+/// by a newline (errors wrapped in `<tool_use_error>`), output images as image blocks.
+pub fn tool_result_content(output: &ToolOutput, message: &str, is_error: bool) -> ToolResultContent {
+    let mut texts: Vec<String> = Vec::new();
+    let mut images: Vec<Block> = Vec::new();
+    if !message.is_empty() {
+        texts.push(message.to_string());
+    }
+    match output {
+        ToolOutput::Text(t) if !t.is_empty() => texts.push(t.clone()),
+        ToolOutput::Text(_) => {}
+        ToolOutput::Parts(parts) => {
+            for part in parts {
+                match part {
+                    ContentPart::Text { text } => texts.push(text.clone()),
+                    ContentPart::ImageUrl { image_url } => images.push(image_block(&image_url.url)),
+                    ContentPart::AudioUrl { .. } => texts.push("[audio]".into()),
+                    ContentPart::VideoUrl { .. } => texts.push("[video]".into()),
+                    ContentPart::Think { .. } => {}
+                }
+            }
+        }
+    }
+    let mut text = texts.join("\n");
+    if is_error {
+        text = format!("<tool_use_error>{text}</tool_use_error>");
+    } else if text.is_empty() && images.is_empty() {
+        text = "Tool output is empty.".into();
+    }
+    if images.is_empty() {
+        return ToolResultContent::Text(text);
+    }
+    let mut blocks = Vec::with_capacity(images.len() + 1);
+    if !text.is_empty() {
+        blocks.push(Block::Text { text });
+    }
+    blocks.extend(images);
+    ToolResultContent::Blocks(blocks)
+}
+
+/// A `data:` URL becomes a base64 source, anything else a URL source.
+pub fn image_block(url: &str) -> Block {
+    if let Some(rest) = url.strip_prefix("data:")
+        && let Some((media_type, data)) = rest.split_once(";base64,")
+    {
+        return Block::Image { source: ImageSource::Base64 { media_type: media_type.into(), data: data.into() } };
+    }
+    Block::Image { source: ImageSource::Url { url: url.into() } }
+}
+
+/// The `result` text of an API error and its HTTP status, if it had one.
+pub fn api_error_text(error: &ChatError) -> (String, Option<u16>) {
+    match error {
+        ChatError::Status { status, message, .. } => (format!("API Error: {status} {message}"), Some(*status)),
+        other => (format!("API Error: {other}"), None),
+    }
+}
+
+/// The SDK's `SDKAssistantMessageError` value for an HTTP status.
+pub fn api_error_kind(status: Option<u16>) -> &'static str {
+    match status {
+        Some(400) => "invalid_request",
+        Some(401 | 403) => "authentication_failed",
+        Some(402) => "billing_error",
+        Some(429) => "rate_limit",
+        Some(500..=599) => "server_error",
+        _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{StatusUpdate, ToolCall, ToolCallPart, ToolReturnValue};
+
+    fn lines(partial: bool, events: &[Event], result: TurnResult) -> Vec<Value> {
+        let mut t =
+            TurnLines::new(Identity { session_id: "S".into(), model: "m".into(), context_window: 100 }, partial);
+        t.begin("go");
+        let mut out = Vec::new();
+        for e in events {
+            t.event(e, &mut out);
+        }
+        let r = t.finish(&result, "Interrupted by user", &mut out);
+        out.push(OutLine::Result(r));
+        out.iter().map(|l| serde_json::to_value(l).unwrap()).collect()
+    }
+
+    fn kinds(lines: &[Value]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| match l["type"].as_str().unwrap() {
+                "stream_event" => format!("se:{}", l["event"]["type"].as_str().unwrap()),
+                "assistant" => format!("a:{}", l["message"]["content"][0]["type"].as_str().unwrap()),
+                other => other.to_string(),
+            })
+            .collect()
+    }
+
+    fn shell_turn() -> Vec<Event> {
+        vec![
+            Event::StepBegin { n: 1 },
+            Event::ContentPart(ContentPart::text("Let me ")),
+            Event::ContentPart(ContentPart::text("check.")),
+            Event::ToolCall(ToolCall::new("tool_1", "Shell", Some("{\"command\":".into()))),
+            Event::ToolCallPart(ToolCallPart { arguments_part: Some("\"ls\"}".into()) }),
+            Event::StatusUpdate(StatusUpdate {
+                context_usage: None,
+                token_usage: Some(TokenUsage {
+                    input_other: 900,
+                    output: 20,
+                    input_cache_read: 0,
+                    input_cache_creation: 0,
+                }),
+                message_id: None,
+            }),
+            Event::ToolResult(ToolResult {
+                tool_call_id: "tool_1".into(),
+                return_value: ToolReturnValue::ok("a.py\nb.py\n", "Command executed successfully."),
+            }),
+            Event::StepBegin { n: 2 },
+            Event::ContentPart(ContentPart::text("There are two files.")),
+            Event::StatusUpdate(StatusUpdate {
+                context_usage: None,
+                token_usage: Some(TokenUsage {
+                    input_other: 950,
+                    output: 8,
+                    input_cache_read: 0,
+                    input_cache_creation: 0,
+                }),
+                message_id: None,
+            }),
+            Event::TurnEnd {},
+        ]
+    }
+
+    #[test]
+    fn the_worked_example() {
+        let out = lines(false, &shell_turn(), Ok(TurnOutcome::Finished));
+        assert_eq!(kinds(&out), ["a:text", "a:tool_use", "user", "a:text", "result"]);
+        assert_eq!(out[0]["message"]["content"][0]["text"], "Let me check.");
+        assert_eq!(out[0]["message"]["usage"]["input_tokens"], 900);
+        assert_eq!(out[0]["message"]["id"], out[1]["message"]["id"]);
+        assert_ne!(out[0]["message"]["id"], out[3]["message"]["id"]);
+        assert_eq!(out[1]["message"]["content"][0]["input"], serde_json::json!({"command":"ls"}));
+        assert_eq!(
+            out[2]["message"]["content"][0],
+            serde_json::json!({"type":"tool_result","tool_use_id":"tool_1","content":"Command executed successfully.\na.py\nb.py\n","is_error":false})
+        );
+        let r = &out[4];
+        assert_eq!(r["subtype"], "success");
+        assert_eq!(r["result"], "There are two files.");
+        assert_eq!(r["num_turns"], 2);
+        assert_eq!(r["usage"]["input_tokens"], 1850);
+        assert_eq!(r["usage"]["output_tokens"], 28);
+        assert_eq!(r["modelUsage"]["m"]["inputTokens"], 1850);
+        assert!(r.get("errors").is_none());
+    }
+
+    #[test]
+    fn partial_messages_precede_their_blocks() {
+        let out = lines(true, &shell_turn(), Ok(TurnOutcome::Finished));
+        assert_eq!(
+            kinds(&out),
+            [
+                "se:message_start",
+                "se:content_block_start",
+                "se:content_block_delta",
+                "se:content_block_delta",
+                "se:content_block_stop",
+                "se:content_block_start",
+                "se:content_block_delta",
+                "se:content_block_delta",
+                "se:content_block_stop",
+                "a:text",
+                "a:tool_use",
+                "user",
+                "se:message_delta",
+                "se:message_stop",
+                "se:message_start",
+                "se:content_block_start",
+                "se:content_block_delta",
+                "se:content_block_stop",
+                "a:text",
+                "se:message_delta",
+                "se:message_stop",
+                "result",
+            ]
+        );
+        assert_eq!(out[5]["event"]["index"], 1);
+        assert_eq!(out[12]["event"]["delta"]["stop_reason"], "tool_use");
+        assert_eq!(out[19]["event"]["delta"]["stop_reason"], "end_turn");
+    }
+
+    #[test]
+    fn thinking_blocks_carry_their_signature() {
+        let events = vec![
+            Event::StepBegin { n: 1 },
+            Event::ContentPart(ContentPart::think("a")),
+            Event::ContentPart(ContentPart::Think { think: "b".into(), encrypted: Some("sig".into()) }),
+            Event::ContentPart(ContentPart::think("c")),
+            Event::StatusUpdate(StatusUpdate::default()),
+            Event::TurnEnd {},
+        ];
+        let out = lines(false, &events, Ok(TurnOutcome::Finished));
+        assert_eq!(
+            out[0]["message"]["content"][0],
+            serde_json::json!({"type":"thinking","thinking":"ab","signature":"sig"})
+        );
+        assert_eq!(
+            out[1]["message"]["content"][0],
+            serde_json::json!({"type":"thinking","thinking":"c","signature":""})
+        );
+    }
+
+    #[test]
+    fn outcomes_make_their_results() {
+        let r = lines(false, &[], Ok(TurnOutcome::MaxStepsReached(3))).pop().unwrap();
+        assert_eq!((r["subtype"].as_str(), r["is_error"].as_bool()), (Some("error_max_turns"), Some(true)));
+        assert!(r.get("result").is_none());
+        let r = lines(false, &[], Ok(TurnOutcome::Cancelled)).pop().unwrap();
+        assert_eq!(r["errors"], serde_json::json!(["Interrupted by user"]));
+        let r = lines(false, &[], Err(TurnError::LlmNotSet)).pop().unwrap();
+        assert_eq!(r["errors"], serde_json::json!(["LLM is not set"]));
+        let out = lines(
+            false,
+            &[],
+            Err(TurnError::Provider(ChatError::Status {
+                status: 401,
+                message: "Token expired".into(),
+                retry_after: None,
+            })),
+        );
+        assert_eq!(out[0]["error"], "authentication_failed");
+        assert_eq!(out[0]["message"]["model"], "<synthetic>");
+        assert_eq!(out[0]["message"]["content"][0]["text"], "API Error: 401 Token expired");
+        assert_eq!(out[1]["subtype"], "success");
+        assert_eq!(out[1]["is_error"], true);
+        assert_eq!(out[1]["result"], "API Error: 401 Token expired");
+        assert!(out[1].get("errors").is_none());
+        let (text, status) = api_error_text(&ChatError::Connection("refused".into()));
+        assert_eq!((text.as_str(), status), ("API Error: refused", None));
+    }
+
+    #[test]
+    fn denied_calls_show_the_message() {
+        let mut t = TurnLines::new(Identity { session_id: "S".into(), model: "m".into(), context_window: 1 }, false);
+        t.begin("x");
+        let mut out = Vec::new();
+        t.event(&Event::StepBegin { n: 1 }, &mut out);
+        t.event(&Event::ToolCall(ToolCall::new("c", "Shell", Some("{\"command\":\"rm\"}".into()))), &mut out);
+        t.flush(&mut out);
+        t.deny("Shell", "c", "no way");
+        t.event(
+            &Event::ToolResult(ToolResult {
+                tool_call_id: "c".into(),
+                return_value: ToolReturnValue::error("no way", "Denied"),
+            }),
+            &mut out,
+        );
+        let user = serde_json::to_value(out.last().unwrap()).unwrap();
+        assert_eq!(user["message"]["content"][0]["content"], "no way");
+        assert_eq!(user["message"]["content"][0]["is_error"], true);
+        let r = t.finish(&Ok(TurnOutcome::Finished), "", &mut out);
+        assert_eq!(r.permission_denials[0].tool_input, serde_json::json!({"command":"rm"}));
+    }
+
+    #[test]
+    fn tool_result_contents() {
+        assert_eq!(
+            tool_result_content(&ToolOutput::Text(String::new()), "bad path", true),
+            ToolResultContent::Text("<tool_use_error>bad path</tool_use_error>".into())
+        );
+        assert_eq!(
+            tool_result_content(&ToolOutput::Text(String::new()), "", false),
+            ToolResultContent::Text("Tool output is empty.".into())
+        );
+        let parts = ToolOutput::Parts(vec![ContentPart::ImageUrl {
+            image_url: crate::protocol::MediaUrl::new("data:image/png;base64,AAAA"),
+        }]);
+        let ToolResultContent::Blocks(blocks) = tool_result_content(&parts, "Loaded", false) else { panic!() };
+        assert_eq!(
+            serde_json::to_value(&blocks).unwrap(),
+            serde_json::json!([{"type":"text","text":"Loaded"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}])
+        );
+        assert_eq!(parse_input("{bad"), Value::String("{bad".into()));
+    }
+}

@@ -1,0 +1,108 @@
+//! kimi's `--print` dialect (`print-mode.md` Part A): prompts from `-p` and stdin, one turn at a
+//! time, output as text or kosong `Message` lines, exit 0/1/75.
+//!
+//! Invariants: the next prompt is read only after the previous turn's outcome; the first failed
+//! turn ends the run (its line on stderr, its exit status); a signal cancels the running turn
+//! (which then fails as "Interrupted by user") or, between turns, ends the run; the session id is
+//! told on stderr so the run can be resumed (`kiwi --session ID`, or `-C`).
+
+pub mod input;
+pub mod options;
+pub mod projection;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use options::KimiOptions;
+
+use self::input::Prompts;
+use self::projection::KimiProjection;
+use super::common::{stderr_line, trace_to_stderr, turn_tag};
+use crate::builder::{AgentSetup, BuildError, BuiltSession, SessionRequest};
+use crate::rpc::writer::spawn_writer;
+use crate::soul::{EventSink, TurnDriver};
+use crate::wire::serve::signal_token;
+
+/// How long shutdown waits for a cancelled turn to unwind.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// Runs kimi's print mode on `input` / `output`; `Err` when the session cannot be built.
+pub fn run<R, W>(
+    setup: &AgentSetup,
+    request: SessionRequest,
+    options: KimiOptions,
+    input: R,
+    output: W,
+    max_line_bytes: usize,
+) -> Result<ExitCode, BuildError>
+where
+    R: std::io::Read + Send + 'static,
+    W: std::io::Write + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BuildError::Fatal(format!("Cannot start the async runtime: {e}")))?;
+    let stop = {
+        let _context = runtime.enter();
+        signal_token()
+    };
+    let built = setup.build(SessionRequest { trace: Some(trace_to_stderr()), ..request })?;
+    let code = runtime.block_on(async move {
+        let (outbound, writer) = spawn_writer(output);
+        let BuiltSession { session, soul, recorder } = built;
+        let projection = Arc::new(KimiProjection::new(outbound, options.clone()));
+        let driver = TurnDriver::new(soul, EventSink::new(projection.clone(), Some(recorder)));
+        let mut prompts = Prompts::new(&options, input, max_line_bytes);
+        let mut code = 0u8;
+        loop {
+            let prompt = tokio::select! {
+                p = prompts.next() => p,
+                () = stop.cancelled() => None,
+            };
+            let Some(prompt) = prompt else { break };
+            if options.progress() {
+                stderr_line(&prompt.text_input());
+            }
+            let (tag, waiter) = turn_tag();
+            if driver.start(prompt, tag).is_err() {
+                tracing::error!("a print turn started while another ran");
+                code = 1;
+                break;
+            }
+            tokio::pin!(waiter);
+            let report = tokio::select! {
+                r = &mut waiter => r.ok(),
+                () = stop.cancelled() => {
+                    // The first Ctrl-C cancels the turn, which then reports "Interrupted by user".
+                    driver.cancel();
+                    waiter.await.ok()
+                }
+            };
+            match report {
+                Some(r) if r.failed => {
+                    code = r.exit_code;
+                    break;
+                }
+                Some(_) => {}
+                None => {
+                    code = 1;
+                    break;
+                }
+            }
+        }
+        driver.shutdown(SHUTDOWN_GRACE).await;
+        drop(driver);
+        drop(projection);
+        writer.join_while_read(Duration::from_secs(1)).await;
+        crate::tools::process::kill_all_process_groups();
+        session.finish();
+        if !options.quiet {
+            stderr_line(&format!("To resume this session: kiwi --session {}", session.id));
+        }
+        code
+    });
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    Ok(ExitCode::from(code))
+}

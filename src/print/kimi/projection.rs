@@ -1,0 +1,359 @@
+//! kimi's `--print` projection (`print-mode.md` A.3-A.6): per step, the assistant `Message` and
+//! one `tool` message per answered call (stream-json), or only the last step's text
+//! (`--final-message-only`, and the stdout part of text output); progress on stderr.
+//!
+//! Invariants: a step's messages are written once, when the step ends (next `StepBegin`,
+//! `StepInterrupted`, `TurnEnd` or the turn's end), never token by token; calls without a
+//! result are left out; a turn's final text is printed only when the turn finished normally;
+//! every approval is granted (print implies yolo); errors are one line on stderr.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::options::{Format, KimiOptions};
+use crate::llm::{ChatError, Message, Role};
+use crate::print::common::{TurnReport, report_turn, stderr_line};
+use crate::protocol::{ApprovalDecision, ContentPart, Event, Request, ToolCall, ToolReturnValue};
+use crate::rpc::Outbound;
+use crate::rpc::writer::encode;
+use crate::soul::tool_message::tool_message;
+use crate::soul::{ClientAnswer, Projection, TurnError, TurnOutcome, TurnResult, TurnTag};
+
+/// Exit status for a provider error worth retrying later (EX_TEMPFAIL, A.6).
+pub const EXIT_RETRYABLE: u8 = 75;
+
+/// What one step produced.
+#[derive(Debug, Default)]
+struct Step {
+    content: Vec<ContentPart>,
+    calls: Vec<ToolCall>,
+    results: HashMap<String, ToolReturnValue>,
+    /// Written already (its messages must not be written twice).
+    written: bool,
+}
+
+impl Step {
+    fn push_content(&mut self, part: ContentPart) {
+        match self.content.last_mut() {
+            Some(last) => {
+                if let Some(part) = last.merge(part) {
+                    self.content.push(part);
+                }
+            }
+            None => self.content.push(part),
+        }
+    }
+
+    /// The assistant message and tool messages of the step, as A.4 prints them.
+    fn messages(&self) -> Vec<Message> {
+        let answered: Vec<ToolCall> = self.calls.iter().filter(|c| self.results.contains_key(&c.id)).cloned().collect();
+        if self.content.is_empty() && answered.is_empty() {
+            return Vec::new();
+        }
+        let mut assistant = Message::new(Role::Assistant, self.content.clone());
+        if !answered.is_empty() {
+            assistant.tool_calls = Some(answered.clone());
+        }
+        let mut out = vec![assistant];
+        out.extend(answered.iter().filter_map(|c| self.results.get(&c.id).map(|r| tool_message(&c.id, r))));
+        out
+    }
+
+    fn text(&self) -> String {
+        self.content.iter().filter_map(ContentPart::as_text).collect()
+    }
+}
+
+/// Progress lines on stderr, with fragments merged as A.3 prints them.
+#[derive(Debug, Default)]
+struct Progress {
+    pending: Option<Event>,
+}
+
+impl Progress {
+    fn push(&mut self, event: &Event) -> Vec<String> {
+        let merged = match (&mut self.pending, event) {
+            (Some(Event::ContentPart(last)), Event::ContentPart(part)) => last.merge(part.clone()).is_none(),
+            (Some(Event::ToolCall(call)), Event::ToolCallPart(part)) => {
+                call.append_arguments(part.arguments_part.as_deref());
+                true
+            }
+            _ => false,
+        };
+        if merged {
+            return Vec::new();
+        }
+        let mut lines = self.flush();
+        if matches!(event, Event::ContentPart(_) | Event::ToolCall(_)) {
+            self.pending = Some(event.clone());
+        } else {
+            lines.push(progress_line(event));
+        }
+        lines
+    }
+
+    fn flush(&mut self) -> Vec<String> {
+        self.pending.take().map(|e| progress_line(&e)).into_iter().collect()
+    }
+}
+
+/// One readable line per event: its name and its payload (not a stable format).
+fn progress_line(event: &Event) -> String {
+    let value = serde_json::to_value(event).unwrap_or(Value::Null);
+    let name = value.get("type").and_then(Value::as_str).unwrap_or("Event");
+    match value.get("payload") {
+        Some(Value::Object(p)) if p.is_empty() => name.to_string(),
+        Some(payload) => format!("{name} {payload}"),
+        None => name.to_string(),
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    step: Step,
+    progress: Progress,
+}
+
+pub struct KimiProjection {
+    out: Outbound,
+    options: KimiOptions,
+    state: Mutex<State>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl KimiProjection {
+    pub fn new(out: Outbound, options: KimiOptions) -> Self {
+        Self { out, options, state: Mutex::default() }
+    }
+
+    fn step_lines(&self, step: &mut Step) -> Vec<Vec<u8>> {
+        if step.written || self.options.final_only || self.options.output != Format::StreamJson {
+            return Vec::new();
+        }
+        step.written = true;
+        step.messages().iter().filter_map(encode).collect()
+    }
+
+    async fn send(&self, frames: Vec<Vec<u8>>) {
+        for frame in frames {
+            self.out.send_raw(frame).await;
+        }
+    }
+}
+
+/// The A.6 line for a failed turn and its exit status (0/1/75, the later upstream's choice).
+pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
+    match result {
+        Ok(TurnOutcome::Finished) => None,
+        Ok(TurnOutcome::MaxStepsReached(n)) => Some((format!("Max number of steps reached: {n}"), 1)),
+        Ok(TurnOutcome::Cancelled) => Some(("Interrupted by user".into(), 1)),
+        Err(TurnError::LlmNotSet) => Some(("LLM not set".into(), 1)),
+        Err(e @ TurnError::Capability { .. }) => Some((e.to_string(), 1)),
+        Err(TurnError::Provider(e)) => {
+            let retryable = matches!(
+                e,
+                ChatError::Connection(_)
+                    | ChatError::Timeout(_)
+                    | ChatError::EmptyResponse
+                    | ChatError::Status { status: 429 | 500 | 502 | 503 | 504, .. }
+            );
+            Some((e.to_string(), if retryable { EXIT_RETRYABLE } else { 1 }))
+        }
+        Err(TurnError::Internal(e)) => Some((format!("Unknown error: {e}"), 1)),
+    }
+}
+
+impl Projection for KimiProjection {
+    fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let (frames, progress) = {
+                let mut state = lock(&self.state);
+                let progress = if self.options.progress() { state.progress.push(event) } else { Vec::new() };
+                let frames = match event {
+                    Event::StepBegin { .. } | Event::StepInterrupted {} => {
+                        let mut step = std::mem::take(&mut state.step);
+                        self.step_lines(&mut step)
+                    }
+                    Event::TurnEnd {} => {
+                        let mut step = std::mem::take(&mut state.step);
+                        let frames = self.step_lines(&mut step);
+                        // The last step's text is still needed for the final message.
+                        state.step = step;
+                        frames
+                    }
+                    Event::ContentPart(part) => {
+                        state.step.push_content(part.clone());
+                        Vec::new()
+                    }
+                    Event::ToolCall(call) => {
+                        state.step.calls.push(call.clone());
+                        Vec::new()
+                    }
+                    Event::ToolCallPart(part) => {
+                        if let Some(call) = state.step.calls.last_mut() {
+                            call.append_arguments(part.arguments_part.as_deref());
+                        }
+                        Vec::new()
+                    }
+                    Event::ToolResult(result) => {
+                        state.step.results.insert(result.tool_call_id.clone(), result.return_value.clone());
+                        Vec::new()
+                    }
+                    _ => Vec::new(),
+                };
+                (frames, progress)
+            };
+            for line in progress {
+                stderr_line(&line);
+            }
+            self.send(frames).await;
+        })
+    }
+
+    // The receiver is the answer; the future is only the asking.
+    #[allow(clippy::async_yields_async)]
+    fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            let answer_now = match request {
+                // `--print` approves everything, also after `/yolo` turned the core's flag off.
+                Request::ApprovalRequest(_) => ClientAnswer::Approval(ApprovalDecision::Approve),
+                Request::ToolCallRequest(call) => ClientAnswer::ToolResult(ToolReturnValue::error(
+                    format!("The tool `{}` belongs to a client, and print mode has none.", call.name),
+                    "No client",
+                )),
+            };
+            let _ = reply.send(answer_now);
+            answer
+        })
+    }
+
+    fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (frames, progress, text) = {
+                let mut state = lock(&self.state);
+                let mut step = std::mem::take(&mut state.step);
+                let frames = self.step_lines(&mut step);
+                let progress = state.progress.flush();
+                let text = if matches!(result, Ok(TurnOutcome::Finished)) { step.text() } else { String::new() };
+                (frames, progress, text)
+            };
+            for line in progress {
+                stderr_line(&line);
+            }
+            self.send(frames).await;
+            if !text.is_empty() && (self.options.final_only || self.options.output == Format::Text) {
+                let frame = match self.options.output {
+                    Format::StreamJson => encode(&Message::new(Role::Assistant, vec![ContentPart::text(text)])),
+                    Format::Text => Some(format!("{text}\n").into_bytes()),
+                };
+                self.send(frame.into_iter().collect()).await;
+            }
+            let failed = failure(&result);
+            if let Some((line, _)) = &failed {
+                stderr_line(line);
+            }
+            let report = match failed {
+                Some((_, code)) => TurnReport { failed: true, exit_code: code },
+                None => TurnReport { failed: false, exit_code: 0 },
+            };
+            report_turn(tag, report);
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ToolCallPart, ToolResult};
+
+    fn step_of(events: &[Event]) -> Step {
+        let mut step = Step::default();
+        for e in events {
+            match e {
+                Event::ContentPart(p) => step.push_content(p.clone()),
+                Event::ToolCall(c) => step.calls.push(c.clone()),
+                Event::ToolCallPart(p) => step.calls.last_mut().unwrap().append_arguments(p.arguments_part.as_deref()),
+                Event::ToolResult(r) => {
+                    step.results.insert(r.tool_call_id.clone(), r.return_value.clone());
+                }
+                _ => {}
+            }
+        }
+        step
+    }
+
+    #[test]
+    fn a_step_prints_as_the_spec_example() {
+        let step = step_of(&[
+            Event::ContentPart(ContentPart::text("Let me ")),
+            Event::ContentPart(ContentPart::text("check.")),
+            Event::ToolCall(ToolCall::new("tool_1", "Shell", Some("{\"command\":".into()))),
+            Event::ToolCallPart(ToolCallPart { arguments_part: Some("\"ls\"}".into()) }),
+            Event::ToolCall(ToolCall::new("tool_2", "Shell", None)),
+            Event::ToolResult(ToolResult {
+                tool_call_id: "tool_1".into(),
+                return_value: ToolReturnValue::ok("a.py\nb.py\n", "Command executed successfully."),
+            }),
+        ]);
+        let lines: Vec<String> = step.messages().iter().map(|m| serde_json::to_string(m).unwrap()).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"role":"assistant","content":"Let me check.","tool_calls":[{"type":"function","id":"tool_1","function":{"name":"Shell","arguments":"{\"command\":\"ls\"}"}}]}"#,
+                r#"{"role":"tool","content":[{"type":"text","text":"<system>Command executed successfully.</system>"},{"type":"text","text":"a.py\nb.py\n"}],"tool_call_id":"tool_1"}"#,
+            ]
+        );
+        let think =
+            step_of(&[Event::ContentPart(ContentPart::think("hm")), Event::ContentPart(ContentPart::text("ok"))]);
+        assert_eq!(
+            serde_json::to_string(&think.messages()[0]).unwrap(),
+            r#"{"role":"assistant","content":[{"type":"think","think":"hm","encrypted":null},{"type":"text","text":"ok"}]}"#
+        );
+        assert!(Step::default().messages().is_empty());
+    }
+
+    #[test]
+    fn progress_merges_fragments() {
+        let mut p = Progress::default();
+        let mut out = Vec::new();
+        for e in [
+            Event::StepBegin { n: 1 },
+            Event::ContentPart(ContentPart::text("a")),
+            Event::ContentPart(ContentPart::text("b")),
+            Event::ToolCall(ToolCall::new("t", "Shell", None)),
+            Event::ToolCallPart(ToolCallPart { arguments_part: Some("{}".into()) }),
+            Event::TurnEnd {},
+        ] {
+            out.extend(p.push(&e));
+        }
+        out.extend(p.flush());
+        assert_eq!(
+            out,
+            [
+                r#"StepBegin {"n":1}"#,
+                r#"ContentPart {"type":"text","text":"ab"}"#,
+                r#"ToolCall {"type":"function","id":"t","function":{"name":"Shell","arguments":"{}"},"extras":null}"#,
+                "TurnEnd",
+            ]
+        );
+    }
+
+    #[test]
+    fn failures_and_exit_codes() {
+        assert_eq!(failure(&Ok(TurnOutcome::Finished)), None);
+        assert_eq!(failure(&Ok(TurnOutcome::MaxStepsReached(2))), Some(("Max number of steps reached: 2".into(), 1)));
+        assert_eq!(failure(&Err(TurnError::LlmNotSet)), Some(("LLM not set".into(), 1)));
+        let e = |status| TurnError::Provider(ChatError::Status { status, message: "m".into(), retry_after: None });
+        assert_eq!(failure(&Err(e(504))).unwrap().1, EXIT_RETRYABLE);
+        assert_eq!(failure(&Err(e(401))).unwrap().1, 1);
+        assert_eq!(failure(&Err(TurnError::Provider(ChatError::Timeout("t".into())))).unwrap().1, EXIT_RETRYABLE);
+    }
+}

@@ -1,0 +1,85 @@
+//! kiwi driven by the official Python `claude-agent-sdk` through its CLI-path option
+//! (tests/print_sdk/check.py): a one-shot `query()`, a multi-turn client, a `can_use_tool`
+//! callback, an interrupt.
+//!
+//! The pinned SDK is installed with pip into a venv under `target/tmp/` on first use. Where
+//! Python or the registry is not available the test is skipped with the reason printed, unless
+//! `KIWI_REQUIRE_SDK_TESTS=1` (CI sets it), where a skip is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The SDK version whose command line and control protocol kiwi was checked against.
+const SDK_VERSION: &str = "0.2.187";
+
+fn skip(reason: &str) {
+    if std::env::var("KIWI_REQUIRE_SDK_TESTS").is_ok_and(|v| v == "1") {
+        panic!("the claude-agent-sdk check cannot run, and KIWI_REQUIRE_SDK_TESTS=1: {reason}");
+    }
+    eprintln!("SKIPPED the claude-agent-sdk check: {reason}");
+}
+
+fn sdk_ready(python: &Path) -> bool {
+    Command::new(python)
+        .args(["-c", &format!("import claude_agent_sdk as s; assert s.__version__ == {SDK_VERSION:?}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The venv's python with the pinned SDK, installing it if needed; `Err` says why not.
+fn python_with_sdk() -> Result<PathBuf, String> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("print-sdk-venv");
+    let python = venv.join("bin/python");
+    if sdk_ready(&python) {
+        return Ok(python);
+    }
+    let created = Command::new("python3").args(["-m", "venv"]).arg(&venv).output();
+    match created {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => return Err(format!("python3 -m venv failed: {}", String::from_utf8_lossy(&o.stderr))),
+        Err(e) => return Err(format!("python3 is not available: {e}")),
+    }
+    let pip = Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .arg(format!("claude-agent-sdk=={SDK_VERSION}"))
+        .output()
+        .map_err(|e| format!("cannot run pip: {e}"))?;
+    if !pip.status.success() {
+        return Err(format!(
+            "pip could not install claude-agent-sdk=={SDK_VERSION}: {}",
+            String::from_utf8_lossy(&pip.stderr)
+        ));
+    }
+    if !sdk_ready(&python) {
+        return Err("claude-agent-sdk installed but does not import".into());
+    }
+    Ok(python)
+}
+
+#[test]
+fn the_python_sdk_drives_kiwi() {
+    let python = match python_with_sdk() {
+        Ok(p) => p,
+        Err(reason) => return skip(&reason),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let share = dir.path().join("share");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&share).unwrap();
+    let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/print_sdk/check.py");
+    let output = Command::new(python)
+        .arg(check)
+        .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
+        .env("KIWI_WORK", &work)
+        .env("KIWI_DIR", dir.path())
+        .env("KIMI_SHARE_DIR", &share)
+        .env("HOME", dir.path())
+        .env_remove("KIMI_DIALECT")
+        .output()
+        .expect("run the SDK check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the SDK check failed:\n{stdout}");
+    assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+}
