@@ -86,6 +86,7 @@ fn world(scripts: &[&str]) -> World {
         skills_dir: Some(skills),
         yolo: false,
         config_source: "test".into(),
+        system_prompt: Default::default(),
     };
     let request = SessionRequest { work_dir: work, session: SessionChoice::New, trace: None };
     let BuiltSession { session, soul, recorder } = setup.build(request).unwrap();

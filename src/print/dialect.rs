@@ -214,6 +214,10 @@ pub fn choose(program: &str, args: &[OsString], forced: Option<&str>, stdout_is_
     if invoked_as.as_deref() == Some("claude") {
         return Dialect::Claude;
     }
+    // A kiwi subcommand (`kiwi login`, `kiwi info`, …) is never a Claude prompt.
+    if args.first().and_then(|a| a.to_str()).is_some_and(is_kiwi_subcommand) {
+        return Dialect::Kimi;
+    }
     let s = scan(args);
     // Claude Code has no wire or ACP mode: these settle it.
     if s.wire_or_acp {
@@ -232,6 +236,11 @@ pub fn choose(program: &str, args: &[OsString], forced: Option<&str>, stdout_is_
         return Dialect::Claude;
     }
     Dialect::Kimi
+}
+
+fn is_kiwi_subcommand(word: &str) -> bool {
+    use clap::CommandFactory;
+    crate::cli::Cli::command().get_subcommands().any(|c| c.get_name() == word)
 }
 
 /// The dialect of this process's command line (`argv` with the program name first).
@@ -276,6 +285,8 @@ mod tests {
         assert_eq!(pick(&["--wire"]), Dialect::Kimi);
         assert_eq!(pick(&["--print", "--output-format", "stream-json", "-p", "hi"]), Dialect::Kimi);
         assert_eq!(pick(&["--quiet", "-c", "hi"]), Dialect::Kimi);
+        assert_eq!(pick(&["login", "--json"]), Dialect::Kimi);
+        assert_eq!(pick(&["info"]), Dialect::Kimi);
         assert_eq!(pick(&["--print", "--input-format", "stream-json"]), Dialect::Kimi);
         assert_eq!(pick(&["-y", "-m", "k2", "--work-dir", "/w"]), Dialect::Kimi);
         // A kimi usage error is still kimi's to report.

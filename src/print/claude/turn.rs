@@ -776,7 +776,7 @@ mod tests {
         assert!(r.get("result").is_none());
         let r = lines(false, &[], Ok(TurnOutcome::Cancelled)).pop().unwrap();
         assert_eq!(r["errors"], serde_json::json!(["Interrupted by user"]));
-        let r = lines(false, &[], Err(TurnError::LlmNotSet)).pop().unwrap();
+        let r = lines(false, &[], Err(TurnError::LlmNotSet { reason: None })).pop().unwrap();
         assert_eq!(r["errors"], serde_json::json!(["LLM is not set"]));
         let out = lines(
             false,

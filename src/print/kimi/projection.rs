@@ -154,7 +154,7 @@ pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
         Ok(TurnOutcome::Finished) => None,
         Ok(TurnOutcome::MaxStepsReached(n)) => Some((format!("Max number of steps reached: {n}"), 1)),
         Ok(TurnOutcome::Cancelled) => Some(("Interrupted by user".into(), 1)),
-        Err(TurnError::LlmNotSet) => Some(("LLM not set".into(), 1)),
+        Err(TurnError::LlmNotSet { .. }) => Some(("LLM not set".into(), 1)),
         Err(e @ TurnError::Capability { .. }) => Some((e.to_string(), 1)),
         Err(TurnError::Provider(e)) => {
             let retryable = matches!(
@@ -350,7 +350,7 @@ mod tests {
     fn failures_and_exit_codes() {
         assert_eq!(failure(&Ok(TurnOutcome::Finished)), None);
         assert_eq!(failure(&Ok(TurnOutcome::MaxStepsReached(2))), Some(("Max number of steps reached: 2".into(), 1)));
-        assert_eq!(failure(&Err(TurnError::LlmNotSet)), Some(("LLM not set".into(), 1)));
+        assert_eq!(failure(&Err(TurnError::LlmNotSet { reason: None })), Some(("LLM not set".into(), 1)));
         let e = |status| TurnError::Provider(ChatError::Status { status, message: "m".into(), retry_after: None });
         assert_eq!(failure(&Err(e(504))).unwrap().1, EXIT_RETRYABLE);
         assert_eq!(failure(&Err(e(401))).unwrap().1, 1);
