@@ -138,6 +138,8 @@ struct Scan {
     p_switch: bool,
     /// `-p TEXT` / `-c TEXT`: kimi's prompt or Claude's switch plus a prompt.
     p_with_text: bool,
+    /// The first positional word is one of kiwi's subcommands.
+    kiwi_subcommand: bool,
 }
 
 fn scan(args: &[OsString]) -> Scan {
@@ -151,6 +153,10 @@ fn scan(args: &[OsString]) -> Scan {
             break;
         }
         if !token.starts_with('-') || token == "-" {
+            // The first positional word naming a kiwi subcommand makes it a kiwi command line.
+            if !s.positional && is_kiwi_subcommand(&token) {
+                s.kiwi_subcommand = true;
+            }
             s.positional = true;
             continue;
         }
@@ -214,11 +220,11 @@ pub fn choose(program: &str, args: &[OsString], forced: Option<&str>, stdout_is_
     if invoked_as.as_deref() == Some("claude") {
         return Dialect::Claude;
     }
-    // A kiwi subcommand (`kiwi login`, `kiwi info`, …) is never a Claude prompt.
-    if args.first().and_then(|a| a.to_str()).is_some_and(is_kiwi_subcommand) {
+    let s = scan(args);
+    // A kiwi subcommand (`kiwi login`, `kiwi --config-file c info`) is never a Claude prompt.
+    if s.kiwi_subcommand {
         return Dialect::Kimi;
     }
-    let s = scan(args);
     // Claude Code has no wire or ACP mode: these settle it.
     if s.wire_or_acp {
         return Dialect::Kimi;
@@ -287,6 +293,8 @@ mod tests {
         assert_eq!(pick(&["--quiet", "-c", "hi"]), Dialect::Kimi);
         assert_eq!(pick(&["login", "--json"]), Dialect::Kimi);
         assert_eq!(pick(&["info"]), Dialect::Kimi);
+        assert_eq!(pick(&["--config-file", "c.toml", "info", "--json"]), Dialect::Kimi);
+        assert_eq!(pick(&["-p", "info"]), Dialect::Claude);
         assert_eq!(pick(&["--print", "--input-format", "stream-json"]), Dialect::Kimi);
         assert_eq!(pick(&["-y", "-m", "k2", "--work-dir", "/w"]), Dialect::Kimi);
         // A kimi usage error is still kimi's to report.
