@@ -17,20 +17,13 @@ use clap::Parser;
 
 use crate::builder::{AgentChoice, AgentSetup, BuildError, SessionRequest};
 use crate::cli::Cli;
-use crate::config::{self, Config};
-use crate::session::store::{SessionChoice, normalize, share_dir};
+use crate::session::store::{SessionChoice, share_dir};
 use crate::wire::serve::{WireOptions, serve_streams, signal_token};
 
 pub use crate::VERSION;
 
-/// Log lines that may wait for the log file before new ones are dropped.
-const LOG_QUEUE_LINES: usize = 512;
-
-/// A start-up failure: usage errors exit 2, everything else 1.
-pub enum StartError {
-    Usage(String),
-    Fatal(String),
-}
+pub use crate::startup::StartError;
+use crate::startup::{init_logging, load_config, log_file, report, resolve_work_dir, warn_at_start_up};
 
 /// Everything start-up prepared for serving: the process-wide agent setup and the one session
 /// the front end will build.
@@ -83,97 +76,6 @@ pub fn main() -> ExitCode {
         Ok(prepared) => run_with(prepared, std::io::stdin(), std::io::stdout()),
         Err(e) => report(e, &share),
     }
-}
-
-/// One readable start-up error on stderr; usage errors exit 2, everything else 1.
-#[allow(clippy::print_stderr)]
-pub(crate) fn report(error: StartError, share: &Path) -> ExitCode {
-    match error {
-        StartError::Usage(msg) => {
-            eprintln!("Usage: kiwi [OPTIONS]\nTry 'kiwi --help' for help.\n\nError: {msg}");
-            ExitCode::from(2)
-        }
-        StartError::Fatal(msg) => {
-            tracing::error!("start-up failed: {msg}");
-            eprintln!("{msg}\nSee logs: {}", log_file(share).display());
-            ExitCode::from(1)
-        }
-    }
-}
-
-pub(crate) fn log_file(share: &Path) -> PathBuf {
-    share.join("logs").join("kiwi.log")
-}
-
-/// The log filter: `KIWI_LOG` (tracing's env-filter syntax) wins; else `--debug` turns on kiwi's
-/// own debug lines (not every dependency's), and the default is INFO.
-pub(crate) fn init_logging(
-    debug: bool,
-    log_stderr: bool,
-    log_path: &Path,
-) -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    let level = if debug { "info,kiwi=debug" } else { "info" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| level.into());
-    if log_stderr {
-        let _ =
-            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
-        return None;
-    }
-    let dir = log_path.parent()?;
-    std::fs::create_dir_all(dir).ok()?;
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(log_path).ok()?;
-    // The default queue preallocates 128k slots (4 MB); a few hundred lines of slack is plenty.
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .buffered_lines_limit(LOG_QUEUE_LINES)
-        .lossy(true)
-        .finish(file);
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(false).try_init();
-    Some(guard)
-}
-
-/// The config, where it came from, and what is wrong with it that does not stop us.
-pub(crate) fn load_config(
-    text: Option<&str>,
-    file: Option<&Path>,
-    share: &Path,
-) -> Result<(Config, String, Vec<String>), StartError> {
-    if let Some(text) = text {
-        let (config, warnings) = config::load_text_reporting(text).map_err(|e| StartError::Usage(e.to_string()))?;
-        return Ok((config, "--config".into(), warnings));
-    }
-    if let Some(path) = file {
-        let (config, warnings) = config::load_file_reporting(path).map_err(|e| StartError::Fatal(e.to_string()))?;
-        return Ok((config, path.display().to_string(), warnings));
-    }
-    std::fs::create_dir_all(share).map_err(|e| StartError::Fatal(format!("Cannot create {}: {e}", share.display())))?;
-    let (config, path, warnings) =
-        config::load_default_reporting(share).map_err(|e| StartError::Fatal(e.to_string()))?;
-    Ok((config, path.display().to_string(), warnings))
-}
-
-/// Start-up warnings go to the log and, one line each, to stderr (stdout is the protocol's).
-#[allow(clippy::print_stderr)]
-pub(crate) fn warn_at_start_up(lines: &[String]) {
-    for line in lines {
-        tracing::warn!("{line}");
-        eprintln!("kiwi: warning: {line}");
-    }
-}
-
-pub(crate) fn resolve_work_dir(work_dir: Option<&Path>) -> Result<PathBuf, StartError> {
-    let cwd =
-        std::env::current_dir().map_err(|e| StartError::Fatal(format!("Cannot read the current directory: {e}")))?;
-    let dir = match work_dir {
-        Some(dir) => normalize(dir, &cwd),
-        None => normalize(&cwd, &cwd),
-    };
-    if !dir.is_dir() {
-        return Err(StartError::Usage(format!(
-            "Invalid value for '--work-dir' / '-w': Directory '{}' does not exist.",
-            dir.display()
-        )));
-    }
-    Ok(dir)
 }
 
 pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {

@@ -115,7 +115,7 @@ pub struct Cli {
 }
 
 /// Subcommands: they run instead of a server and do not act on the top-level options
-/// (`cli-subcommands.md` §0). Each variant is dispatched by `crate::commands::run`.
+/// (`cli-subcommands.md` §0). Each variant is dispatched by the `commands` module.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Log in to your Kimi account (device flow); writes the login to the default config.

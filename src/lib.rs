@@ -35,6 +35,7 @@
 //! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
 //! - [`print`]: the headless front ends: kimi's `--print` and Claude Code's stream-json dialect,
 //!   each a projection plus a run loop over the same turn driver.
+//! - [`startup`]: logging, config loading and start-up errors, shared by every front end's process.
 //! - [`cli`], [`app`]: the command line and the process (logging, config, choosing the front end).
 //! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`).
 //! - [`net`]: the one place HTTP clients are built.
@@ -60,5 +61,6 @@ pub mod rpc;
 
 pub mod session;
 pub mod soul;
+pub mod startup;
 pub mod tools;
 pub mod wire;

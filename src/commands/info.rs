@@ -14,7 +14,7 @@ const PYTHON_VERSION: &str = "n/a (kiwi is written in Rust)";
 
 /// The lines (text) or the one line (`--json`) `info` prints.
 pub fn lines(json: bool) -> Vec<String> {
-    let version = crate::app::VERSION;
+    let version = crate::VERSION;
     let wire = crate::wire::params::PROTOCOL_VERSION;
     if !json {
         return vec![

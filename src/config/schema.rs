@@ -106,7 +106,7 @@ pub struct ServiceConfig {
     pub api_key: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub custom_headers: BTreeMap<String, String>,
-    /// The stored login whose token replaces `api_key` (`crate::auth::service_api_key`).
+    /// The stored login whose token replaces `api_key` (the `auth` module's `service_api_key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthRef>,
 }

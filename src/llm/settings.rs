@@ -48,7 +48,7 @@ pub struct ProviderConfig {
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub custom_headers: BTreeMap<String, String>,
-    /// Where a Kimi account login keeps this provider's key (`crate::auth`); the stored token
+    /// Where a Kimi account login keeps this provider's key (the `auth` module); the stored token
     /// then replaces `api_key`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthRef>,

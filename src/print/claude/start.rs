@@ -19,7 +19,7 @@ use super::permission::Policy;
 use super::projection::{ClaudeProjection, Settings};
 use super::run::RunLoop;
 use super::turn::{Identity, fresh_uuid};
-use crate::app::{StartError, VERSION, init_logging, load_config, log_file, report, resolve_work_dir};
+use crate::VERSION;
 use crate::builder::{AgentChoice, AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
 use crate::print::common::{stderr_line, trace_to_stderr};
 use crate::protocol::UserInput;
@@ -28,6 +28,7 @@ use crate::rpc::reader::DEFAULT_MAX_LINE_BYTES;
 use crate::rpc::writer::{encode, spawn_writer};
 use crate::session::store::{SessionChoice, share_dir};
 use crate::soul::{EventSink, TurnDriver};
+use crate::startup::{StartError, init_logging, load_config, log_file, report, resolve_work_dir};
 use crate::tools::Toolset;
 use crate::wire::serve::signal_token;
 
@@ -118,7 +119,7 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
     let work_dir = resolve_work_dir(args.work_dir.as_deref())?;
     let (mut config, config_source, warnings) =
         load_config(args.config.as_deref(), args.config_file.as_deref(), share)?;
-    crate::app::warn_at_start_up(&warnings);
+    crate::startup::warn_at_start_up(&warnings);
     if let Some(n) = args.max_turns {
         config.loop_control.max_steps_per_turn = n;
     }
