@@ -21,6 +21,7 @@ use crate::session::store::{Session, SessionChoice, home_dir};
 use crate::session::wire_log::WireLog;
 use crate::soul::agent::AgentParts;
 use crate::soul::dmail::{DMailBox, SendDMail};
+use crate::soul::state::SessionState;
 use crate::soul::{Agent, Context, Soul};
 use crate::tools::Toolset;
 use crate::tools::builtin::tool_by_path;
@@ -140,7 +141,7 @@ impl AgentSetup {
             max_context_size: settings.model.max_context_size,
             loop_control: config.loop_control.clone(),
             toolset: Toolset::new(tools),
-            yolo: self.yolo,
+            state: Arc::new(session_state(&session.dir, self.yolo)),
             system_prompt,
             skills,
             dmail,
@@ -148,6 +149,13 @@ impl AgentSetup {
         let recorder = WireLog::new(&session.wire_path());
         Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })
     }
+}
+
+/// The session's saved state with `--yolo` applied; added directories that vanished are dropped.
+fn session_state(dir: &std::path::Path, yolo: bool) -> SessionState {
+    let state = SessionState::load(dir, yolo);
+    state.prune_missing_dirs();
+    state
 }
 
 /// `SendDMail` lives with the soul (it rewinds the context), not in the tool registry.

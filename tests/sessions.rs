@@ -35,7 +35,11 @@ fn session_files_and_continue_appends() {
     let mut names: Vec<String> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
     names.sort();
-    assert_eq!(names, ["context.jsonl", "wire.jsonl"]);
+    // `wire-1.10.md` §10.4: a simple session holds exactly these three files.
+    assert_eq!(names, ["context.jsonl", "state.json", "wire.jsonl"]);
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["custom_title"], "first", "the first prompt titles the session (§10.2)");
     assert_eq!(lines(&dir.join("context.jsonl")).len(), 4);
     assert_eq!(lines(&dir.join("wire.jsonl")).len(), 6);
     let meta: serde_json::Value =
@@ -139,7 +143,8 @@ fn resumed_history_is_sent_to_the_model() {
     assert_eq!(r["result"]["status"], "finished");
     finish(k);
     let context = lines(&session_dir(&env, "echo").join("context.jsonl"));
-    assert_eq!(context[3], r#"{"role":"assistant","content":"first answer"}"#);
+    // The tiny window compacts before the step; compaction records its estimate (`_usage`).
+    assert_eq!(context.last().unwrap(), r#"{"role":"assistant","content":"first answer"}"#);
 }
 
 #[test]
@@ -154,7 +159,11 @@ fn clear_rotates_and_compact_events() {
         ["TurnBegin", "CompactionBegin", "CompactionEnd", "ContentPart", "StatusUpdate", "TurnEnd"]
     );
     assert_eq!(events[3]["params"]["payload"]["text"], "The context has been compacted.");
-    assert_eq!(events[4]["params"]["payload"], json!({"context_usage":0.0,"token_usage":null,"message_id":null}));
+    // `wire-1.10.md` §4.5: no LLM call for two messages; the estimate is ⌊chars/4⌋ ("hello"+"a").
+    assert_eq!(
+        events[4]["params"]["payload"],
+        json!({"context_usage":1e-05,"context_tokens":1,"max_context_tokens":100000,"token_usage":null,"message_id":null,"plan_mode":null,"mcp_status":null})
+    );
     // Nothing was summarized, so no script was consumed: the next answer is the second script.
     let (events, _) = k.prompt("p3", json!("next"));
     assert_eq!(events[2]["params"]["payload"]["text"], "b");
@@ -229,7 +238,7 @@ fn skills_are_listed_and_injected() {
         .map(|c| (c["name"].as_str().unwrap().to_string(), c["description"].as_str().unwrap().to_string()))
         .collect();
     assert_eq!(
-        commands[4..],
+        commands[9..],
         [
             ("skill:test".to_string(), "A test skill".to_string()),
             ("skill:test-flow".to_string(), "A flow".to_string()),

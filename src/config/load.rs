@@ -173,6 +173,23 @@ mod tests {
     }
 
     #[test]
+    fn hooks_are_read_and_checked() {
+        let c = load_text(r#"{"hooks":[{"event":"PreToolUse","command":"echo x","matcher":"Shell"},{"event":"Stop","command":"true","timeout":"5"}]}"#).unwrap();
+        assert_eq!(c.hooks.len(), 2);
+        assert_eq!((c.hooks[0].timeout, c.hooks[1].timeout, c.hooks[1].matcher.as_str()), (30, 5, ""));
+        for bad in [
+            r#"{"hooks":[{"event":"BeforeAll","command":"x"}]}"#,
+            r#"{"hooks":[{"event":"Stop","command":"x","timeout":0}]}"#,
+            r#"{"hooks":[{"event":"Stop","command":"x","timeout":601}]}"#,
+            r#"{"hooks":[{"event":"Stop"}]}"#,
+        ] {
+            assert!(load_text(bad).is_err(), "{bad}");
+        }
+        let toml = load_text("[[hooks]]\nevent = \"UserPromptSubmit\"\ncommand = \"exit 2\"\n").unwrap();
+        assert_eq!(toml.hooks[0].event, crate::protocol::HookEvent::UserPromptSubmit);
+    }
+
+    #[test]
     fn lenient_scalars() {
         let c = load_text(r#"{"default_thinking":"yes","loop_control":{"max_retries_per_step":2.0}}"#).unwrap();
         assert!(c.default_thinking);

@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// The provider part of the file is the model layer's own settings type (config depends on llm,
 /// never the reverse).
 pub use crate::llm::settings::{ProviderConfig, ProviderType};
+use crate::protocol::HookEvent;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Config {
@@ -24,6 +25,34 @@ pub struct Config {
     pub services: Services,
     #[serde(default)]
     pub mcp: McpSettings,
+    /// Command hooks (`wire-1.10.md` §5.3), TOML `[[hooks]]`.
+    #[serde(default)]
+    pub hooks: Vec<HookConfig>,
+}
+
+/// One command hook of the config file. An unknown event or a timeout outside 1..=600 seconds
+/// makes the whole config invalid (a start-up failure).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookConfig {
+    pub event: HookEvent,
+    pub command: String,
+    #[serde(default)]
+    pub matcher: String,
+    #[serde(default = "default_hook_timeout", deserialize_with = "hook_timeout")]
+    pub timeout: u64,
+}
+
+fn default_hook_timeout() -> u64 {
+    30
+}
+
+fn hook_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let t = lenient::u64(d)?;
+    if (1..=600).contains(&t) {
+        Ok(t)
+    } else {
+        Err(serde::de::Error::custom(format!("hook timeout must be between 1 and 600 seconds, got {t}")))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

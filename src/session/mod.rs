@@ -3,7 +3,9 @@
 pub mod id;
 pub mod jsonl;
 pub mod pyjson;
+pub mod state;
 pub mod store;
 pub mod wire_log;
+pub mod wire_read;
 
 pub use store::{Session, SessionChoice, SessionError};

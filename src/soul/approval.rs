@@ -1,94 +1,183 @@
-//! Approvals: YOLO, the approve-for-session set, and one outstanding request per agent.
+//! Approvals (`wire-1.10.md` §3.5-§3.6): one registry per session for every approval request,
+//! whoever asks and whoever resolves it.
 //!
-//! Invariants: a request that cannot be answered (client gone, error answer) is a reject; a
-//! cancelled turn drops the waiting future, so a late answer changes nothing; requests queued
-//! behind one whose action became session-approved are approved silently.
+//! Invariants:
+//! - a request goes out the moment a tool asks (several may be outstanding at once) and is never
+//!   recorded in `wire.jsonl`; so is every `ApprovalResponse`;
+//! - each pending request is resolved exactly once, and every resolution is announced with an
+//!   `ApprovalResponse` before the waiting tool learns of it (so it precedes the tool's result):
+//!   by the client's answer, by an `approve_for_session` answer covering the same action (the
+//!   covered siblings' own JSON-RPC requests are then forgotten, a late answer is ignored), by the
+//!   end or cancellation of the turn that asked (reject), or by the client going away (reject);
+//! - a request that cannot be answered is a rejection; yolo, afk and session-approved actions
+//!   never ask.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Mutex as AsyncMutex;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
 use super::sink::{ClientAnswer, EventSink};
-use crate::protocol::{ApprovalDecision, ApprovalRequest, ApprovalResponse, Event, Request};
+use super::state::SessionState;
+use crate::protocol::{ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSource, Event, Request};
 use crate::tools::ApprovalAsk;
 
-/// Approval state shared by an agent and its subagents for the life of the process.
-#[derive(Debug, Default)]
-pub struct ApprovalState {
-    yolo: AtomicBool,
-    approved_actions: Mutex<HashSet<String>>,
+/// How an approval was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: ApprovalDecision,
+    /// What the user said with a rejection ("" when nothing).
+    pub feedback: String,
 }
 
-impl ApprovalState {
-    pub fn new(yolo: bool) -> Self {
-        Self { yolo: AtomicBool::new(yolo), approved_actions: Mutex::default() }
+impl Verdict {
+    pub fn approve() -> Self {
+        Self { decision: ApprovalDecision::Approve, feedback: String::new() }
     }
 
-    pub fn yolo(&self) -> bool {
-        self.yolo.load(Ordering::SeqCst)
+    pub fn reject() -> Self {
+        Self { decision: ApprovalDecision::Reject, feedback: String::new() }
     }
 
-    pub fn set_yolo(&self, on: bool) {
-        self.yolo.store(on, Ordering::SeqCst);
-    }
-
-    fn auto_approved(&self, action: &str) -> bool {
-        self.yolo() || self.approved_actions.lock().map(|s| s.contains(action)).unwrap_or(false)
-    }
-
-    fn approve_for_session(&self, action: &str) {
-        if let Ok(mut set) = self.approved_actions.lock() {
-            set.insert(action.to_string());
-        }
+    pub fn is_approved(&self) -> bool {
+        self.decision.is_approved()
     }
 }
 
-/// One agent's approval channel.
-#[derive(Clone, Debug)]
-pub struct Approval {
-    state: Arc<ApprovalState>,
-    sink: EventSink,
-    /// Held while a request of this agent is outstanding, so they go out one at a time.
-    outstanding: Arc<AsyncMutex<()>>,
+struct Pending {
+    id: String,
+    action: String,
+    /// The turn that asked (its id); resolved with it.
+    source_id: String,
+    decide: oneshot::Sender<Verdict>,
+    /// The task waiting for the client's answer; aborted when resolved otherwise, which drops
+    /// the answer's receiver so the front end forgets the JSON-RPC request.
+    waiter: Option<AbortHandle>,
 }
 
-impl Approval {
-    pub fn new(state: Arc<ApprovalState>, sink: EventSink) -> Self {
-        Self { state, sink, outstanding: Arc::default() }
+/// The session's approval registry.
+pub struct ApprovalHub {
+    state: Arc<SessionState>,
+    /// Oldest first.
+    pending: Mutex<Vec<Pending>>,
+}
+
+impl ApprovalHub {
+    pub fn new(state: Arc<SessionState>) -> Arc<Self> {
+        Arc::new(Self { state, pending: Mutex::default() })
     }
 
-    pub fn state(&self) -> &Arc<ApprovalState> {
+    pub fn state(&self) -> &Arc<SessionState> {
         &self.state
     }
 
-    /// Asks the client (unless YOLO or session-approved); true when the call may go ahead.
-    pub async fn request(&self, ask: ApprovalAsk) -> bool {
-        if self.state.auto_approved(&ask.action) {
-            return true;
-        }
-        let _turn = self.outstanding.lock().await;
-        if self.state.auto_approved(&ask.action) {
-            return true;
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn auto_approved(&self, action: &str) -> bool {
+        self.state.bypass_approvals() || self.state.is_session_approved(action)
+    }
+
+    /// Number of requests waiting for a decision.
+    pub fn pending_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Asks the client on behalf of the turn `source_id`; resolves as described in the module doc.
+    pub async fn request(self: &Arc<Self>, ask: ApprovalAsk, source_id: &str, sink: &EventSink) -> Verdict {
+        if self.auto_approved(&ask.action) {
+            return Verdict::approve();
         }
         let id = uuid::Uuid::new_v4().to_string();
+        let (decide, decided) = oneshot::channel();
+        self.lock().push(Pending {
+            id: id.clone(),
+            action: ask.action.clone(),
+            source_id: source_id.to_string(),
+            decide,
+            waiter: None,
+        });
         let request = Request::ApprovalRequest(ApprovalRequest {
             id: id.clone(),
             tool_call_id: ask.tool_call_id,
             sender: ask.sender,
-            action: ask.action.clone(),
+            action: ask.action,
             description: ask.description,
+            source_kind: ApprovalSource::ForegroundTurn,
+            source_id: Some(source_id.to_string()),
+            agent_id: None,
+            subagent_type: None,
+            source_description: None,
             display: ask.display,
         });
-        let decision = match self.sink.request(request).await.await {
-            Ok(ClientAnswer::Approval(decision)) => decision,
-            _ => ApprovalDecision::Reject,
-        };
-        if decision == ApprovalDecision::ApproveForSession {
-            self.state.approve_for_session(&ask.action);
+        let answer = sink.request_unrecorded(request).await;
+        let hub = self.clone();
+        let waiter_sink = sink.clone();
+        let waiter_id = id.clone();
+        let waiter = tokio::spawn(async move {
+            let verdict = match answer.await {
+                Ok(ClientAnswer::Approval { decision, feedback }) => Verdict { decision, feedback },
+                // An error answer, a malformed one, or the client gone.
+                _ => Verdict::reject(),
+            };
+            hub.resolve(&waiter_id, verdict, &waiter_sink, true).await;
+        });
+        match self.lock().iter_mut().find(|p| p.id == id) {
+            Some(p) => p.waiter = Some(waiter.abort_handle()),
+            // Already resolved (a sibling's approve_for_session): the answer is not needed.
+            None => waiter.abort(),
         }
-        self.sink.emit(Event::ApprovalResponse(ApprovalResponse { request_id: id, response: decision })).await;
-        decision.is_approved()
+        decided.await.unwrap_or_else(|_| Verdict::reject())
     }
+
+    /// Resolves request `id` (no-op when it is no longer pending). `from_waiter` is true when
+    /// called by the task that waited for the client's answer (it must not abort itself).
+    async fn resolve(&self, id: &str, verdict: Verdict, sink: &EventSink, from_waiter: bool) {
+        let Some(entry) = self.take(|p| p.id == id).into_iter().next() else { return };
+        if !from_waiter && let Some(w) = &entry.waiter {
+            w.abort();
+        }
+        let approve_for_session = verdict.decision == ApprovalDecision::ApproveForSession;
+        let action = entry.action.clone();
+        announce(sink, &entry.id, &verdict).await;
+        let _ = entry.decide.send(verdict);
+        if approve_for_session {
+            self.state.approve_for_session(&action);
+            for sibling in self.take(|p| p.action == action) {
+                self.settle(sibling, Verdict::approve(), sink).await;
+            }
+        }
+    }
+
+    /// Rejects every request of the turn `source_id` (the turn ended or was cancelled).
+    pub async fn reject_turn(&self, source_id: &str, sink: &EventSink) {
+        for entry in self.take(|p| p.source_id == source_id) {
+            self.settle(entry, Verdict::reject(), sink).await;
+        }
+    }
+
+    async fn settle(&self, entry: Pending, verdict: Verdict, sink: &EventSink) {
+        if let Some(w) = &entry.waiter {
+            w.abort();
+        }
+        announce(sink, &entry.id, &verdict).await;
+        let _ = entry.decide.send(verdict);
+    }
+
+    fn take(&self, which: impl Fn(&Pending) -> bool) -> Vec<Pending> {
+        let mut pending = self.lock();
+        let (taken, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut *pending).into_iter().partition(which);
+        *pending = kept;
+        taken
+    }
+}
+
+async fn announce(sink: &EventSink, id: &str, verdict: &Verdict) {
+    sink.emit_unrecorded(Event::ApprovalResponse(ApprovalResponse {
+        request_id: id.to_string(),
+        response: verdict.decision,
+        feedback: verdict.feedback.clone(),
+    }))
+    .await;
 }

@@ -32,14 +32,16 @@ impl Soul {
                 }
             }
             "clear" | "reset" => {
-                self.context.clear().map_err(|e| TurnError::Internal(format!("Failed to clear the context: {e}")))?;
+                self.context
+                    .clear()
+                    .map_err(|e| TurnError::internal("ContextError", format!("Failed to clear the context: {e}")))?;
                 self.sync_dmail_checkpoints();
                 say(sink, "The context has been cleared.").await;
                 self.emit_context_usage(sink).await;
             }
             "yolo" => {
-                let on = !self.agent.approval.yolo();
-                self.agent.approval.set_yolo(on);
+                let on = !self.agent.state.yolo();
+                self.agent.state.set_yolo(on);
                 let text = if on {
                     "You only live once! All actions will be auto-approved."
                 } else {

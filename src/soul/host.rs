@@ -1,27 +1,79 @@
-//! The soul's side of the tools' host interface: approvals through the agent's approval state
-//! and client-owned tool calls as requests on the event sink.
+//! The soul's side of the tools' host interface, one per step: approvals through the session's
+//! hub, client-owned tool calls and questions as requests on the event sink, plan mode and todos
+//! through the session state.
+//!
+//! Invariants: what the step needs to know after its tools ran is kept here, keyed by tool call
+//! id — a rejection's feedback (the step rewrites that call's result) and plan-file writes that
+//! were granted without asking — plus whether a tool switched plan mode (the step reports it).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
-use super::approval::Approval;
+use super::approval::ApprovalHub;
+use super::client::ClientState;
 use super::sink::{ClientAnswer, EventSink};
-use crate::protocol::{Request, ToolCallRequest, ToolReturnValue};
-use crate::tools::{ApprovalAsk, ClientToolCall, ToolHost};
+use crate::protocol::{Event, QuestionItem, QuestionRequest, Request, TodoItem, ToolCallRequest, ToolReturnValue};
+use crate::tools::{ApprovalAsk, ClientToolCall, PlanView, Presence, QuestionOutcome, ToolHost};
 
 pub struct SoulToolHost {
-    approval: Approval,
+    hub: Arc<ApprovalHub>,
+    client: Arc<ClientState>,
     sink: EventSink,
+    /// The asking turn's id (`source_id` of its approvals).
+    turn_id: String,
+    /// Feedback given with rejections, by tool call id.
+    feedback: Mutex<HashMap<String, String>>,
+    /// Calls whose approval plan mode grants (writes of the plan file).
+    granted: Mutex<HashSet<String>>,
+    plan_switched: AtomicBool,
 }
 
 impl SoulToolHost {
-    pub fn new(approval: Approval, sink: EventSink) -> Self {
-        Self { approval, sink }
+    pub fn new(hub: Arc<ApprovalHub>, client: Arc<ClientState>, sink: EventSink, turn_id: String) -> Self {
+        Self {
+            hub,
+            client,
+            sink,
+            turn_id,
+            feedback: Mutex::default(),
+            granted: Mutex::default(),
+            plan_switched: AtomicBool::new(false),
+        }
+    }
+
+    /// The call `tool_call_id` needs no approval (plan mode's own file).
+    pub fn grant(&self, tool_call_id: &str) {
+        self.granted.lock().unwrap_or_else(|p| p.into_inner()).insert(tool_call_id.to_string());
+    }
+
+    /// The feedback given with the rejection of `tool_call_id` ("" when none).
+    pub fn rejection_feedback(&self, tool_call_id: &str) -> String {
+        self.feedback.lock().unwrap_or_else(|p| p.into_inner()).remove(tool_call_id).unwrap_or_default()
+    }
+
+    /// Whether a tool switched plan mode since the last call.
+    pub fn take_plan_switched(&self) -> bool {
+        self.plan_switched.swap(false, Ordering::SeqCst)
     }
 }
 
 impl ToolHost for SoulToolHost {
     fn request_approval(&self, ask: ApprovalAsk) -> BoxFuture<'_, bool> {
-        Box::pin(self.approval.request(ask))
+        Box::pin(async move {
+            if self.granted.lock().unwrap_or_else(|p| p.into_inner()).contains(&ask.tool_call_id) {
+                return true;
+            }
+            let call_id = ask.tool_call_id.clone();
+            let verdict = self.hub.request(ask, &self.turn_id, &self.sink).await;
+            let approved = verdict.is_approved();
+            if !approved && !verdict.feedback.is_empty() {
+                self.feedback.lock().unwrap_or_else(|p| p.into_inner()).insert(call_id, verdict.feedback);
+            }
+            approved
+        })
     }
 
     fn call_client_tool(&self, call: ClientToolCall) -> BoxFuture<'_, Option<ToolReturnValue>> {
@@ -36,5 +88,54 @@ impl ToolHost for SoulToolHost {
                 _ => None,
             }
         })
+    }
+
+    fn ask_user(&self, tool_call_id: &str, questions: Vec<QuestionItem>) -> BoxFuture<'_, QuestionOutcome> {
+        let tool_call_id = tool_call_id.to_string();
+        Box::pin(async move {
+            if !self.client.supports_question() {
+                return QuestionOutcome::Unsupported;
+            }
+            let request = Request::QuestionRequest(QuestionRequest {
+                id: uuid::Uuid::new_v4().to_string(),
+                tool_call_id,
+                questions,
+            });
+            match self.sink.request(request).await.await {
+                Ok(ClientAnswer::Questions(Some(answers))) if !answers.is_empty() => QuestionOutcome::Answered(answers),
+                // Dismissed, an error answer, or nobody left to answer.
+                _ => QuestionOutcome::Dismissed,
+            }
+        })
+    }
+
+    fn plan_mode(&self) -> PlanView {
+        self.hub.state().plan()
+    }
+
+    fn switch_plan_mode(&self, on: bool) -> PlanView {
+        let before = self.hub.state().plan_mode();
+        let view = self.hub.state().set_plan_mode(on);
+        if before != on {
+            self.plan_switched.store(true, Ordering::SeqCst);
+        }
+        view
+    }
+
+    fn show_plan(&self, content: String, file_path: String) -> BoxFuture<'_, ()> {
+        Box::pin(async move { self.sink.emit(Event::PlanDisplay { content, file_path }).await })
+    }
+
+    fn presence(&self) -> Presence {
+        let state = self.hub.state();
+        Presence { yolo: state.yolo(), afk: state.afk() }
+    }
+
+    fn todos(&self) -> Vec<TodoItem> {
+        self.hub.state().todos()
+    }
+
+    fn set_todos(&self, todos: Vec<TodoItem>) {
+        self.hub.state().set_todos(todos);
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod approval;
+pub mod client;
 pub mod commands;
 pub mod compaction;
 pub mod context;
@@ -15,20 +16,23 @@ pub mod dmail;
 pub mod driver;
 pub mod error;
 pub mod flow_runner;
+pub mod hooks;
 pub mod host;
-pub mod inbox;
+pub mod plan;
 pub mod retry;
 pub mod sink;
 pub mod slash;
+pub mod state;
 pub mod step;
 pub mod tool_message;
 pub mod turn;
+pub mod turn_shared;
 
 use std::sync::Arc;
 
 pub use agent::Agent;
 pub use context::Context;
-pub use driver::{Busy, Idle, TurnDriver};
+pub use driver::{Busy, BusyClaim, Idle, TurnDriver};
 pub use error::{TurnError, TurnOutcome, TurnResult};
 pub use sink::{ClientAnswer, EventSink, Projection, TurnTag};
 
@@ -36,13 +40,13 @@ pub use sink::{ClientAnswer, EventSink, Projection, TurnTag};
 pub struct Soul {
     pub agent: Arc<Agent>,
     pub context: Context,
-    /// Input queued during a turn (set by the driver; absent for a soul run without one).
-    pub(crate) inbox: Option<Arc<inbox::Inbox>>,
+    /// The running turn's id, inbox and marks; replaced by the driver for every turn.
+    pub(crate) turn: Arc<turn_shared::TurnShared>,
 }
 
 impl Soul {
     pub fn new(agent: Arc<Agent>, context: Context) -> Self {
-        let soul = Self { agent, context, inbox: None };
+        let soul = Self { agent, context, turn: Arc::new(turn_shared::TurnShared::new()) };
         soul.sync_dmail_checkpoints();
         soul
     }

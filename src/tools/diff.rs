@@ -18,6 +18,8 @@ use super::output::split_lines;
 use crate::protocol::DisplayBlock;
 
 const CONTEXT: usize = 3;
+/// Above this many lines on either side no diff is computed, only a summary (`wire-1.10.md` §3.3).
+const MAX_DIFF_LINES: usize = 10_000;
 /// Time the difflib-exact matcher may take before falling back to Myers.
 const DIFF_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -27,6 +29,13 @@ type Opcode = (DiffTag, Range<usize>, Range<usize>);
 pub fn diff_blocks(path: &str, old_text: &str, new_text: &str) -> Vec<DisplayBlock> {
     let old: Vec<&str> = split_lines(old_text);
     let new: Vec<&str> = split_lines(new_text);
+    if old.len() > MAX_DIFF_LINES || new.len() > MAX_DIFF_LINES {
+        return if old_text == new_text {
+            Vec::new()
+        } else {
+            vec![DisplayBlock::diff_summary(path, old.len(), new.len())]
+        };
+    }
     let deadline = Instant::now() + DIFF_DEADLINE;
     let ops = match SequenceMatcher::new(&old, &new, deadline).opcodes() {
         Some(ops) => ops,
@@ -45,11 +54,7 @@ pub fn diff_blocks(path: &str, old_text: &str, new_text: &str) -> Vec<DisplayBlo
             let (first, last) = (&group[0], &group[group.len() - 1]);
             let (i1, i2) = (first.1.start, last.1.end);
             let (j1, j2) = (first.2.start, last.2.end);
-            DisplayBlock::Diff {
-                path: path.to_string(),
-                old_text: old[i1..i2].join("\n"),
-                new_text: new[j1..j2].join("\n"),
-            }
+            DisplayBlock::diff_hunk(path, old[i1..i2].join("\n"), new[j1..j2].join("\n"), i1 as u64 + 1, j1 as u64 + 1)
         })
         .collect()
 }
@@ -256,7 +261,7 @@ mod tests {
         blocks
             .iter()
             .map(|b| match b {
-                DisplayBlock::Diff { old_text, new_text, .. } => (old_text.clone(), new_text.clone()),
+                DisplayBlock::Diff(d) => (d.old_text.clone(), d.new_text.clone()),
                 _ => panic!("not a diff"),
             })
             .collect()
@@ -289,5 +294,22 @@ mod tests {
         near[5] = "x".into();
         near[11] = "y".into();
         assert_eq!(diff_blocks("/p", &old.join("\n"), &near.join("\n")).len(), 1);
+    }
+
+    #[test]
+    fn hunks_carry_their_first_lines_and_big_files_a_summary() {
+        let old: Vec<String> = (1..=20).map(|i| i.to_string()).collect();
+        let mut new = old.clone();
+        new[17] = "eighteen".into();
+        let blocks = diff_blocks("/p", &old.join("\n"), &new.join("\n"));
+        let DisplayBlock::Diff(d) = &blocks[0] else { panic!("not a diff") };
+        assert_eq!((d.old_start, d.new_start, d.is_summary), (15, 15, false));
+        let big = "x\n".repeat(10_001);
+        let blocks = diff_blocks("/p", &big, &format!("{big}y\n"));
+        assert_eq!(
+            blocks,
+            vec![DisplayBlock::diff_summary("/p", 10_001, 10_002)],
+            "more than 10000 lines: counts only"
+        );
     }
 }

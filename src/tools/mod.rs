@@ -35,7 +35,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 pub use context::ToolCallContext;
-pub use host::{ApprovalAsk, ClientToolCall, ToolHost};
+pub use host::{ApprovalAsk, ClientToolCall, PlanView, Presence, QuestionOutcome, ToolHost};
 
 use crate::llm::ToolSpec;
 use crate::protocol::ToolReturnValue;

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use super::answers::{RequestKind, interpret};
 use super::frames::{event_frame, request_frame, request_id};
 use super::params::PromptResult;
-use crate::protocol::{ApprovalDecision, Event, Request, ToolReturnValue};
+use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue};
 use crate::rpc::pending::{PendingRequests, RawAnswer};
 use crate::rpc::{ErrorCode, ErrorObject, Outbound, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnError, TurnOutcome, TurnResult, TurnTag};
@@ -84,7 +84,9 @@ impl Projection for WireProjection {
 
 fn duplicate_id_answer(kind: RequestKind, id: &RequestId) -> ClientAnswer {
     match kind {
-        RequestKind::Approval => ClientAnswer::Approval(ApprovalDecision::Reject),
+        RequestKind::Approval => ClientAnswer::Approval { decision: ApprovalDecision::Reject, feedback: String::new() },
+        RequestKind::Question => ClientAnswer::Questions(None),
+        RequestKind::Hook => ClientAnswer::Hook { action: HookAction::Allow, reason: String::new() },
         RequestKind::ToolCall => ClientAnswer::ToolResult(ToolReturnValue::error(
             format!(
                 "Another call with the id `{id}` is still waiting for the client; tool call ids must be unique. \
@@ -121,7 +123,7 @@ pub fn turn_error(e: &TurnError) -> ErrorObject {
         TurnError::LlmNotSet => ErrorCode::LlmNotSet,
         TurnError::Capability { .. } => ErrorCode::LlmCapability,
         TurnError::Provider(_) => ErrorCode::ChatProvider,
-        TurnError::Internal(_) => ErrorCode::InternalError,
+        TurnError::Internal { .. } => ErrorCode::InternalError,
     };
     code.with_message(e.to_string())
 }

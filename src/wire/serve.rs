@@ -60,7 +60,7 @@ where
         let BuiltSession { session, soul, recorder } = built;
         let projection = Arc::new(WireProjection::new(outbound.clone(), pending.clone()));
         let driver = TurnDriver::new(soul, EventSink::new(projection, Some(recorder)));
-        let server = WireServer::new(outbound, pending, driver, options.version);
+        let server = WireServer::new(outbound, pending, driver, options.version, session.wire_path());
         let inbound = spawn_reader(input, options.max_line_bytes);
         let stdout_closed = writer.closed.clone();
         tokio::select! {

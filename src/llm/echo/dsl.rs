@@ -3,7 +3,8 @@
 //!
 //! Invariants: parsing is all-or-nothing — the first bad line fails the whole script with the
 //! reference's wire-visible text (as a non-retryable `ChatError::Other`), so no fragment of a bad
-//! script is ever streamed. `ParsedScript::events` holds only parts (`Content`, `ToolCall`,
+//! script is ever streamed; an `error:` line (`scripted-echo.md` §5.1) fails the call the same
+//! way, with the simulated error it describes, and lines after it are not read. `ParsedScript::events` holds only parts (`Content`, `ToolCall`,
 //! `ToolCallPart`), one per DSL line, in script order; id and usage are kept apart. Line numbers
 //! count every line Python's `str.splitlines()` yields, skipped ones included.
 
@@ -78,6 +79,7 @@ pub fn parse_script(script: &str) -> Result<ParsedScript, ChatError> {
             "video_url" => StreamEvent::Content(ContentPart::VideoUrl { video_url: parse_media(&kind, payload)? }),
             "tool_call" => StreamEvent::ToolCall(parse_tool_call(payload, lineno, raw_line)?),
             "tool_call_part" => StreamEvent::ToolCallPart(parse_tool_call_part(payload, lineno)?),
+            "error" => return Err(simulated_error(payload, lineno, raw_line)),
             _ => {
                 return Err(err(format!("Unknown echo DSL kind '{kind}' at line {lineno}: {}", py_repr_str(raw_line))));
             }
@@ -228,16 +230,47 @@ fn parse_tool_call_part(payload: &str, lineno: usize) -> Result<ToolCallPart, Ch
         PyValue::Str(s) if s.is_empty() => None,
         PyValue::Str(s) => Some(s.clone()),
         PyValue::List(_) | PyValue::Dict(_) => Some(part.to_compact_json()),
-        // The reference crashes the step here (a validation error with no JSON-RPC answer);
-        // a provider error is the documented fix.
+        // Protocol 1.10 ends the turn with -32603 `ValidationError: …` (`scripted-echo.md` §5.3).
         other => {
-            return Err(err(format!(
+            return Err(ChatError::Invalid(format!(
                 "tool_call_part.arguments_part must be a string at line {lineno}, got {}",
                 other.type_name()
             )));
         }
     };
     Ok(ToolCallPart { arguments_part })
+}
+
+/// `error: <spec>` (`scripted-echo.md` §5.1): the simulated provider error the call fails with.
+fn simulated_error(payload: &str, lineno: usize, raw_line: &str) -> ChatError {
+    let spec = py_strip(payload);
+    if spec.is_empty() {
+        return err(format!("Empty error payload at line {lineno}: {}", py_repr_str(raw_line)));
+    }
+    let (word, rest) = match spec.find(char::is_whitespace) {
+        Some(i) => (&spec[..i], py_strip(&spec[i..])),
+        None => (spec, ""),
+    };
+    let message = |default: String| if rest.is_empty() { default } else { rest.to_string() };
+    match word.to_lowercase().as_str() {
+        "connection" => return ChatError::Connection(message("Simulated connection error".into())),
+        "timeout" => return ChatError::Timeout(message("Simulated timeout error".into())),
+        _ => {}
+    }
+    match py_int(&PyValue::Str(word.to_string())) {
+        PyInt::Value(code) => {
+            let message = message(format!("Simulated {code} error"));
+            match u16::try_from(code) {
+                Ok(status) => ChatError::Status { status, message, retry_after: None },
+                // Not an HTTP status at all: never retried, the message is what the client sees.
+                Err(_) => err(message),
+            }
+        }
+        PyInt::Invalid => err(format!(
+            "Invalid error spec at line {lineno}: expected status code or 'connection'/'timeout', got {}",
+            py_repr_str(word)
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -525,16 +558,51 @@ mod tests {
         );
     }
 
+    fn simulated(script: &str) -> ChatError {
+        parse_script(script).unwrap_err()
+    }
+
     #[test]
-    fn scalar_tool_call_parts_are_provider_errors() {
-        assert_eq!(error("tool_call_part: 5"), "tool_call_part.arguments_part must be a string at line 1, got int");
+    fn error_directives() {
+        let status = |s: u16, m: &str| ChatError::Status { status: s, message: m.into(), retry_after: None };
+        assert_eq!(simulated("error: 503 a"), status(503, "a"));
+        assert_eq!(simulated("error: 401 Token expired"), status(401, "Token expired"));
+        assert_eq!(simulated("ERROR:  429"), status(429, "Simulated 429 error"));
+        assert_eq!(simulated("error: 1_000"), status(1000, "Simulated 1000 error"));
+        assert_eq!(simulated("error: -5"), ChatError::Other("Simulated -5 error".into()));
         assert_eq!(
-            error("text: a\ntool_call_part: true"),
-            "tool_call_part.arguments_part must be a string at line 2, got bool"
+            simulated("error: Connection Server unreachable"),
+            ChatError::Connection("Server unreachable".into())
+        );
+        assert_eq!(simulated("error: connection"), ChatError::Connection("Simulated connection error".into()));
+        assert_eq!(simulated("error: timeout slow"), ChatError::Timeout("slow".into()));
+        assert_eq!(simulated("error: TIMEOUT"), ChatError::Timeout("Simulated timeout error".into()));
+        assert_eq!(
+            simulated("text: a\nerror: abc def"),
+            ChatError::Other(
+                "Invalid error spec at line 2: expected status code or 'connection'/'timeout', got 'abc'".into()
+            )
+        );
+        assert_eq!(simulated("error:"), ChatError::Other("Empty error payload at line 1: 'error:'".into()));
+        // Lines before it are still checked; lines after it are not read.
+        assert_eq!(error("bad\nerror: 500"), "Invalid echo DSL at line 1: 'bad'");
+        assert_eq!(simulated("error: 500\nbad"), status(500, "Simulated 500 error"));
+    }
+
+    #[test]
+    fn scalar_tool_call_parts_are_validation_errors() {
+        let invalid = |m: &str| ChatError::Invalid(m.into());
+        assert_eq!(
+            simulated("tool_call_part: 5"),
+            invalid("tool_call_part.arguments_part must be a string at line 1, got int")
         );
         assert_eq!(
-            error("tool_call_part: {\"arguments_part\": 1.5}"),
-            "tool_call_part.arguments_part must be a string at line 1, got float"
+            simulated("text: a\ntool_call_part: true"),
+            invalid("tool_call_part.arguments_part must be a string at line 2, got bool")
+        );
+        assert_eq!(
+            simulated("tool_call_part: {\"arguments_part\": 1.5}"),
+            invalid("tool_call_part.arguments_part must be a string at line 1, got float")
         );
     }
 
