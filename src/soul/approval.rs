@@ -181,3 +181,125 @@ async fn announce(sink: &EventSink, id: &str, verdict: &Verdict) {
     }))
     .await;
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::soul::{Projection, TurnResult, TurnTag};
+
+    type Asked = (Request, oneshot::Sender<ClientAnswer>);
+
+    /// Hands requests to the test and keeps every event.
+    struct Client {
+        asked: tokio::sync::mpsc::UnboundedSender<Asked>,
+        events: Arc<Mutex<Vec<Event>>>,
+    }
+
+    impl Projection for Client {
+        fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+            self.events.lock().unwrap().push(event.clone());
+            Box::pin(async {})
+        }
+
+        #[allow(clippy::async_yields_async)]
+        fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+            let (tx, rx) = oneshot::channel();
+            let _ = self.asked.send((request, tx));
+            Box::pin(async move { rx })
+        }
+
+        fn turn_ended(&self, _: TurnTag, _: TurnResult) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    fn ask(call: &str, action: &str) -> ApprovalAsk {
+        ApprovalAsk {
+            tool_call_id: call.into(),
+            sender: "Shell".into(),
+            action: action.into(),
+            description: String::new(),
+            display: Vec::new(),
+        }
+    }
+
+    fn responses(events: &Mutex<Vec<Event>>) -> Vec<(String, ApprovalDecision)> {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::ApprovalResponse(r) => Some((r.request_id.clone(), r.response)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn approve_for_session_resolves_covered_siblings() {
+        let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = EventSink::new(Arc::new(Client { asked: tx, events: events.clone() }), None);
+        let hub = ApprovalHub::new(Arc::new(SessionState::in_memory(false)));
+        let (a, b, c) = (
+            tokio::spawn({
+                let (hub, sink) = (hub.clone(), sink.clone());
+                async move { hub.request(ask("a", "run command"), "t1", &sink).await }
+            }),
+            tokio::spawn({
+                let (hub, sink) = (hub.clone(), sink.clone());
+                async move { hub.request(ask("b", "run command"), "t1", &sink).await }
+            }),
+            tokio::spawn({
+                let (hub, sink) = (hub.clone(), sink.clone());
+                async move { hub.request(ask("c", "edit file"), "t1", &sink).await }
+            }),
+        );
+        let mut requests = Vec::new();
+        for _ in 0..3 {
+            requests.push(asked.recv().await.unwrap());
+        }
+        assert_eq!(hub.pending_count(), 3, "all three outstanding at once");
+        let index = |call: &str| {
+            requests
+                .iter()
+                .position(|(r, _)| matches!(r, Request::ApprovalRequest(q) if q.tool_call_id == call))
+                .unwrap()
+        };
+        let (first, answer) = requests.remove(index("a"));
+        let _ = answer
+            .send(ClientAnswer::Approval { decision: ApprovalDecision::ApproveForSession, feedback: String::new() });
+        assert!(a.await.unwrap().is_approved());
+        assert!(b.await.unwrap().is_approved(), "the sibling with the same action");
+        assert_eq!(hub.pending_count(), 1, "another action still waits");
+        let got = responses(&events);
+        assert_eq!(got[0], (first.id().to_string(), ApprovalDecision::ApproveForSession));
+        assert_eq!(got[1].1, ApprovalDecision::Approve);
+        hub.reject_turn("t1", &sink).await;
+        assert!(!c.await.unwrap().is_approved(), "the turn's end rejects what is left");
+        assert_eq!(responses(&events).len(), 3);
+        assert!(hub.state().is_session_approved("run command"));
+        // Now approved for the session: no request at all.
+        assert!(hub.request(ask("d", "run command"), "t2", &sink).await.is_approved());
+        assert!(asked.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn an_unanswerable_request_is_a_rejection() {
+        let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = EventSink::new(Arc::new(Client { asked: tx, events: events.clone() }), None);
+        let hub = ApprovalHub::new(Arc::new(SessionState::in_memory(false)));
+        let waiting = tokio::spawn({
+            let (hub, sink) = (hub.clone(), sink.clone());
+            async move { hub.request(ask("a", "run command"), "t", &sink).await }
+        });
+        let (_, answer) = asked.recv().await.unwrap();
+        drop(answer);
+        let verdict = waiting.await.unwrap();
+        assert_eq!(verdict, Verdict::reject());
+        assert_eq!(responses(&events).len(), 1, "announced like any resolution");
+    }
+}

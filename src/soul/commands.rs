@@ -1,4 +1,5 @@
-//! Slash commands in wire mode (`soul.md` §7.2): init, compact, clear/reset, yolo, skills, flows.
+//! Slash commands in wire mode (`soul.md` §7.2, `wire-1.10.md` §4.5): init, compact, clear/reset,
+//! the mode switches (in `mode_commands`), skills, flows.
 
 use super::Soul;
 use super::context::Context;
@@ -39,16 +40,9 @@ impl Soul {
                 say(sink, "The context has been cleared.").await;
                 self.emit_context_usage(sink).await;
             }
-            "yolo" => {
-                let on = !self.agent.state.yolo();
-                self.agent.state.set_yolo(on);
-                let text = if on {
-                    "You only live once! All actions will be auto-approved."
-                } else {
-                    "You only die once! Actions will require approval."
-                };
-                say(sink, text).await;
-            }
+            "yolo" => self.toggle_yolo(sink).await,
+            "afk" => self.toggle_afk(sink).await,
+            "plan" => self.plan_command(args, sink).await,
             _ => {
                 if let Some(skill_name) = name.strip_prefix("skill:")
                     && let Some(skill) = self.agent.skill(skill_name).cloned()

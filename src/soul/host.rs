@@ -90,6 +90,10 @@ impl ToolHost for SoulToolHost {
         })
     }
 
+    fn can_ask_user(&self) -> bool {
+        self.client.supports_question()
+    }
+
     fn ask_user(&self, tool_call_id: &str, questions: Vec<QuestionItem>) -> BoxFuture<'_, QuestionOutcome> {
         let tool_call_id = tool_call_id.to_string();
         Box::pin(async move {

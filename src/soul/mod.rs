@@ -18,6 +18,7 @@ pub mod error;
 pub mod flow_runner;
 pub mod hooks;
 pub mod host;
+pub mod mode_commands;
 pub mod plan;
 pub mod retry;
 pub mod sink;
@@ -42,11 +43,13 @@ pub struct Soul {
     pub context: Context,
     /// The running turn's id, inbox and marks; replaced by the driver for every turn.
     pub(crate) turn: Arc<turn_shared::TurnShared>,
+    /// When plan mode was last brought to the model's mind (`None`: not yet, or plan mode off).
+    pub(crate) plan_reminders: Option<mode_commands::PlanReminders>,
 }
 
 impl Soul {
     pub fn new(agent: Arc<Agent>, context: Context) -> Self {
-        let soul = Self { agent, context, turn: Arc::new(turn_shared::TurnShared::new()) };
+        let soul = Self { agent, context, turn: Arc::new(turn_shared::TurnShared::new()), plan_reminders: None };
         soul.sync_dmail_checkpoints();
         soul
     }

@@ -112,6 +112,10 @@ impl SessionState {
                 s.plan_slug = None;
             }
         });
+        // The plans folder is made when it is first needed, so the plan file can be written.
+        if on && let Err(e) = std::fs::create_dir_all(super::plan::plans_dir()) {
+            tracing::warn!("cannot create {}: {e}", super::plan::plans_dir().display());
+        }
         self.plan()
     }
 

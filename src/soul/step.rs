@@ -65,6 +65,7 @@ impl Soul {
             self.compact(sink, "").await?;
         }
         self.checkpoint();
+        self.remind_plan_mode();
 
         let toolset = self.agent.toolset();
         let soul_host = Arc::new(SoulToolHost::new(

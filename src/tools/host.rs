@@ -67,6 +67,11 @@ pub trait ToolHost: Send + Sync {
     /// Hands the call to the client; `None` when no answer can come (the client is gone).
     fn call_client_tool(&self, call: ClientToolCall) -> BoxFuture<'_, Option<ToolReturnValue>>;
 
+    /// Whether questions can reach the user at all (the client shows them).
+    fn can_ask_user(&self) -> bool {
+        false
+    }
+
     /// Asks the user `questions` on behalf of the call `tool_call_id`.
     fn ask_user(&self, _tool_call_id: &str, _questions: Vec<QuestionItem>) -> BoxFuture<'_, QuestionOutcome> {
         Box::pin(async { QuestionOutcome::Unsupported })

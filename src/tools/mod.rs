@@ -4,6 +4,7 @@
 //! Invariant: a tool call always produces a `ToolReturnValue`; bad arguments, unknown names and
 //! tool failures become error results the model can read, never a panic or a failed turn.
 
+pub mod ask_user;
 pub mod builtin;
 pub mod context;
 pub mod diff;
@@ -15,6 +16,7 @@ pub mod grep;
 pub mod host;
 pub mod output;
 pub mod paths;
+pub mod plan_mode;
 pub mod process;
 pub mod read_file;
 pub mod read_media_file;
