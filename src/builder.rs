@@ -17,6 +17,7 @@ use crate::blueprint::system_prompt::{BuiltinArgs, load_system_prompt};
 use crate::config::{self, Config};
 use crate::llm::build::{TraceSink, build_provider};
 use crate::session::SessionError;
+use crate::session::context_prompt;
 use crate::session::store::{Session, SessionChoice, home_dir};
 use crate::session::wire_log::WireLog;
 use crate::soul::agent::AgentParts;
@@ -132,8 +133,11 @@ impl AgentSetup {
         if !invalid.is_empty() {
             return Err(BuildError::Fatal(format!("Invalid tools: [{}]", invalid.join(", "))));
         }
-        let system_prompt = load_system_prompt(&spec, BuiltinArgs::collect(&work_dir, &skills))
+        let rendered = load_system_prompt(&spec, BuiltinArgs::collect(&work_dir, &skills))
             .map_err(|e| BuildError::Fatal(e.to_string()))?;
+        // A session keeps the prompt it started with (`wire-1.10.md` §10.3).
+        let system_prompt = context_prompt::ensure(&session.context_path(), &rendered)
+            .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
         let context = Context::restore(&session.context_path())
             .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
         let agent = Arc::new(Agent::new(AgentParts {

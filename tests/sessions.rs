@@ -40,7 +40,11 @@ fn session_files_and_continue_appends() {
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("state.json")).unwrap()).unwrap();
     assert_eq!(state["custom_title"], "first", "the first prompt titles the session (§10.2)");
-    assert_eq!(lines(&dir.join("context.jsonl")).len(), 4);
+    // `wire-1.10.md` §10.3 (VERIFIED counts): `_system_prompt`, checkpoint, user, checkpoint,
+    // assistant.
+    let context = lines(&dir.join("context.jsonl"));
+    assert_eq!(context.len(), 5);
+    assert!(context[0].starts_with(r#"{"role": "_system_prompt", "content": ""#));
     assert_eq!(lines(&dir.join("wire.jsonl")).len(), 6);
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(env.share().join("kimi.json")).unwrap()).unwrap();
@@ -52,7 +56,8 @@ fn session_files_and_continue_appends() {
     let (events, _) = k.prompt("p", json!("second"));
     assert_eq!(events[2]["params"]["payload"]["text"], "one");
     finish(k);
-    assert_eq!(lines(&dir.join("context.jsonl")).len(), 8);
+    assert_eq!(lines(&dir.join("context.jsonl")).len(), 9, "a resumed turn adds 4, the prompt is not repeated");
+    assert_eq!(lines(&dir.join("context.jsonl"))[0], context[0], "the recorded prompt is reused");
     assert_eq!(lines(&dir.join("wire.jsonl")).len(), 11);
 }
 
@@ -171,7 +176,10 @@ fn clear_rotates_and_compact_events() {
     assert_eq!(types(&events), ["TurnBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
     finish(k);
     let dir = session_dir(&env, "c");
-    assert_eq!(std::fs::metadata(dir.join("context.jsonl")).unwrap().len(), 0);
+    // §10.3: the fresh file starts with the `_system_prompt` record, and holds nothing else.
+    let fresh = lines(&dir.join("context.jsonl"));
+    assert_eq!(fresh.len(), 1);
+    assert!(fresh[0].starts_with(r#"{"role": "_system_prompt""#));
     assert!(dir.join("context_1.jsonl").exists() && dir.join("context_2.jsonl").exists());
 }
 
@@ -190,10 +198,12 @@ fn compact_summarizes_and_persists() {
     );
     finish(k);
     let context = lines(&session_dir(&env, "s").join("context.jsonl"));
-    assert_eq!(context[0], r#"{"role": "_checkpoint", "id": 0}"#);
-    assert!(context[1].contains("SUMMARY OF EARLIER WORK") && context[1].starts_with(r#"{"role":"user""#));
-    assert_eq!(context[2], r#"{"role":"user","content":"u2"}"#);
-    assert_eq!(context[3], r#"{"role":"assistant","content":"a2"}"#);
+    // §10.3: compaction starts the fresh file with the `_system_prompt` record too.
+    assert!(context[0].starts_with(r#"{"role": "_system_prompt""#));
+    assert_eq!(context[1], r#"{"role": "_checkpoint", "id": 0}"#);
+    assert!(context[2].contains("SUMMARY OF EARLIER WORK") && context[2].starts_with(r#"{"role":"user""#));
+    assert_eq!(context[3], r#"{"role":"user","content":"u2"}"#);
+    assert_eq!(context[4], r#"{"role":"assistant","content":"a2"}"#);
 }
 
 #[test]
@@ -257,7 +267,7 @@ fn skills_are_listed_and_injected() {
     assert_eq!(events[1]["params"]["payload"]["user_input"], "Say hello");
     finish(k);
     let context = lines(&session_dir(&env, "sk").join("context.jsonl"));
-    let stored: serde_json::Value = serde_json::from_str(&context[1]).unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&context[2]).unwrap();
     assert_eq!(stored["content"], skill_text);
 }
 
@@ -323,8 +333,8 @@ fn init_runs_a_nested_turn_and_records_agents_md() {
     assert_ne!(events[1]["params"]["payload"]["user_input"], "/init");
     finish(k);
     let context = lines(&session_dir(&env, "init").join("context.jsonl"));
-    assert_eq!(context.len(), 1, "only the note reaches the real context: {context:?}");
-    assert!(context[0].contains("# Project notes"));
+    assert_eq!(context.len(), 2, "the prompt record, then only the note: {context:?}");
+    assert!(context[1].contains("# Project notes"));
 }
 
 #[test]
@@ -366,9 +376,10 @@ fn dmail_rewinds_the_context() {
     let dir = session_dir(&env, "dm");
     assert!(dir.join("context_1.jsonl").exists(), "the rewound context is archived");
     let context = lines(&dir.join("context.jsonl"));
-    assert_eq!(context[0], r#"{"role": "_checkpoint", "id": 0}"#);
-    assert_eq!(context[1], r#"{"role":"user","content":"<system>CHECKPOINT 0</system>"}"#);
-    assert_eq!(context[2], r#"{"role":"user","content":"one"}"#);
+    assert!(context[0].starts_with(r#"{"role": "_system_prompt""#), "kept by the rewind");
+    assert_eq!(context[1], r#"{"role": "_checkpoint", "id": 0}"#);
+    assert_eq!(context[2], r#"{"role":"user","content":"<system>CHECKPOINT 0</system>"}"#);
+    assert_eq!(context[3], r#"{"role":"user","content":"one"}"#);
     let text = context.join("\n");
     assert!(text.contains("skip the detour"));
     assert!(!text.contains(r#""content":"two""#), "the rewound prompt is gone");

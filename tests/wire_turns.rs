@@ -81,7 +81,8 @@ fn tool_turn_then_max_steps() {
     );
     assert_eq!(
         events[5]["params"]["payload"],
-        json!({"tool_call_id":"tc-1","return_value":{"is_error":false,"output":"","message":"Todo list updated","display":[{"type":"todo","items":[{"title":"a","status":"pending"}]}],"extras":null}})
+        // `wire-1.10.md` §11: the output says it too.
+        json!({"tool_call_id":"tc-1","return_value":{"is_error":false,"output":"Todo list updated","message":"Todo list updated","display":[{"type":"todo","items":[{"title":"a","status":"pending"}]}],"extras":null}})
     );
 }
 
@@ -110,12 +111,18 @@ fn two_step_tool_turn_and_context_file() {
     assert!(k.wait_exit(Duration::from_secs(5)).unwrap().success());
     let dir = env.share().join("sessions").join(md5_of(&env.work())).join("s1");
     let context = std::fs::read_to_string(dir.join("context.jsonl")).unwrap();
-    let lines: Vec<&str> = context.lines().collect();
+    // `wire-1.10.md` §10.3: the file opens with the `_system_prompt` record.
+    let all: Vec<&str> = context.lines().collect();
+    assert!(all[0].starts_with(r#"{"role": "_system_prompt", "content": ""#));
+    let lines = &all[1..];
     assert_eq!(lines[0], r#"{"role": "_checkpoint", "id": 0}"#);
     assert_eq!(lines[1], r#"{"role":"user","content":"go"}"#);
     assert_eq!(lines[2], r#"{"role": "_checkpoint", "id": 1}"#);
     assert!(lines[3].starts_with(r#"{"role":"assistant","content":[],"tool_calls":[{"type":"function","id":"tc-1""#));
-    assert_eq!(lines[4], r#"{"role":"tool","content":"<system>Todo list updated</system>","tool_call_id":"tc-1"}"#);
+    assert_eq!(
+        lines[4],
+        r#"{"role":"tool","content":[{"type":"text","text":"<system>Todo list updated</system>"},{"type":"text","text":"Todo list updated"}],"tool_call_id":"tc-1"}"#
+    );
     assert_eq!(lines[5], r#"{"role": "_checkpoint", "id": 2}"#);
     assert_eq!(lines[6], r#"{"role":"assistant","content":"done"}"#);
     let wire = std::fs::read_to_string(dir.join("wire.jsonl")).unwrap();

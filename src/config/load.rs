@@ -104,6 +104,9 @@ pub fn validate(config: &Config) -> Result<(), String> {
     if lc.max_retries_per_step < 1 {
         return Err("loop_control.max_retries_per_step must be >= 1".into());
     }
+    if !(lc.compaction_trigger_ratio > 0.0 && lc.compaction_trigger_ratio <= 1.0) {
+        return Err("loop_control.compaction_trigger_ratio must be in (0, 1]".into());
+    }
     if lc.max_ralph_iterations < -1 {
         return Err("loop_control.max_ralph_iterations must be >= -1".into());
     }
@@ -170,6 +173,24 @@ mod tests {
         assert!(load_text(r#"{"loop_control":{"max_steps_per_turn":0}}"#).is_err());
         assert!(load_text(r#"{"loop_control":{"max_steps_per_turn":2.5}}"#).is_err());
         assert!(load_text("not json = = toml").unwrap_err().to_string().starts_with("Invalid configuration text: "));
+    }
+
+    #[test]
+    fn compaction_ratio_is_checked() {
+        assert_eq!(load_text("{}").unwrap().loop_control.compaction_trigger_ratio, 0.85);
+        assert_eq!(
+            load_text(r#"{"loop_control":{"compaction_trigger_ratio":0.5}}"#)
+                .unwrap()
+                .loop_control
+                .compaction_trigger_ratio,
+            0.5
+        );
+        for bad in ["0", "1.5", "-0.1"] {
+            assert!(
+                load_text(&format!(r#"{{"loop_control":{{"compaction_trigger_ratio":{bad}}}}}"#)).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

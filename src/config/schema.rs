@@ -71,6 +71,9 @@ pub struct LoopControl {
     pub max_retries_per_step: u32,
     pub max_ralph_iterations: i64,
     pub reserved_context_size: u64,
+    /// Compact once the context holds this share of the model's window (0 < r ≤ 1), besides the
+    /// reserved-space rule.
+    pub compaction_trigger_ratio: f64,
 }
 
 impl Default for LoopControl {
@@ -80,6 +83,7 @@ impl Default for LoopControl {
             max_retries_per_step: 3,
             max_ralph_iterations: 0,
             reserved_context_size: 50_000,
+            compaction_trigger_ratio: 0.85,
         }
     }
 }
@@ -99,6 +103,8 @@ impl<'de> Deserialize<'de> for LoopControl {
             max_ralph_iterations: Option<i64>,
             #[serde(default, deserialize_with = "lenient::opt_u64")]
             reserved_context_size: Option<u64>,
+            #[serde(default)]
+            compaction_trigger_ratio: Option<f64>,
         }
         let raw = Raw::deserialize(d)?;
         let def = LoopControl::default();
@@ -112,6 +118,7 @@ impl<'de> Deserialize<'de> for LoopControl {
             max_retries_per_step: raw.max_retries_per_step.map(clamp32).unwrap_or(def.max_retries_per_step),
             max_ralph_iterations: raw.max_ralph_iterations.unwrap_or(def.max_ralph_iterations),
             reserved_context_size: raw.reserved_context_size.unwrap_or(def.reserved_context_size),
+            compaction_trigger_ratio: raw.compaction_trigger_ratio.unwrap_or(def.compaction_trigger_ratio),
         })
     }
 }

@@ -1,5 +1,6 @@
 //! Sessions on disk: the share dir, session folders, append-only JSONL files, `wire.jsonl`.
 
+pub mod context_prompt;
 pub mod id;
 pub mod jsonl;
 pub mod pyjson;

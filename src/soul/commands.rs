@@ -36,6 +36,7 @@ impl Soul {
                 self.context
                     .clear()
                     .map_err(|e| TurnError::internal("ContextError", format!("Failed to clear the context: {e}")))?;
+                self.record_system_prompt();
                 self.sync_dmail_checkpoints();
                 say(sink, "The context has been cleared.").await;
                 self.emit_context_usage(sink).await;
@@ -43,6 +44,9 @@ impl Soul {
             "yolo" => self.toggle_yolo(sink).await,
             "afk" => self.toggle_afk(sink).await,
             "plan" => self.plan_command(args, sink).await,
+            "add-dir" => self.add_dir_command(args, sink).await,
+            "export" => self.export_command(args, sink).await,
+            "import" => self.import_command(args, sink).await,
             _ => {
                 if let Some(skill_name) = name.strip_prefix("skill:")
                     && let Some(skill) = self.agent.skill(skill_name).cloned()

@@ -83,6 +83,7 @@ impl Soul {
         self.context
             .clear()
             .map_err(|e| TurnError::internal("ContextError", format!("Failed to rotate the context: {e}")))?;
+        self.record_system_prompt();
         self.checkpoint();
         for message in new_history {
             self.context.append(message);

@@ -6,6 +6,7 @@
 //! is a cancel point, and context changes are synchronous, so a cancelled turn never leaves half
 //! a step behind.
 
+pub mod add_dir;
 pub mod agent;
 pub mod approval;
 pub mod client;
@@ -26,6 +27,7 @@ pub mod slash;
 pub mod state;
 pub mod step;
 pub mod tool_message;
+pub mod transfer;
 pub mod turn;
 pub mod turn_shared;
 
@@ -61,6 +63,11 @@ impl Soul {
             self.context.append(crate::llm::Message::user_text(format!("<system>CHECKPOINT {id}</system>")));
         }
         self.sync_dmail_checkpoints();
+    }
+
+    /// Starts a rotated context file with the `_system_prompt` record (`wire-1.10.md` §10.3).
+    pub(crate) fn record_system_prompt(&mut self) {
+        self.context.write_record(&crate::session::context_prompt::record_line(&self.agent.system_prompt));
     }
 
     pub(crate) fn sync_dmail_checkpoints(&self) {

@@ -60,8 +60,7 @@ impl Soul {
         step_no: u32,
         sink: &EventSink,
     ) -> Result<StepOutcome, TurnError> {
-        let lc = &self.agent.loop_control;
-        if self.context.token_count() + lc.reserved_context_size >= self.agent.max_context_size {
+        if self.needs_compaction() {
             self.compact(sink, "").await?;
         }
         self.checkpoint();
@@ -232,6 +231,14 @@ impl Soul {
             return Err(ChatError::ThinkingOnly);
         }
         Ok(attempt)
+    }
+
+    /// Auto-compaction: when the reserved space no longer fits, or the context holds the
+    /// configured share of the window.
+    fn needs_compaction(&self) -> bool {
+        let lc = &self.agent.loop_control;
+        let (tokens, max) = (self.context.token_count(), self.agent.max_context_size);
+        tokens + lc.reserved_context_size >= max || tokens as f64 >= lc.compaction_trigger_ratio * max as f64
     }
 
     /// The tool list the model is shown: all tools, less those the client cannot serve.
