@@ -11,7 +11,6 @@ use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::ser::{CharEscape, Formatter};
 
 pub const ROLE: &str = "_system_prompt";
 
@@ -21,61 +20,9 @@ struct Record<'a> {
     content: String,
 }
 
-/// Python's `json.dumps` defaults: `", "` / `": "` separators, ASCII only.
-struct PythonAscii;
-
-impl Formatter for PythonAscii {
-    fn begin_array_value<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
-        if first { Ok(()) } else { writer.write_all(b", ") }
-    }
-
-    fn begin_object_key<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
-        if first { Ok(()) } else { writer.write_all(b", ") }
-    }
-
-    fn begin_object_value<W: ?Sized + Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
-        writer.write_all(b": ")
-    }
-
-    fn write_string_fragment<W: ?Sized + Write>(&mut self, writer: &mut W, fragment: &str) -> std::io::Result<()> {
-        let mut start = 0;
-        for (i, c) in fragment.char_indices() {
-            if c.is_ascii() {
-                continue;
-            }
-            writer.write_all(&fragment.as_bytes()[start..i])?;
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                write!(writer, "\\u{unit:04x}")?;
-            }
-            start = i + c.len_utf8();
-        }
-        writer.write_all(&fragment.as_bytes()[start..])
-    }
-
-    fn write_char_escape<W: ?Sized + Write>(&mut self, writer: &mut W, escape: CharEscape) -> std::io::Result<()> {
-        // Python writes control characters as `\u00XX` too, except the short forms below.
-        let text = match escape {
-            CharEscape::Quote => "\\\"".to_string(),
-            CharEscape::ReverseSolidus => "\\\\".to_string(),
-            CharEscape::Solidus => "/".to_string(),
-            CharEscape::Backspace => "\\b".to_string(),
-            CharEscape::FormFeed => "\\f".to_string(),
-            CharEscape::LineFeed => "\\n".to_string(),
-            CharEscape::CarriageReturn => "\\r".to_string(),
-            CharEscape::Tab => "\\t".to_string(),
-            CharEscape::AsciiControl(b) => format!("\\u{b:04x}"),
-        };
-        writer.write_all(text.as_bytes())
-    }
-}
-
 /// The record's line, `\n` included.
 pub fn record_line(prompt: &str) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(prompt.len() + 48);
-    let mut ser = serde_json::Serializer::with_formatter(&mut buf, PythonAscii);
-    // A struct of two strings always serializes.
-    let _ = Record { role: ROLE, content: prompt.to_string() }.serialize(&mut ser);
+    let mut buf = super::pyjson_ascii::to_vec(&Record { role: ROLE, content: prompt.to_string() });
     buf.push(b'\n');
     buf
 }

@@ -4,6 +4,7 @@ pub mod context_prompt;
 pub mod id;
 pub mod jsonl;
 pub mod pyjson;
+pub mod pyjson_ascii;
 pub mod state;
 pub mod store;
 pub mod wire_log;

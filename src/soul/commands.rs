@@ -2,6 +2,7 @@
 //! the mode switches (in `mode_commands`), skills, flows.
 
 use super::Soul;
+use super::compaction::Trigger;
 use super::context::Context;
 use super::error::{TurnError, TurnOutcome};
 use super::sink::EventSink;
@@ -24,7 +25,8 @@ impl Soul {
                     say(sink, "The context is empty.").await;
                 } else {
                     // Arguments are ignored in 1.2 (`soul.md` §7.2).
-                    if let Err(e) = self.compact(sink, args).await {
+                    let trigger = if args.is_empty() { Trigger::Manual } else { Trigger::ManualWithPrompt };
+                    if let Err(e) = self.compact(sink, args, trigger).await {
                         sink.emit(Event::StepInterrupted {}).await;
                         return Err(e);
                     }

@@ -4,13 +4,15 @@
 //! reported usage) plus a quarter of the characters of the preserved messages' text.
 
 use futures::StreamExt;
+use serde_json::Value;
 
 use super::Soul;
 use super::error::TurnError;
+use super::hooks;
 use super::retry::backoff;
 use super::sink::EventSink;
 use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent};
-use crate::protocol::{ContentPart, Event};
+use crate::protocol::{ContentPart, Event, HookEvent};
 
 use crate::blueprint::prompts::{
     COMPACTED_NOTE, COMPACTION_INSTRUCTIONS, COMPACTION_SYSTEM as COMPACTION_SYSTEM_PROMPT,
@@ -28,6 +30,27 @@ fn tail_start(history: &[Message]) -> Option<usize> {
         }
     }
     None
+}
+
+/// What started a compaction, as hooks see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The context ran full before a step.
+    Auto,
+    /// `/compact`.
+    Manual,
+    /// `/compact <instructions>`.
+    ManualWithPrompt,
+}
+
+impl Trigger {
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Auto => "auto",
+            Trigger::Manual => "manual",
+            Trigger::ManualWithPrompt => "manual-with-prompt",
+        }
+    }
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -59,7 +82,13 @@ fn compaction_request(to_summarize: &[Message], focus: &str) -> Message {
 impl Soul {
     /// Compacts with `CompactionBegin` / `CompactionEnd` around it. Protocol 1.2 ignores
     /// `/compact` arguments; kiwi takes them as a focus for the summary (as later versions do).
-    pub(super) async fn compact(&mut self, sink: &EventSink, focus: &str) -> Result<(), TurnError> {
+    pub(super) async fn compact(&mut self, sink: &EventSink, focus: &str, trigger: Trigger) -> Result<(), TurnError> {
+        let hooks = self.hooks(sink);
+        let extra = hooks::input([
+            ("trigger", Value::from(trigger.name())),
+            ("token_count", Value::from(self.context.token_count())),
+        ]);
+        hooks.run(HookEvent::PreCompact, trigger.name(), extra).await;
         sink.emit(Event::CompactionBegin {}).await;
         let history = self.context.history().to_vec();
         let (new_history, estimate) = match tail_start(&history) {
@@ -90,6 +119,9 @@ impl Soul {
         }
         self.context.set_token_count(estimate);
         sink.emit(Event::CompactionEnd {}).await;
+        let extra =
+            hooks::input([("trigger", Value::from(trigger.name())), ("estimated_token_count", Value::from(estimate))]);
+        hooks.fire(HookEvent::PostCompact, trigger.name(), extra).await;
         Ok(())
     }
 }

@@ -30,6 +30,16 @@ impl From<ChatError> for TurnError {
 }
 
 impl TurnError {
+    /// The error's class name, as hooks see it (`StopFailure`'s `error_type`).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            TurnError::LlmNotSet => "LLMNotSet",
+            TurnError::Capability { .. } => "LLMNotSupported",
+            TurnError::Provider(e) => e.error_type(),
+            TurnError::Internal { kind, .. } => kind,
+        }
+    }
+
     pub fn internal(kind: &'static str, message: impl Into<String>) -> Self {
         TurnError::Internal { kind, message: message.into() }
     }

@@ -65,6 +65,12 @@ impl Soul {
         self.sync_dmail_checkpoints();
     }
 
+    /// The hook runner for points of this soul's turns.
+    pub(crate) fn hooks(&self, sink: &EventSink) -> hooks::HookRunner {
+        let env = &self.agent.env;
+        hooks::HookRunner::new(self.agent.hooks.clone(), sink.clone(), &env.session_id, env.work_dir.clone())
+    }
+
     /// Starts a rotated context file with the `_system_prompt` record (`wire-1.10.md` §10.3).
     pub(crate) fn record_system_prompt(&mut self) {
         self.context.write_record(&crate::session::context_prompt::record_line(&self.agent.system_prompt));

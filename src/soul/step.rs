@@ -17,8 +17,12 @@ use futures::{Future, StreamExt};
 
 use std::borrow::Cow;
 
+use serde_json::{Map, Value};
+
 use super::Soul;
+use super::compaction::Trigger;
 use super::error::TurnError;
+use super::hooks::{self, HookRunner};
 use super::host::SoulToolHost;
 use super::plan::{PlanVerdict, check_call};
 use super::retry::backoff;
@@ -27,7 +31,8 @@ use super::tool_message::tool_message;
 use crate::blueprint::prompts::dmail_note;
 use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent, ToolSpec};
 use crate::protocol::{
-    ContentPart, Event, ResultKind, StatusUpdate, StepRetry, TokenUsage, ToolCall, ToolResult, ToolReturnValue,
+    ContentPart, Event, HookEvent, ResultKind, StatusUpdate, StepRetry, TokenUsage, ToolCall, ToolResult,
+    ToolReturnValue,
 };
 use crate::tools::{ToolCallContext, ToolHost, Toolset, parse_arguments};
 
@@ -61,7 +66,7 @@ impl Soul {
         sink: &EventSink,
     ) -> Result<StepOutcome, TurnError> {
         if self.needs_compaction() {
-            self.compact(sink, "").await?;
+            self.compact(sink, "", Trigger::Auto).await?;
         }
         self.checkpoint();
         self.remind_plan_mode();
@@ -73,11 +78,12 @@ impl Soul {
             sink.clone(),
             self.turn.id.clone(),
         ));
+        let hooks = self.hooks(sink);
         let max_attempts = self.agent.loop_control.max_retries_per_step.max(1);
         let mut attempt_no = 0;
         let mut attempt = loop {
             attempt_no += 1;
-            match self.stream_attempt(llm, &toolset, &soul_host, sink).await {
+            match self.stream_attempt(llm, &toolset, &soul_host, &hooks, sink).await {
                 Ok(a) => break a,
                 Err(e) if e.is_retryable() && attempt_no < max_attempts => {
                     tracing::info!("LLM call failed (attempt {attempt_no}/{max_attempts}), retrying: {e}");
@@ -171,6 +177,7 @@ impl Soul {
         llm: &SharedProvider,
         toolset: &Arc<Toolset>,
         host: &Arc<SoulToolHost>,
+        hooks: &HookRunner,
         sink: &EventSink,
     ) -> Result<Attempt, ChatError> {
         let history = self.context.history();
@@ -192,7 +199,7 @@ impl Soul {
             if !matches!(event, StreamEvent::ToolCallPart(_) | StreamEvent::MessageId(_) | StreamEvent::Usage(_))
                 && let Some(i) = open_call.take()
             {
-                self.queue_tool(&mut attempt, i, toolset, host);
+                self.queue_tool(&mut attempt, i, toolset, host, hooks);
             }
             match event {
                 StreamEvent::Content(part) => {
@@ -222,7 +229,7 @@ impl Soul {
             }
         }
         if let Some(i) = open_call.take() {
-            self.queue_tool(&mut attempt, i, toolset, host);
+            self.queue_tool(&mut attempt, i, toolset, host, hooks);
         }
         if attempt.content.is_empty() && attempt.calls.is_empty() {
             return Err(ChatError::EmptyResponse);
@@ -253,8 +260,17 @@ impl Soul {
     }
 
     /// Queues a complete tool call; it runs when the attempt's tools are polled (after the
-    /// stream has ended, see `Attempt::running`). Plan mode's policy is applied here.
-    fn queue_tool(&self, attempt: &mut Attempt, index: usize, toolset: &Arc<Toolset>, host: &Arc<SoulToolHost>) {
+    /// stream has ended, see `Attempt::running`). Plan mode's policy is applied here; the
+    /// `PreToolUse` hooks run inside the call's task before the tool (and its approval), the
+    /// `PostToolUse(Failure)` hooks after it, without waiting for them.
+    fn queue_tool(
+        &self,
+        attempt: &mut Attempt,
+        index: usize,
+        toolset: &Arc<Toolset>,
+        host: &Arc<SoulToolHost>,
+        hooks: &HookRunner,
+    ) {
         let call = &attempt.calls[index];
         let plan = self.agent.state.plan();
         if let (true, Some(plan_file)) = (plan.active, plan.file.as_deref()) {
@@ -276,8 +292,31 @@ impl Soul {
         };
         let toolset = toolset.clone();
         let name = call.function.name.clone();
+        let hooks = hooks.clone();
         attempt.running.push(Box::pin(async move {
+            let tool_input = match parse_arguments(ctx.raw_arguments.as_deref()) {
+                Ok(v @ Value::Object(_)) => v,
+                _ => Value::Object(Map::new()),
+            };
+            let about = |more: Vec<(&'static str, Value)>| {
+                let mut members = vec![("tool_name", Value::from(name.clone())), ("tool_input", tool_input.clone())];
+                members.extend(more);
+                members.push(("tool_call_id", Value::from(ctx.tool_call_id.clone())));
+                hooks::input(members)
+            };
+            let pre = hooks.run(HookEvent::PreToolUse, &name, about(Vec::new())).await;
+            if pre.blocked {
+                let reason = if pre.reason.is_empty() { "Blocked by PreToolUse hook".into() } else { pre.reason };
+                return (index, ToolReturnValue::blocked(reason, "Hook blocked"));
+            }
             let result = toolset.dispatch(&name, ctx.raw_arguments.as_deref(), &ctx).await;
+            if result.kind() == ResultKind::Crashed {
+                let extra = about(vec![("error", Value::from(result.message.clone()))]);
+                hooks.fire(HookEvent::PostToolUseFailure, &name, extra).await;
+            } else {
+                let extra = about(vec![("tool_output", Value::from(hooks::tool_output_repr(&result)))]);
+                hooks.fire(HookEvent::PostToolUse, &name, extra).await;
+            }
             (index, result)
         }));
     }

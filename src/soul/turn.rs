@@ -13,7 +13,10 @@ use super::slash;
 use super::step::StepOutcome;
 use super::tool_message::required_capabilities;
 use crate::llm::{Capability, Message};
-use crate::protocol::{ContentPart, Event, StatusUpdate, UserInput};
+use serde_json::Value;
+
+use super::hooks;
+use crate::protocol::{ContentPart, Event, HookEvent, StatusUpdate, UserInput};
 use crate::soul::error::TurnResult;
 
 /// How one agent run (the step loop over one user message) ended.
@@ -34,11 +37,27 @@ impl AgentRun {
 }
 
 impl Soul {
-    /// Runs a whole turn: `TurnBegin`, the work, `TurnEnd` (also after an error or max steps).
+    /// Runs a whole turn: the `UserPromptSubmit` hooks, `TurnBegin`, the work, `TurnEnd` (also
+    /// after an error or max steps). A blocked prompt gets the block's reason as the answer and
+    /// never reaches the context (`wire-1.10.md` §4.4, §5.1).
     pub async fn run_turn(&mut self, input: UserInput, sink: &EventSink) -> TurnResult {
+        let prompt = match &input {
+            UserInput::Text(t) => t.clone(),
+            UserInput::Parts(_) => String::new(),
+        };
+        let submitted = self
+            .hooks(sink)
+            .run(HookEvent::UserPromptSubmit, &prompt, hooks::input([("prompt", Value::from(prompt.clone()))]))
+            .await;
         sink.emit(Event::TurnBegin { user_input: input.clone() }).await;
         self.turn.mark_begun();
-        let result = self.turn_body(input, sink).await;
+        let result = if submitted.blocked {
+            let reason = if submitted.reason.is_empty() { "Prompt blocked by hook.".into() } else { submitted.reason };
+            sink.emit(Event::ContentPart(ContentPart::text(reason))).await;
+            Ok(TurnOutcome::Finished)
+        } else {
+            self.turn_body(input, sink).await
+        };
         sink.emit(Event::TurnEnd {}).await;
         self.turn.mark_ended();
         result
@@ -50,7 +69,13 @@ impl Soul {
             Some(cmd) => self.run_command(cmd.name, cmd.args, sink).await?,
             None if self.agent.loop_control.max_ralph_iterations != 0 => self.run_ralph(input.to_parts(), sink).await?,
             None => {
-                let run = self.agent_run(input.to_parts(), sink).await?;
+                let mut run = self.agent_run(input.to_parts(), sink).await?;
+                if let AgentRun::Done { .. } = run
+                    && let Some(reason) = self.stop_hooks(sink).await
+                {
+                    // Once per prompt: the agent goes on with the hook's reason as the user's word.
+                    run = self.agent_run(vec![ContentPart::text(reason)], sink).await?;
+                }
                 self.turn_outcome(run)
             }
         };
@@ -111,6 +136,12 @@ impl Soul {
                 }
                 Err(e) => {
                     sink.emit(Event::StepInterrupted {}).await;
+                    let kind = e.kind_name();
+                    let extra = hooks::input([
+                        ("error_type", Value::from(kind)),
+                        ("error_message", Value::from(e.to_string())),
+                    ]);
+                    self.hooks(sink).fire(HookEvent::StopFailure, kind, extra).await;
                     return Err(e);
                 }
             }
@@ -128,6 +159,13 @@ impl Soul {
             sink.emit(Event::SteerInput { user_input: input }).await;
         }
         Ok(any)
+    }
+
+    /// The `Stop` hooks of a turn that completed; the reason to go on with, when one blocked
+    /// with a reason.
+    async fn stop_hooks(&self, sink: &EventSink) -> Option<String> {
+        let extra = hooks::input([("stop_hook_active", Value::Bool(false))]);
+        self.hooks(sink).run(HookEvent::Stop, "", extra).await.first_given_reason
     }
 
     pub(super) fn check_capabilities(&self, parts: &[ContentPart]) -> Result<(), TurnError> {

@@ -53,7 +53,11 @@ impl Projection for WireProjection {
             match request_frame(&id, &request) {
                 Some(frame) => {
                     tokio::spawn(await_answer(kind, raw, reply, self.pending.clone()));
-                    self.outbound.send_raw(frame).await;
+                    if !self.outbound.send_raw(frame).await {
+                        // Nobody can answer any more: resolve now (reject / dismiss / allow / an
+                        // error result) instead of waiting for a timeout or shutdown.
+                        self.pending.resolve(&id, Err(ErrorCode::InternalError.with_message("the output is closed")));
+                    }
                 }
                 None => {
                     self.pending.resolve(&id, Err(ErrorCode::InternalError.with_message("cannot send the request")));

@@ -8,11 +8,58 @@
 //! de-duplicated by command (first kept); client subscriptions are only ever added; before the
 //! client's handshake nothing is announced and no client hook is asked.
 
+pub mod command;
+pub mod runner;
+
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use runner::{Decision, HookRunner, input};
+
 use crate::config::HookConfig;
-use crate::protocol::HookEvent;
+use crate::llm::pyfmt::py_repr_str;
+use crate::protocol::{DisplayBlock, HookEvent, ToolOutput, ToolReturnValue};
+
+/// Characters of a tool's rendered result given to `PostToolUse` hooks.
+const TOOL_OUTPUT_CHARS: usize = 2000;
+
+/// A tool's result as the reference renders it for hooks (`is_error=False output='hi\n' …`), cut
+/// to 2000 characters.
+pub fn tool_output_repr(r: &ToolReturnValue) -> String {
+    let output = match &r.output {
+        ToolOutput::Text(t) => py_repr_str(t),
+        ToolOutput::Parts(parts) => format!(
+            "[{}]",
+            parts
+                .iter()
+                .map(|p| match p.as_text() {
+                    Some(t) => format!("TextPart(type='text', text={})", py_repr_str(t)),
+                    None => "ContentPart(...)".to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let display = r
+        .display
+        .iter()
+        .map(|b| match b {
+            DisplayBlock::Brief { text } => format!("BriefDisplayBlock(type='brief', text={})", py_repr_str(text)),
+            _ => {
+                let kind = serde_json::to_value(b).ok().and_then(|v| v["type"].as_str().map(str::to_string));
+                format!("DisplayBlock(type={})", py_repr_str(&kind.unwrap_or_default()))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let extras = if r.extras.is_some() { "{...}" } else { "None" };
+    let text = format!(
+        "is_error={} output={output} message={} display=[{display}] extras={extras}",
+        if r.is_error { "True" } else { "False" },
+        py_repr_str(&r.message)
+    );
+    text.chars().take(TOOL_OUTPUT_CHARS).collect()
+}
 
 /// A client's subscription from `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +170,20 @@ mod tests {
 
     fn sub(id: &str, event: HookEvent, matcher: &str) -> Subscription {
         Subscription { id: id.into(), event, matcher: matcher.into(), timeout: 30 }
+    }
+
+    #[test]
+    fn tool_output_renders_like_the_reference() {
+        assert_eq!(
+            tool_output_repr(&ToolReturnValue::ok("hi\n", "Command executed successfully.")),
+            "is_error=False output='hi\\n' message='Command executed successfully.' display=[] extras=None"
+        );
+        let long = ToolReturnValue::ok("x".repeat(5000), "");
+        assert_eq!(tool_output_repr(&long).chars().count(), 2000);
+        assert!(
+            tool_output_repr(&ToolReturnValue::error("bad", "Oops"))
+                .contains("display=[BriefDisplayBlock(type='brief', text='Oops')]")
+        );
     }
 
     #[test]
