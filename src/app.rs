@@ -40,6 +40,11 @@ pub struct Prepared {
 
 #[allow(clippy::print_stderr)]
 pub fn main() -> ExitCode {
+    // `kiwi schema`: the wire protocol's JSON Schema, for client authors.
+    if std::env::args().nth(1).as_deref() == Some("schema") {
+        crate::wire::schema::print();
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -287,3 +287,16 @@ fn thinking_only_responses_are_retried() {
         "The API returned a response containing only thinking content without any text or tool calls. This usually indicates the stream was interrupted or the output token budget was exhausted during reasoning."
     );
 }
+
+/// `kiwi schema` prints the committed JSON Schema (`docs/wire-schema-1.10.json`).
+#[test]
+fn schema_command_prints_the_committed_schema() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi")).arg("schema").output().unwrap();
+    assert!(out.status.success());
+    let committed =
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/wire-schema-1.10.json")).unwrap();
+    assert!(out.stdout == committed, "`kiwi schema` and the committed schema differ");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let methods: Vec<&String> = doc["methods"].as_object().unwrap().keys().collect();
+    assert_eq!(methods, ["initialize", "prompt", "steer", "replay", "set_plan_mode", "cancel", "run", "interrupt"]);
+}

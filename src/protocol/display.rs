@@ -5,11 +5,12 @@
 //! an older record lacks them). A block of a type we do not know (sent by a client in an external
 //! tool result) is kept as `{"type":T,"data":{...rest}}`.
 
+use schemars::JsonSchema;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
     Pending,
@@ -17,14 +18,14 @@ pub enum TodoStatus {
     Done,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TodoItem {
     pub title: String,
     pub status: TodoStatus,
 }
 
 /// One hunk of a file edit, or a summary when the file is too big to diff.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DiffBlock {
     pub path: String,
     pub old_text: String,
@@ -44,7 +45,7 @@ fn first_line() -> u64 {
 }
 
 /// Kind of a background task (`background_task` block).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskKind {
     Bash,
@@ -103,7 +104,7 @@ impl DisplayBlock {
 }
 
 /// Serde mirror of the known variants; `Unknown` is handled by hand around it.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Known {
     Brief { text: String },
@@ -111,6 +112,28 @@ enum Known {
     Todo { items: Vec<TodoItem> },
     Shell { language: String, command: String },
     BackgroundTask { task_id: String, kind: TaskKind, status: String, description: String },
+}
+
+/// A known block, or any other object with a string `type` (kept as `{"type", "data"}`).
+impl JsonSchema for DisplayBlock {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DisplayBlock".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let known = generator.subschema_for::<Known>();
+        schemars::json_schema!({
+            "description": "A display hint for a client UI. Blocks of other types (from client-owned tools) are passed on as `{\"type\": T, \"data\": {...}}`.",
+            "anyOf": [
+                known,
+                {
+                    "type": "object",
+                    "properties": {"type": {"type": "string"}, "data": {"type": "object"}},
+                    "required": ["type"]
+                }
+            ]
+        })
+    }
 }
 
 impl Serialize for DisplayBlock {

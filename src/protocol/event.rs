@@ -7,6 +7,7 @@
 //! `ApprovalResponse` (with `feedback:""`), a pre-1.6 `SubagentEvent`'s `task_tool_call_id`
 //! becomes `parent_tool_call_id`.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -15,7 +16,7 @@ use super::request::Request;
 use super::status::StatusUpdate;
 use super::tool::{ToolCall, ToolCallPart, ToolResult};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalDecision {
     Approve,
@@ -29,7 +30,7 @@ impl ApprovalDecision {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalResponse {
     pub request_id: String,
     pub response: ApprovalDecision,
@@ -38,7 +39,7 @@ pub struct ApprovalResponse {
 }
 
 /// An event of a subagent, wrapped (`wire-1.10.md` §8.3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SubagentEvent {
     /// The `Agent` tool call that runs the subagent (`task_tool_call_id` before 1.6).
     #[serde(default, alias = "task_tool_call_id")]
@@ -51,7 +52,7 @@ pub struct SubagentEvent {
 }
 
 /// `StepRetry` (`wire-1.10.md` §4.2): an LLM call failed and is about to be retried.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepRetry {
     pub n: u32,
     /// The failed attempt's number plus one (the first retry is attempt 2).
@@ -66,7 +67,7 @@ pub struct StepRetry {
 }
 
 /// What a batch of hooks decided.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HookAction {
     #[default]
@@ -74,14 +75,14 @@ pub enum HookAction {
     Block,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HookTriggered {
     pub event: String,
     pub target: String,
     pub hook_count: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HookResolved {
     pub event: String,
     pub target: String,
@@ -91,7 +92,7 @@ pub struct HookResolved {
 }
 
 /// A background notification (`wire-1.10.md` §9.3). Comes with background tasks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Notification {
     pub id: String,
     pub category: String,
@@ -108,7 +109,7 @@ pub struct Notification {
 }
 
 /// Notifications (`"method":"event"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", content = "payload")]
 pub enum Event {
     TurnBegin {
@@ -160,7 +161,7 @@ pub enum Event {
 }
 
 /// Anything recorded in `wire.jsonl`: an event or a request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum WireMessage {
     Event(Event),

@@ -1,9 +1,10 @@
 //! The hook events (`wire-1.10.md` §5.1): the names config files, client subscriptions and hook
 //! events use, in the order `initialize` lists them.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum HookEvent {
     PreToolUse,
     PostToolUse,

@@ -6,13 +6,14 @@
 //! by an older server (an `ApprovalRequest` without the 1.6 source fields) reads back with those
 //! fields at their defaults.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::display::DisplayBlock;
 
 /// Who an approval is for (`wire-1.10.md` §3.4).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalSource {
     /// The main agent's turn, or a foreground subagent of it.
@@ -22,7 +23,7 @@ pub enum ApprovalSource {
     BackgroundAgent,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalRequest {
     pub id: String,
     pub tool_call_id: String,
@@ -46,14 +47,14 @@ pub struct ApprovalRequest {
     pub display: Vec<DisplayBlock>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCallRequest {
     pub id: String,
     pub name: String,
     pub arguments: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct QuestionOption {
     pub label: String,
     #[serde(default)]
@@ -61,7 +62,7 @@ pub struct QuestionOption {
 }
 
 /// One question of a `QuestionRequest`; every member is always present.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct QuestionItem {
     pub question: String,
     #[serde(default)]
@@ -93,14 +94,14 @@ impl QuestionItem {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct QuestionRequest {
     pub id: String,
     pub tool_call_id: String,
     pub questions: Vec<QuestionItem>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HookRequest {
     /// 12 lowercase hex digits.
     pub id: String,
@@ -112,7 +113,7 @@ pub struct HookRequest {
 }
 
 /// Requests (`"method":"request"`); the JSON-RPC id equals `payload.id`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", content = "payload")]
 pub enum Request {
     ApprovalRequest(ApprovalRequest),

@@ -5,9 +5,10 @@
 //! change", so each sender sets only its own members (see the constructors). Records written by a
 //! 1.2 server (three members) read back with the four newer ones as `null`.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TokenUsage {
     pub input_other: u64,
     pub output: u64,
@@ -28,7 +29,7 @@ impl TokenUsage {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatusUpdate {
     #[serde(default)]
     pub context_usage: Option<f64>,
@@ -65,7 +66,7 @@ impl StatusUpdate {
 }
 
 /// MCP connection state, as reported while a turn waits for servers (`wire-1.10.md` §3.2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct McpStatus {
     pub loading: bool,
     pub connected: u32,
@@ -74,14 +75,14 @@ pub struct McpStatus {
     pub servers: Vec<McpServerStatus>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct McpServerStatus {
     pub name: String,
     pub status: McpServerState,
     pub tools: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum McpServerState {
     Pending,

@@ -1,12 +1,13 @@
 //! Tool calls as the model streams them and tool results as the agent reports them.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::content::ContentPart;
 use super::display::DisplayBlock;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FunctionCall {
     pub name: String,
     #[serde(default)]
@@ -14,7 +15,7 @@ pub struct FunctionCall {
 }
 
 /// `{"type":"function","id",...,"function":{"name","arguments"},"extras"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCall {
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,
@@ -49,14 +50,14 @@ impl ToolCall {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCallPart {
     #[serde(default)]
     pub arguments_part: Option<String>,
 }
 
 /// `output` of a tool result: a string or a list of content parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ToolOutput {
     Text(String),
@@ -78,7 +79,7 @@ impl ToolOutput {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolReturnValue {
     pub is_error: bool,
     pub output: ToolOutput,
@@ -194,7 +195,7 @@ impl ToolReturnValue {
 }
 
 /// `{"tool_call_id","return_value"}`: the `ToolResult` event payload and an external tool's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolResult {
     pub tool_call_id: String,
     pub return_value: ToolReturnValue,

@@ -26,16 +26,6 @@ pub struct SetTodoListParams {
     pub todos: Option<Vec<Todo>>,
 }
 
-impl JsonSchema for TodoStatus {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "TodoStatus".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "enum": ["pending", "in_progress", "done"]})
-    }
-}
-
 impl TypedTool for SetTodoList {
     type Params = SetTodoListParams;
     const NAME: &'static str = "SetTodoList";

@@ -2,8 +2,8 @@
 //!
 //! `methods` is the method table, `params` the wire-only params and results, `server` the
 //! dispatcher, `projection` (with `frames` and `answers`) the soul's events as wire frames,
-//! `replay` streams a session's record back, and `serve` puts them together on a pair of byte
-//! streams.
+//! `replay` streams a session's record back, `schema` describes all of it as a JSON Schema, and
+//! `serve` puts them together on a pair of byte streams.
 
 pub mod answers;
 pub mod frames;
@@ -11,5 +11,6 @@ pub mod methods;
 pub mod params;
 pub mod projection;
 pub mod replay;
+pub mod schema;
 pub mod serve;
 pub mod server;

@@ -1,6 +1,7 @@
 //! Params and results of the wire's client → server methods (`wire-1.10.md` §2), and the
 //! client's answers to our requests (§3.5). Wire vocabulary only: the soul never sees these types.
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -11,14 +12,14 @@ use crate::protocol::{ApprovalDecision, HookAction, UserInput};
 pub const PROTOCOL_VERSION: &str = "1.10";
 pub const SERVER_NAME: &str = "Kimi Code CLI";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClientInfo {
     pub name: String,
     #[serde(default)]
     pub version: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ExternalToolSpec {
     pub name: String,
     pub description: String,
@@ -26,7 +27,7 @@ pub struct ExternalToolSpec {
 }
 
 /// `initialize.capabilities`: what the client can show.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClientCapabilities {
     #[serde(default)]
     pub supports_question: bool,
@@ -36,7 +37,7 @@ pub struct ClientCapabilities {
 
 /// One entry of `initialize.hooks`. The event is kept as text: unknown names are skipped, not
 /// refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HookSubscriptionSpec {
     pub id: String,
     pub event: String,
@@ -50,7 +51,7 @@ fn default_hook_timeout() -> u64 {
     30
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InitializeParams {
     pub protocol_version: String,
     #[serde(default)]
@@ -86,33 +87,33 @@ fn objects_or_null<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Resu
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ServerInfo {
     pub name: String,
     pub version: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SlashCommandInfo {
     pub name: String,
     pub description: String,
     pub aliases: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RejectedTool {
     pub name: String,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ExternalToolsOutcome {
     pub accepted: Vec<String>,
     pub rejected: Vec<RejectedTool>,
 }
 
 /// `initialize.hooks` of the result: the events hooks can attach to, and how many are attached.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HooksInfo {
     pub supported_events: Vec<String>,
     /// Event → number of hooks (config hooks and client subscriptions).
@@ -120,12 +121,12 @@ pub struct HooksInfo {
 }
 
 /// `initialize.capabilities` of the result: always `{"supports_question":true}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ServerCapabilities {
     pub supports_question: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InitializeResult {
     pub protocol_version: String,
     pub server: ServerInfo,
@@ -136,12 +137,12 @@ pub struct InitializeResult {
     pub capabilities: ServerCapabilities,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PromptParams {
     pub user_input: UserInput,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum PromptResult {
     Finished,
@@ -153,13 +154,13 @@ pub enum PromptResult {
 pub type SteerParams = PromptParams;
 
 /// `{"status":"steered"}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SteerResult {
     Steered,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SetPlanModeParams {
     /// A JSON boolean, or the strings `"true"` / `"false"`.
     #[serde(deserialize_with = "bool_or_bool_text")]
@@ -175,20 +176,20 @@ fn bool_or_bool_text<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> 
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OkStatus {
     Ok,
 }
 
 /// `{"status":"ok","plan_mode":bool}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SetPlanModeResult {
     pub status: OkStatus,
     pub plan_mode: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplayStatus {
     Finished,
@@ -196,7 +197,7 @@ pub enum ReplayStatus {
 }
 
 /// `{"status","events","requests"}`: how a replay ended and what it sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReplayResult {
     pub status: ReplayStatus,
     pub events: u64,
@@ -204,11 +205,11 @@ pub struct ReplayResult {
 }
 
 /// `{}`: the answer to a successful `cancel`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Empty {}
 
 /// The legacy `interrupt` answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum InterruptResult {
     Ok,
@@ -216,7 +217,7 @@ pub enum InterruptResult {
 }
 
 /// The client's answer to an `ApprovalRequest`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalReply {
     pub request_id: String,
     pub response: ApprovalDecision,
@@ -225,7 +226,7 @@ pub struct ApprovalReply {
 }
 
 /// The client's answer to a `QuestionRequest`: question text → answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct QuestionReply {
     pub request_id: String,
     #[serde(default)]
@@ -233,7 +234,7 @@ pub struct QuestionReply {
 }
 
 /// The client's answer to a `HookRequest`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HookReply {
     pub request_id: String,
     #[serde(default)]
