@@ -145,7 +145,7 @@ impl AgentSetup {
             max_context_size: settings.model.max_context_size,
             loop_control: config.loop_control.clone(),
             toolset: Toolset::new(tools),
-            state: Arc::new(session_state(&session.dir, self.yolo)),
+            state: Arc::new(session_state(&session.dir, self.yolo, config.default_plan_mode && !session.resumed)),
             system_prompt,
             skills,
             dmail,
@@ -155,10 +155,14 @@ impl AgentSetup {
     }
 }
 
-/// The session's saved state with `--yolo` applied; added directories that vanished are dropped.
-fn session_state(dir: &std::path::Path, yolo: bool) -> SessionState {
+/// The session's saved state with `--yolo` applied, in plan mode when a new session should start
+/// there; added directories that vanished are dropped.
+fn session_state(dir: &std::path::Path, yolo: bool, plan_mode: bool) -> SessionState {
     let state = SessionState::load(dir, yolo);
     state.prune_missing_dirs();
+    if plan_mode {
+        state.set_plan_mode(true);
+    }
     state
 }
 

@@ -344,3 +344,62 @@ fn session_compaction_and_failure_hooks() {
     let failure = read("StopFailure");
     assert_eq!((&failure["error_type"], &failure["error_message"]), (&json!("APIStatusError"), &json!("nope")));
 }
+
+/// §4.4: a cancel that lands while the `UserPromptSubmit` hooks run answers `cancelled` with
+/// neither `TurnBegin` nor `TurnEnd`, and the hook dies with the turn.
+#[test]
+fn cancel_before_turn_begin() {
+    let env = Env::new();
+    let marker = format!("kiwi-hook-cancel-{}", std::process::id());
+    let config = hooked(
+        &env,
+        &["text: later"],
+        json!([{"event":"UserPromptSubmit","command":format!("sleep 60; echo {marker}")}]),
+    );
+    let mut k = env.spawn(&config, &[]);
+    initialize(&mut k, json!([]));
+    k.send(json!({"jsonrpc":"2.0","id":"p","method":"prompt","params":{"user_input":"go"}}));
+    assert_eq!(k.next()["params"]["type"], "HookTriggered");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !alive_with(&marker) {
+        assert!(Instant::now() < deadline, "the hook did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    k.send(json!({"jsonrpc":"2.0","id":"c","method":"cancel"}));
+    let (events, response) = k.until_response(&json!("p"));
+    assert_eq!(response["result"], json!({"status":"cancelled"}));
+    assert_eq!(types(&events), ["response"], "only the cancel's answer: {events:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive_with(&marker) {
+        assert!(Instant::now() < deadline, "the hook outlived its cancelled turn");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// §5.1: `SessionStart` says `resume` when a session is resumed.
+#[test]
+fn session_start_on_resume() {
+    let env = Env::new();
+    let dir = env.dir.path().join("start");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = hooked(
+        &env,
+        &["text: a"],
+        json!([{"event":"SessionStart","command":format!("cat >> {}/s.jsonl; echo >> {0}/s.jsonl", dir.display())}]),
+    );
+    let mut k = env.spawn(&config, &["--session", "again"]);
+    k.prompt("p", json!("hi"));
+    k.close_stdin();
+    k.wait_exit(Duration::from_secs(5));
+    let mut k = env.spawn(&config, &["--session", "again"]);
+    k.initialize();
+    k.close_stdin();
+    k.wait_exit(Duration::from_secs(5));
+    let text = std::fs::read_to_string(dir.join("s.jsonl")).unwrap();
+    let sources: Vec<String> = text
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["source"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sources, ["startup", "resume"]);
+}

@@ -316,3 +316,19 @@ fn tool_visibility_follows_the_capabilities() {
     drop(k);
     drop(rt);
 }
+
+/// §6.1: `default_plan_mode` starts new sessions (not resumed ones) in plan mode.
+#[test]
+fn default_plan_mode_applies_to_new_sessions() {
+    let env = Env::new();
+    let config = env.scripted_config_with(&["text: one", "text: two"], json!({"default_plan_mode": true}));
+    let mut k = env.spawn(&config, &["--session", "d"]);
+    let (events, _) = k.prompt("p", json!("hi"));
+    assert_eq!(status(&events[3])["plan_mode"], true);
+    k.prompt("off", json!("/plan off"));
+    k.close_stdin();
+    k.wait_exit(Duration::from_secs(5));
+    let mut k = env.spawn(&config, &["--session", "d"]);
+    let (events, _) = k.prompt("p", json!("hi"));
+    assert_eq!(status(&events[3])["plan_mode"], false, "a resumed session keeps its own state");
+}

@@ -15,6 +15,9 @@ pub struct Config {
     pub default_model: String,
     #[serde(default, deserialize_with = "lenient::bool")]
     pub default_thinking: bool,
+    /// New sessions start in plan mode (`wire-1.10.md` §6.1).
+    #[serde(default, deserialize_with = "lenient::bool")]
+    pub default_plan_mode: bool,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
     #[serde(default)]
