@@ -79,7 +79,7 @@ pub fn parse_script(script: &str) -> Result<ParsedScript, ChatError> {
             "video_url" => StreamEvent::Content(ContentPart::VideoUrl { video_url: parse_media(&kind, payload)? }),
             "tool_call" => StreamEvent::ToolCall(parse_tool_call(payload, lineno, raw_line)?),
             "tool_call_part" => StreamEvent::ToolCallPart(parse_tool_call_part(payload, lineno)?),
-            "error" => return Err(simulated_error(payload, lineno, raw_line)),
+            "error" => return Err(super::simulated::simulated_error(payload, lineno, raw_line)),
             _ => {
                 return Err(err(format!("Unknown echo DSL kind '{kind}' at line {lineno}: {}", py_repr_str(raw_line))));
             }
@@ -239,38 +239,6 @@ fn parse_tool_call_part(payload: &str, lineno: usize) -> Result<ToolCallPart, Ch
         }
     };
     Ok(ToolCallPart { arguments_part })
-}
-
-/// `error: <spec>` (`scripted-echo.md` §5.1): the simulated provider error the call fails with.
-fn simulated_error(payload: &str, lineno: usize, raw_line: &str) -> ChatError {
-    let spec = py_strip(payload);
-    if spec.is_empty() {
-        return err(format!("Empty error payload at line {lineno}: {}", py_repr_str(raw_line)));
-    }
-    let (word, rest) = match spec.find(char::is_whitespace) {
-        Some(i) => (&spec[..i], py_strip(&spec[i..])),
-        None => (spec, ""),
-    };
-    let message = |default: String| if rest.is_empty() { default } else { rest.to_string() };
-    match word.to_lowercase().as_str() {
-        "connection" => return ChatError::Connection(message("Simulated connection error".into())),
-        "timeout" => return ChatError::Timeout(message("Simulated timeout error".into())),
-        _ => {}
-    }
-    match py_int(&PyValue::Str(word.to_string())) {
-        PyInt::Value(code) => {
-            let message = message(format!("Simulated {code} error"));
-            match u16::try_from(code) {
-                Ok(status) => ChatError::Status { status, message, retry_after: None },
-                // Not an HTTP status at all: never retried, the message is what the client sees.
-                Err(_) => err(message),
-            }
-        }
-        PyInt::Invalid => err(format!(
-            "Invalid error spec at line {lineno}: expected status code or 'connection'/'timeout', got {}",
-            py_repr_str(word)
-        )),
-    }
 }
 
 #[cfg(test)]
@@ -560,33 +528,6 @@ mod tests {
 
     fn simulated(script: &str) -> ChatError {
         parse_script(script).unwrap_err()
-    }
-
-    #[test]
-    fn error_directives() {
-        let status = |s: u16, m: &str| ChatError::Status { status: s, message: m.into(), retry_after: None };
-        assert_eq!(simulated("error: 503 a"), status(503, "a"));
-        assert_eq!(simulated("error: 401 Token expired"), status(401, "Token expired"));
-        assert_eq!(simulated("ERROR:  429"), status(429, "Simulated 429 error"));
-        assert_eq!(simulated("error: 1_000"), status(1000, "Simulated 1000 error"));
-        assert_eq!(simulated("error: -5"), ChatError::Other("Simulated -5 error".into()));
-        assert_eq!(
-            simulated("error: Connection Server unreachable"),
-            ChatError::Connection("Server unreachable".into())
-        );
-        assert_eq!(simulated("error: connection"), ChatError::Connection("Simulated connection error".into()));
-        assert_eq!(simulated("error: timeout slow"), ChatError::Timeout("slow".into()));
-        assert_eq!(simulated("error: TIMEOUT"), ChatError::Timeout("Simulated timeout error".into()));
-        assert_eq!(
-            simulated("text: a\nerror: abc def"),
-            ChatError::Other(
-                "Invalid error spec at line 2: expected status code or 'connection'/'timeout', got 'abc'".into()
-            )
-        );
-        assert_eq!(simulated("error:"), ChatError::Other("Empty error payload at line 1: 'error:'".into()));
-        // Lines before it are still checked; lines after it are not read.
-        assert_eq!(error("bad\nerror: 500"), "Invalid echo DSL at line 1: 'bad'");
-        assert_eq!(simulated("error: 500\nbad"), status(500, "Simulated 500 error"));
     }
 
     #[test]
