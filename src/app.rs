@@ -43,6 +43,11 @@ enum FrontEnd {
 
 #[allow(clippy::print_stderr)]
 pub fn main() -> ExitCode {
+    // `kiwi schema`: the wire protocol's JSON Schema, for client authors.
+    if std::env::args().nth(1).as_deref() == Some("schema") {
+        crate::wire::schema::print();
+        return ExitCode::SUCCESS;
+    }
     let argv: Vec<OsString> = std::env::args_os().collect();
     if crate::print::dialect::from_process(&argv) == crate::print::dialect::Dialect::Claude {
         return crate::print::claude::main(&argv);

@@ -18,10 +18,12 @@ use crate::blueprint::system_prompt::{BuiltinArgs, load_system_prompt};
 use crate::config::{self, Config};
 use crate::llm::build::TraceSink;
 use crate::session::SessionError;
+use crate::session::context_prompt;
 use crate::session::store::{Session, SessionChoice, home_dir};
 use crate::session::wire_log::WireLog;
 use crate::soul::agent::AgentParts;
 use crate::soul::dmail::{DMailBox, SendDMail};
+use crate::soul::state::SessionState;
 use crate::soul::{Agent, Context, Soul};
 use crate::tools::Toolset;
 use crate::tools::builtin::tool_by_path;
@@ -215,9 +217,12 @@ impl AgentSetup {
         if !invalid.is_empty() {
             return Err(BuildError::Fatal(format!("Invalid tools: [{}]", invalid.join(", "))));
         }
-        let system_prompt = load_system_prompt(&spec, BuiltinArgs::collect(&work_dir, &skills))
+        let rendered = load_system_prompt(&spec, BuiltinArgs::collect(&work_dir, &skills))
             .map_err(|e| BuildError::Fatal(e.to_string()))?;
-        let system_prompt = self.system_prompt.apply(system_prompt);
+        let rendered = self.system_prompt.apply(rendered);
+        // A session keeps the prompt it started with (`wire-1.10.md` §10.3).
+        let system_prompt = context_prompt::ensure(&session.context_path(), &rendered)
+            .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
         let context = Context::restore(&session.context_path())
             .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
         let agent = Arc::new(Agent::new(AgentParts {
@@ -225,7 +230,7 @@ impl AgentSetup {
             max_context_size: settings.model.max_context_size,
             loop_control: config.loop_control.clone(),
             toolset: Toolset::new(tools),
-            yolo: self.yolo,
+            state: Arc::new(session_state(&session.dir, self.yolo, config.default_plan_mode && !session.resumed)),
             system_prompt,
             skills,
             dmail,
@@ -234,6 +239,17 @@ impl AgentSetup {
         let recorder = WireLog::new(&session.wire_path());
         Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })
     }
+}
+
+/// The session's saved state with `--yolo` applied, in plan mode when a new session should start
+/// there; added directories that vanished are dropped.
+fn session_state(dir: &std::path::Path, yolo: bool, plan_mode: bool) -> SessionState {
+    let state = SessionState::load(dir, yolo);
+    state.prune_missing_dirs();
+    if plan_mode {
+        state.set_plan_mode(true);
+    }
+    state
 }
 
 /// `SendDMail` lives with the soul (it rewinds the context), not in the tool registry.

@@ -29,8 +29,16 @@ fn session_files_and_continue_appends() {
     let mut names: Vec<String> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
     names.sort();
-    assert_eq!(names, ["context.jsonl", "wire.jsonl"]);
-    assert_eq!(lines(&dir.join("context.jsonl")).len(), 4);
+    // `wire-1.10.md` §10.4: a simple session holds exactly these three files.
+    assert_eq!(names, ["context.jsonl", "state.json", "wire.jsonl"]);
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["custom_title"], "first", "the first prompt titles the session (§10.2)");
+    // `wire-1.10.md` §10.3 (VERIFIED counts): `_system_prompt`, checkpoint, user, checkpoint,
+    // assistant.
+    let context = lines(&dir.join("context.jsonl"));
+    assert_eq!(context.len(), 5);
+    assert!(context[0].starts_with(r#"{"role": "_system_prompt", "content": ""#));
     assert_eq!(lines(&dir.join("wire.jsonl")).len(), 6);
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(env.share().join("kimi.json")).unwrap()).unwrap();
@@ -42,7 +50,8 @@ fn session_files_and_continue_appends() {
     let (events, _) = k.prompt("p", json!("second"));
     assert_eq!(events[2]["params"]["payload"]["text"], "one");
     finish(k);
-    assert_eq!(lines(&dir.join("context.jsonl")).len(), 8);
+    assert_eq!(lines(&dir.join("context.jsonl")).len(), 9, "a resumed turn adds 4, the prompt is not repeated");
+    assert_eq!(lines(&dir.join("context.jsonl"))[0], context[0], "the recorded prompt is reused");
     assert_eq!(lines(&dir.join("wire.jsonl")).len(), 11);
 }
 
@@ -133,7 +142,8 @@ fn resumed_history_is_sent_to_the_model() {
     assert_eq!(r["result"]["status"], "finished");
     finish(k);
     let context = lines(&env.session_dir("echo").join("context.jsonl"));
-    assert_eq!(context[3], r#"{"role":"assistant","content":"first answer"}"#);
+    // The tiny window compacts before the step; compaction records its estimate (`_usage`).
+    assert_eq!(context.last().unwrap(), r#"{"role":"assistant","content":"first answer"}"#);
 }
 
 #[test]
@@ -148,7 +158,11 @@ fn clear_rotates_and_compact_events() {
         ["TurnBegin", "CompactionBegin", "CompactionEnd", "ContentPart", "StatusUpdate", "TurnEnd"]
     );
     assert_eq!(events[3]["params"]["payload"]["text"], "The context has been compacted.");
-    assert_eq!(events[4]["params"]["payload"], json!({"context_usage":0.0,"token_usage":null,"message_id":null}));
+    // `wire-1.10.md` §4.5: no LLM call for two messages; the estimate is ⌊chars/4⌋ ("hello"+"a").
+    assert_eq!(
+        events[4]["params"]["payload"],
+        json!({"context_usage":1e-05,"context_tokens":1,"max_context_tokens":100000,"token_usage":null,"message_id":null,"plan_mode":null,"mcp_status":null})
+    );
     // Nothing was summarized, so no script was consumed: the next answer is the second script.
     let (events, _) = k.prompt("p3", json!("next"));
     assert_eq!(events[2]["params"]["payload"]["text"], "b");
@@ -156,7 +170,10 @@ fn clear_rotates_and_compact_events() {
     assert_eq!(types(&events), ["TurnBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
     finish(k);
     let dir = env.session_dir("c");
-    assert_eq!(std::fs::metadata(dir.join("context.jsonl")).unwrap().len(), 0);
+    // §10.3: the fresh file starts with the `_system_prompt` record, and holds nothing else.
+    let fresh = lines(&dir.join("context.jsonl"));
+    assert_eq!(fresh.len(), 1);
+    assert!(fresh[0].starts_with(r#"{"role": "_system_prompt""#));
     assert!(dir.join("context_1.jsonl").exists() && dir.join("context_2.jsonl").exists());
 }
 
@@ -175,10 +192,12 @@ fn compact_summarizes_and_persists() {
     );
     finish(k);
     let context = lines(&env.session_dir("s").join("context.jsonl"));
-    assert_eq!(context[0], r#"{"role": "_checkpoint", "id": 0}"#);
-    assert!(context[1].contains("SUMMARY OF EARLIER WORK") && context[1].starts_with(r#"{"role":"user""#));
-    assert_eq!(context[2], r#"{"role":"user","content":"u2"}"#);
-    assert_eq!(context[3], r#"{"role":"assistant","content":"a2"}"#);
+    // §10.3: compaction starts the fresh file with the `_system_prompt` record too.
+    assert!(context[0].starts_with(r#"{"role": "_system_prompt""#));
+    assert_eq!(context[1], r#"{"role": "_checkpoint", "id": 0}"#);
+    assert!(context[2].contains("SUMMARY OF EARLIER WORK") && context[2].starts_with(r#"{"role":"user""#));
+    assert_eq!(context[3], r#"{"role":"user","content":"u2"}"#);
+    assert_eq!(context[4], r#"{"role":"assistant","content":"a2"}"#);
 }
 
 #[test]
@@ -223,7 +242,7 @@ fn skills_are_listed_and_injected() {
         .map(|c| (c["name"].as_str().unwrap().to_string(), c["description"].as_str().unwrap().to_string()))
         .collect();
     assert_eq!(
-        commands[4..],
+        commands[9..],
         [
             ("skill:test".to_string(), "A test skill".to_string()),
             ("skill:test-flow".to_string(), "A flow".to_string()),
@@ -242,7 +261,7 @@ fn skills_are_listed_and_injected() {
     assert_eq!(events[1]["params"]["payload"]["user_input"], "Say hello");
     finish(k);
     let context = lines(&env.session_dir("sk").join("context.jsonl"));
-    let stored: serde_json::Value = serde_json::from_str(&context[1]).unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&context[2]).unwrap();
     assert_eq!(stored["content"], skill_text);
 }
 
@@ -308,8 +327,8 @@ fn init_runs_a_nested_turn_and_records_agents_md() {
     assert_ne!(events[1]["params"]["payload"]["user_input"], "/init");
     finish(k);
     let context = lines(&env.session_dir("init").join("context.jsonl"));
-    assert_eq!(context.len(), 1, "only the note reaches the real context: {context:?}");
-    assert!(context[0].contains("# Project notes"));
+    assert_eq!(context.len(), 2, "the prompt record, then only the note: {context:?}");
+    assert!(context[1].contains("# Project notes"));
 }
 
 #[test]
@@ -351,9 +370,10 @@ fn dmail_rewinds_the_context() {
     let dir = env.session_dir("dm");
     assert!(dir.join("context_1.jsonl").exists(), "the rewound context is archived");
     let context = lines(&dir.join("context.jsonl"));
-    assert_eq!(context[0], r#"{"role": "_checkpoint", "id": 0}"#);
-    assert_eq!(context[1], r#"{"role":"user","content":"<system>CHECKPOINT 0</system>"}"#);
-    assert_eq!(context[2], r#"{"role":"user","content":"one"}"#);
+    assert!(context[0].starts_with(r#"{"role": "_system_prompt""#), "kept by the rewind");
+    assert_eq!(context[1], r#"{"role": "_checkpoint", "id": 0}"#);
+    assert_eq!(context[2], r#"{"role":"user","content":"<system>CHECKPOINT 0</system>"}"#);
+    assert_eq!(context[3], r#"{"role":"user","content":"one"}"#);
     let text = context.join("\n");
     assert!(text.contains("skip the detour"));
     assert!(!text.contains(r#""content":"two""#), "the rewound prompt is gone");
@@ -549,7 +569,11 @@ fn a_failed_session_write_is_cut_back_logged_and_reported() {
     let context = env.session_dir("full").join("context.jsonl");
     assert_eq!(r["error"]["code"], -32603, "{r}");
     let message = r["error"]["message"].as_str().unwrap();
-    assert!(message.starts_with(&format!("Failed to write the session file {}: ", context.display())), "{message}");
+    // `wire-1.10.md` §2.3: -32603 is `<Kind>: <text>`.
+    assert!(
+        message.starts_with(&format!("OSError: Failed to write the session file {}: ", context.display())),
+        "{message}"
+    );
     let r = prompt("p2", "small".into());
     assert_eq!(r["result"]["status"], "finished", "{r}");
     drop(prompt);

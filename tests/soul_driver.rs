@@ -128,7 +128,7 @@ async fn the_outcome_is_the_last_item_and_a_second_start_is_busy() {
     w.driver.start(UserInput::Text("go".into()), TurnTag::new("p1")).unwrap();
     let (_request, reply) = w.next_request().await;
     assert_eq!(w.driver.start(UserInput::Text("again".into()), TurnTag::new("p2")), Err(Busy));
-    reply.send(ClientAnswer::Approval(ApprovalDecision::Approve)).unwrap();
+    reply.send(ClientAnswer::Approval { decision: ApprovalDecision::Approve, feedback: String::new() }).unwrap();
     w.wait_end().await;
     assert_eq!(w.items().last().unwrap(), "end:p1:finished");
     assert!(!w.items().iter().any(|i| i.contains("p2")));
@@ -157,7 +157,7 @@ async fn steered_input_joins_the_context_at_the_next_step_and_keeps_a_stopping_t
     w.driver.start(UserInput::Text("go".into()), TurnTag::new("p")).unwrap();
     let (_request, reply) = w.next_request().await;
     w.driver.steer(UserInput::Text("also do this".into())).unwrap();
-    reply.send(ClientAnswer::Approval(ApprovalDecision::Reject)).unwrap();
+    reply.send(ClientAnswer::Approval { decision: ApprovalDecision::Reject, feedback: String::new() }).unwrap();
     w.wait_end().await;
     let items = w.items();
     assert_eq!(items.iter().filter(|i| *i == "StepBegin").count(), 2, "{items:?}");

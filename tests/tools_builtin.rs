@@ -21,7 +21,19 @@ fn default_order_skips_unavailable_tools() {
     let rt = runtime(dir.path(), Config::default(), &[]);
     assert_eq!(
         names(&default_tools(&rt)),
-        ["SetTodoList", "Shell", "ReadFile", "Glob", "Grep", "WriteFile", "StrReplaceFile", "FetchURL"]
+        [
+            "SetTodoList",
+            "Shell",
+            "ReadFile",
+            "Glob",
+            "Grep",
+            "WriteFile",
+            "StrReplaceFile",
+            "FetchURL",
+            "AskUserQuestion",
+            "EnterPlanMode",
+            "ExitPlanMode"
+        ]
     );
     let config = Config {
         services: Services {
@@ -48,7 +60,10 @@ fn default_order_skips_unavailable_tools() {
             "WriteFile",
             "StrReplaceFile",
             "SearchWeb",
-            "FetchURL"
+            "FetchURL",
+            "AskUserQuestion",
+            "EnterPlanMode",
+            "ExitPlanMode"
         ]
     );
 }
@@ -59,6 +74,8 @@ fn tool_paths() {
     let rt = runtime(dir.path(), Config::default(), &[]);
     let name = |p: &str| tool_by_path(p, &rt).map(|t| t.map(|t| t.spec().name.clone()));
     assert_eq!(name("kimi_cli.tools.shell:Shell"), Some(Some("Shell".into())));
+    assert_eq!(name("kimi_cli.tools.ask_user:AskUserQuestion"), Some(Some("AskUserQuestion".into())));
+    assert_eq!(name("kimi_cli.tools.plan:ExitPlanMode"), Some(Some("ExitPlanMode".into())));
     assert_eq!(name("kimi_cli.tools.file:Glob"), Some(Some("Glob".into())));
     assert_eq!(name("kimi_cli.tools.file.glob:Glob"), Some(Some("Glob".into())));
     assert_eq!(name("kimi_cli.tools.file.grep_local:Grep"), Some(Some("Grep".into())));

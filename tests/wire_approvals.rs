@@ -33,6 +33,28 @@ fn approve_runs_the_command() {
     assert_eq!(payload["action"], "run command");
     assert_eq!(payload["description"], "Run command `echo hi`");
     assert_eq!(payload["display"], json!([{"type":"shell","language":"bash","command":"echo hi"}]));
+    // `wire-1.10.md` §3.4: the source members, in order, before `display`.
+    let keys: Vec<&String> = payload.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "id",
+            "tool_call_id",
+            "sender",
+            "action",
+            "description",
+            "source_kind",
+            "source_id",
+            "agent_id",
+            "subagent_type",
+            "source_description",
+            "display"
+        ]
+    );
+    assert_eq!(payload["source_kind"], "foreground_turn");
+    let source = payload["source_id"].as_str().unwrap();
+    assert!(source.len() == 32 && source.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    assert_eq!((&payload["agent_id"], &payload["subagent_type"]), (&Value::Null, &Value::Null));
     answer(&mut k, &request, "approve");
     let (events, response) = k.until_response(&json!("p0"));
     assert_eq!(response["result"]["status"], "finished");
@@ -40,7 +62,10 @@ fn approve_runs_the_command() {
         types(&events),
         ["ApprovalResponse", "ToolResult", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]
     );
-    assert_eq!(events[0]["params"]["payload"], json!({"request_id": request["id"], "response": "approve"}));
+    assert_eq!(
+        events[0]["params"]["payload"],
+        json!({"request_id": request["id"], "response": "approve", "feedback": ""})
+    );
     assert_eq!(
         events[1]["params"]["payload"]["return_value"],
         json!({"is_error":false,"output":"hi\n","message":"Command executed successfully.","display":[],"extras":null})
@@ -60,7 +85,8 @@ fn reject_ends_the_turn_after_the_step() {
     assert_eq!(types(&events), ["ApprovalResponse", "ToolResult", "TurnEnd"]);
     assert_eq!(
         events[1]["params"]["payload"]["return_value"],
-        json!({"is_error":true,"output":"","message":"The tool call is rejected by the user. Please follow the new instructions from the user.","display":[{"type":"brief","text":"Rejected by user"}],"extras":null})
+        // `wire-1.10.md` §3.5: the 1.10 wording of a plain rejection.
+        json!({"is_error":true,"output":"","message":"The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.","display":[{"type":"brief","text":"Rejected by user"}],"extras":null})
     );
     assert!(!env.work().join("should-not-exist").exists());
 }
@@ -133,7 +159,11 @@ fn write_and_edit_show_diff_blocks() {
     let shown = path.to_str().unwrap();
     assert_eq!(p["action"], "edit file");
     assert_eq!(p["description"], format!("Write file `{shown}`"));
-    assert_eq!(p["display"], json!([{"type":"diff","path":shown,"old_text":"","new_text":"a\nb"}]));
+    // `wire-1.10.md` §3.3: diff blocks carry their first lines and `is_summary`.
+    assert_eq!(
+        p["display"],
+        json!([{"type":"diff","path":shown,"old_text":"","new_text":"a\nb","old_start":1,"new_start":1,"is_summary":false}])
+    );
     answer(&mut k, &request, "approve");
     let (events, request) = k.until_request();
     let result = events.iter().find(|e| e["params"]["type"] == "ToolResult").unwrap();
@@ -144,7 +174,10 @@ fn write_and_edit_show_diff_blocks() {
     assert_eq!(result["params"]["payload"]["return_value"]["display"][0]["type"], "diff");
     let p = &request["params"]["payload"];
     assert_eq!(p["description"], format!("Edit file `{shown}`"));
-    assert_eq!(p["display"], json!([{"type":"diff","path":shown,"old_text":"a\nb","new_text":"a\nc"}]));
+    assert_eq!(
+        p["display"],
+        json!([{"type":"diff","path":shown,"old_text":"a\nb","new_text":"a\nc","old_start":1,"new_start":1,"is_summary":false}])
+    );
     answer(&mut k, &request, "approve");
     let (_, response) = k.until_response(&json!("p0"));
     assert_eq!(response["result"]["status"], "finished");
@@ -194,7 +227,12 @@ fn cancel_during_an_approval_answers_cancelled_and_ignores_the_late_answer() {
     assert_eq!(k.next(), json!({"jsonrpc":"2.0","id":"c","result":{}}));
     let (events, response) = k.until_response(&json!("p0"));
     assert!(started.elapsed() < Duration::from_secs(2), "cancel took {:?}", started.elapsed());
-    assert!(events.is_empty());
+    // `wire-1.10.md` §2.7: `TurnEnd`, then the pending approval rejected, then the answer.
+    assert_eq!(types(&events), ["TurnEnd", "ApprovalResponse"]);
+    assert_eq!(
+        events[1]["params"]["payload"],
+        json!({"request_id": request["id"], "response": "reject", "feedback": ""})
+    );
     assert_eq!(response["result"]["status"], "cancelled");
     answer(&mut k, &request, "approve");
     std::thread::sleep(Duration::from_millis(300));

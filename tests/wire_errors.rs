@@ -34,8 +34,42 @@ fn classification_errors_and_server_keeps_serving() {
             json!({"jsonrpc":"2.0","id":"n2","error":{"code":-32601,"message":"Unexpected method received: event","data":null}}),
         ),
         (
-            r#"{"jsonrpc":"2.0","id":"n3","method":"replay"}"#,
-            json!({"jsonrpc":"2.0","id":"n3","error":{"code":-32601,"message":"Unexpected method received: replay","data":null}}),
+            r#"{"jsonrpc":"2.0","id":"n3","method":"btw"}"#,
+            json!({"jsonrpc":"2.0","id":"n3","error":{"code":-32601,"message":"Unexpected method received: btw","data":null}}),
+        ),
+        // `wire-1.10.md` §2.6: no `wire.jsonl` yet → finished with nothing sent.
+        (
+            r#"{"jsonrpc":"2.0","id":"rp","method":"replay"}"#,
+            json!({"jsonrpc":"2.0","id":"rp","result":{"status":"finished","events":0,"requests":0}}),
+        ),
+        // `wire-1.10.md` §2.1/§2.4: the new methods' parameter and state errors.
+        (
+            r#"{"jsonrpc":"2.0","id":"s1","method":"steer","params":{}}"#,
+            json!({"jsonrpc":"2.0","id":"s1","error":{"code":-32602,"message":"Invalid parameters for method `steer`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"s2","method":"steer","params":{"user_input":[{"type":"bogus"}]}}"#,
+            json!({"jsonrpc":"2.0","id":"s2","error":{"code":-32602,"message":"Invalid parameters for method `steer`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"s3","method":"steer","params":{"user_input":"more"}}"#,
+            json!({"jsonrpc":"2.0","id":"s3","error":{"code":-32000,"message":"No agent turn is in progress","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"m1","method":"set_plan_mode"}"#,
+            json!({"jsonrpc":"2.0","id":"m1","error":{"code":-32602,"message":"Invalid parameters for method `set_plan_mode`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"m2","method":"set_plan_mode","params":{"enabled":"yes"}}"#,
+            json!({"jsonrpc":"2.0","id":"m2","error":{"code":-32602,"message":"Invalid parameters for method `set_plan_mode`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"i2","method":"initialize","params":{"protocol_version":"1.10","capabilities":{"supports_question":1}}}"#,
+            json!({"jsonrpc":"2.0","id":"i2","error":{"code":-32602,"message":"Invalid parameters for method `initialize`","data":null}}),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"i3","method":"initialize","params":{"protocol_version":"1.10","hooks":[{"event":"Stop"}]}}"#,
+            json!({"jsonrpc":"2.0","id":"i3","error":{"code":-32602,"message":"Invalid parameters for method `initialize`","data":null}}),
         ),
         (
             r#"{"jsonrpc":"2.0","id":"p1","method":"prompt","params":{}}"#,
@@ -96,7 +130,7 @@ fn classification_errors_and_server_keeps_serving() {
     }
     let (before, init) = k.call("ok", "initialize", json!({"protocol_version": "1.2"}));
     assert!(before.is_empty(), "unexpected answers: {before:?}");
-    assert_eq!(init["result"]["protocol_version"], "1.2");
+    assert_eq!(init["result"]["protocol_version"], "1.10", "never the client's version (wire-1.10.md §2.2)");
 }
 
 #[test]
@@ -137,7 +171,7 @@ fn over_long_line_is_rejected_and_skipped() {
     assert_eq!(reply["error"]["code"], -32600);
     assert_eq!(reply["id"], serde_json::Value::Null);
     let (_, init) = k.call("after", "initialize", json!({"protocol_version": "1.2"}));
-    assert_eq!(init["result"]["protocol_version"], "1.2");
+    assert_eq!(init["result"]["protocol_version"], "1.10");
 }
 
 #[test]
@@ -163,7 +197,8 @@ fn llm_not_set_and_capability_errors() {
     std::fs::write(&config, r#"{"default_model":"k","models":{"k":{"provider":"p","model":"","max_context_size":1000}},"providers":{"p":{"type":"kimi","base_url":"","api_key":""}}}"#).unwrap();
     let mut k = env.spawn(&config, &[]);
     let (events, response) = k.prompt("p", json!("hi"));
-    assert_eq!(types(&events), ["TurnBegin"]);
+    // `wire-1.10.md` §4.4: `TurnEnd` follows every `TurnBegin`, errors included.
+    assert_eq!(types(&events), ["TurnBegin", "TurnEnd"]);
     // Issue 13: the fixed message, and why in `data`.
     assert_eq!(
         response["error"],
@@ -179,7 +214,7 @@ fn llm_not_set_and_capability_errors() {
         "p",
         json!([{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]),
     );
-    assert_eq!(types(&events), ["TurnBegin"]);
+    assert_eq!(types(&events), ["TurnBegin", "TurnEnd"]);
     assert_eq!(
         response["error"],
         json!({"code":-32002,"message":"LLM model 'scripted_echo' does not support required capability: image_in.","data":null})
@@ -193,7 +228,7 @@ fn provider_errors_are_32003_with_step_interrupted() {
     let config = env.scripted_config(&["bad line without colon"]);
     let mut k = env.spawn(&config, &[]);
     let (events, response) = k.prompt("p", json!("go"));
-    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepInterrupted"]);
+    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepInterrupted", "TurnEnd"]);
     assert_eq!(
         response["error"],
         json!({"code":-32003,"message":"Invalid echo DSL at line 1: 'bad line without colon'","data":null})

@@ -26,7 +26,7 @@ fn request(id: Value, method: &str, params: Value) -> String {
 /// Proves the server still serves, then closes stdin and expects exit 0 with only JSON seen.
 fn still_serving_then_eof(k: &mut Kiwi) {
     let init = k.initialize();
-    assert_eq!(init["result"]["protocol_version"], "1.2", "{init}");
+    assert_eq!(init["result"]["protocol_version"], "1.10", "{init}");
     k.close_stdin();
     while k.next_within(Duration::from_secs(5)).is_some() {}
     let status = k.wait_exit(Duration::from_secs(10)).expect("exit after EOF");

@@ -373,7 +373,8 @@ fn failing_turn(w: &mut World) -> (Vec<Value>, String) {
     let tys = types(&events);
     assert_eq!(tys.first().map(String::as_str), Some("TurnBegin"), "{tys:?}");
     assert_eq!(tys[1], "StepBegin");
-    assert_eq!(tys.last().map(String::as_str), Some("StepInterrupted"), "{tys:?}");
+    // `wire-1.10.md` §4.4: a provider error ends with `StepInterrupted`, then `TurnEnd`.
+    assert_eq!(tys[tys.len() - 2..], ["StepInterrupted", "TurnEnd"], "{tys:?}");
     assert_eq!(tys.iter().filter(|t| *t == "StepBegin").count(), 1, "retries add no StepBegin: {tys:?}");
     (events, resp["error"]["message"].as_str().unwrap().to_string())
 }
@@ -420,17 +421,28 @@ fn kimi_500_until_retries_run_out() {
 
 #[test]
 fn retry_counts_until_retries_run_out() {
-    // (provider, status, fixture, total requests: SDK attempts × kimi-cli attempts)
-    for (p, status, fixture, requests) in [
-        (KIMI, 429, "kimi-error-429.json", 9),
-        (OPENAI_LEGACY, 429, "openai-error-429.json", 9),
-        (ANTHROPIC, 429, "anthropic-error-429.json", 9),
-        (ANTHROPIC, 529, "anthropic-error-overloaded.json", 3),
-        (GEMINI, 429, "gemini-error-429.json", 3),
+    // (provider, status, fixture, total requests: SDK attempts × kimi-cli attempts, kimi-cli retries)
+    for (p, status, fixture, requests, retries) in [
+        (KIMI, 429, "kimi-error-429.json", 9, 2),
+        (OPENAI_LEGACY, 429, "openai-error-429.json", 9, 2),
+        (ANTHROPIC, 429, "anthropic-error-429.json", 9, 2),
+        (ANTHROPIC, 529, "anthropic-error-overloaded.json", 3, 0),
+        (GEMINI, 429, "gemini-error-429.json", 3, 2),
     ] {
         let mut w = world(p, vec![MockResponse::json_fixture(status, fixture)], &[], &[]);
         let (events, message) = failing_turn(&mut w);
-        assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepInterrupted"], "{fixture}");
+        // `wire-1.10.md` §4.2: one `StepRetry` before each retry, none after the last attempt.
+        let mut want = vec!["TurnBegin", "StepBegin"];
+        want.extend(std::iter::repeat_n("StepRetry", retries));
+        want.extend(["StepInterrupted", "TurnEnd"]);
+        assert_eq!(types(&events), want, "{fixture}");
+        let retry = events.iter().find(|e| e["params"]["type"] == "StepRetry");
+        if let Some(retry) = retry {
+            let r = payload(retry);
+            assert_eq!((&r["n"], &r["next_attempt"], &r["max_attempts"]), (&json!(1), &json!(2), &json!(3)));
+            assert_eq!((&r["error_type"], &r["status_code"]), (&json!("APIStatusError"), &json!(status)));
+            assert!(r["wait_s"].as_f64().unwrap() > 0.0);
+        }
         assert_eq!(message, expected(fixture, p.expected_as)["str"].as_str().unwrap(), "{fixture}");
         assert_eq!(w.mock.request_count(), requests, "{fixture}");
     }
@@ -440,7 +452,9 @@ fn retry_counts_until_retries_run_out() {
 fn empty_responses_are_retried_then_fail() {
     let mut w = world(KIMI, vec![MockResponse::sse("data: [DONE]\n\n")], &[], &[]);
     let (events, message) = failing_turn(&mut w);
-    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepInterrupted"]);
+    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepRetry", "StepRetry", "StepInterrupted", "TurnEnd"]);
+    assert_eq!(payload(&events[2])["error_type"], "APIEmptyResponseError");
+    assert_eq!(payload(&events[3])["next_attempt"], 3);
     assert_eq!(message, "The API returned an empty response.");
     assert_eq!(w.mock.request_count(), 3);
 }
@@ -489,7 +503,7 @@ fn status_errors_that_are_not_retried() {
     ] {
         let mut w = world(p, vec![MockResponse::json_fixture(status, fixture)], &[], &[]);
         let (events, message) = failing_turn(&mut w);
-        assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepInterrupted"]);
+        assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepInterrupted", "TurnEnd"]);
         assert_eq!(message, expected(fixture, p.expected_as)["str"].as_str().unwrap(), "{fixture}");
         assert_eq!(w.mock.request_count(), 1, "{fixture}");
         assert_recovers(&mut w, text);
@@ -546,7 +560,9 @@ fn connection_refused_fails_after_retries() {
     };
     assert_eq!(resp["error"]["code"], -32003, "{resp}");
     assert_eq!(resp["error"]["message"], "Connection error.");
-    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepInterrupted"]);
+    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "StepRetry", "StepInterrupted", "TurnEnd"]);
+    assert_eq!(payload(&events[2])["error_type"], "APIConnectionError");
+    assert_eq!(payload(&events[2])["status_code"], Value::Null);
     assert!(started.elapsed() < Duration::from_secs(60));
     drop(rt);
 }
@@ -559,7 +575,7 @@ fn stream_cut_in_half_fails_the_turn() {
     let mut w = world(KIMI, vec![MockResponse::sse(body).cut_at(second_event_end)], &[], &[]);
     let (events, message) = failing_turn(&mut w);
     // The first event's empty content yields no part, like the reference.
-    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "StepInterrupted"]);
+    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "StepInterrupted", "TurnEnd"]);
     assert_eq!(payload(&events[2]), &json!({"type": "text", "text": "Hello"}));
     assert_eq!(
         message,
@@ -572,7 +588,7 @@ fn stream_cut_in_half_fails_the_turn() {
     let body = mock_llm::fixture("kimi-text.sse");
     let mut w = world(KIMI, vec![MockResponse::sse(body).cut_at(second_event_end + 40)], &[], &[]);
     let (events, _) = failing_turn(&mut w);
-    assert!(!types(&events).contains(&"TurnEnd".to_string()));
+    assert_eq!(types(&events).last().map(String::as_str), Some("TurnEnd"));
     assert_recovers(&mut w, "kimi-text.sse");
 }
 
@@ -599,7 +615,8 @@ fn cancel_during_a_slow_first_byte() {
     assert_eq!(resp["result"], json!({"status": "cancelled"}));
     assert!(elapsed < Duration::from_secs(2), "cancel took {elapsed:?}");
     let tys = types(&events);
-    assert_eq!(tys, ["TurnBegin", "StepBegin", "response"], "cancel answered first, no StepInterrupted/TurnEnd");
+    // `wire-1.10.md` §4.4: the cancel's answer, then the owed `TurnEnd`; no `StepInterrupted`.
+    assert_eq!(tys, ["TurnBegin", "StepBegin", "response", "TurnEnd"], "cancel answered first");
     assert_eq!(events[2]["id"], "c1");
     assert_eq!(events[2]["result"], json!({}));
     assert!(w.rt.block_on(w.mock.wait_disconnects(1, Duration::from_secs(5))), "the mock saw the connection dropped");
@@ -655,7 +672,7 @@ fn image_input_without_image_in_is_refused() {
         resp["error"]["message"],
         "LLM model 'kimi-k2-turbo-preview' does not support required capability: image_in."
     );
-    assert_eq!(types(&events), ["TurnBegin"]);
+    assert_eq!(types(&events), ["TurnBegin", "TurnEnd"]);
     assert_eq!(w.mock.request_count(), 0);
 }
 
@@ -725,8 +742,9 @@ fn roles(body: &Value) -> Vec<String> {
     body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap().to_string()).collect()
 }
 
-/// Sends `cancel` and reads to the prompt's response; asserts it is prompt and `cancelled`, and
-/// that neither `StepInterrupted` nor `TurnEnd` went out. Returns the events since the cancel.
+/// Sends `cancel` and reads to the prompt's response; asserts it is prompt and `cancelled`, that
+/// no `StepInterrupted` went out and that `TurnEnd` came last (`wire-1.10.md` §4.4). Returns the
+/// events since the cancel.
 fn cancel_now(w: &mut World) -> Vec<Value> {
     let sent = Instant::now();
     w.kiwi.send(json!({"jsonrpc": "2.0", "id": "c1", "method": "cancel"}));
@@ -736,7 +754,8 @@ fn cancel_now(w: &mut World) -> Vec<Value> {
     assert!(elapsed < Duration::from_secs(2), "cancel took {elapsed:?}");
     let tys = types(&events);
     assert!(tys.contains(&"response".to_string()), "the cancel is answered before the prompt: {tys:?}");
-    assert!(!tys.iter().any(|t| t == "StepInterrupted" || t == "TurnEnd"), "{tys:?}");
+    assert!(!tys.iter().any(|t| t == "StepInterrupted"), "{tys:?}");
+    assert_eq!(tys.last().map(String::as_str), Some("TurnEnd"), "{tys:?}");
     events
 }
 
@@ -812,8 +831,9 @@ fn step_limit_with_a_real_provider() {
     let (events, resp) = w.kiwi.prompt("p1", json!("list"));
     assert_eq!(resp["result"], json!({"status": "max_steps_reached", "steps": 1}));
     let tys = types(&events);
-    assert_eq!(tys.last().map(String::as_str), Some("ToolResult"), "{tys:?}");
-    assert!(!tys.iter().any(|t| t == "TurnEnd" || t == "StepInterrupted"), "{tys:?}");
+    // `wire-1.10.md` §4.4: max steps ends with the last results, then `TurnEnd`.
+    assert_eq!(tys[tys.len() - 2..], ["ToolResult", "TurnEnd"], "{tys:?}");
+    assert!(!tys.iter().any(|t| t == "StepInterrupted"), "{tys:?}");
     assert_eq!(w.mock.request_count(), 1);
 }
 
@@ -947,7 +967,7 @@ fn torn_json_event_at_the_end_fails_the_turn() {
     let mut w = world(KIMI, vec![MockResponse::sse(body)], &[], &[]);
     let (events, message) = failing_turn(&mut w);
     assert!(!message.is_empty());
-    assert!(!types(&events).contains(&"TurnEnd".to_string()));
+    assert_eq!(types(&events).last().map(String::as_str), Some("TurnEnd"));
     assert_recovers(&mut w, "kimi-text.sse");
 }
 

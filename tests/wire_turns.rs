@@ -13,6 +13,8 @@ fn todo_call(id: &str) -> String {
     )
 }
 
+/// `wire-1.10.md` §2.2: the result says "1.10" whatever the client sent, lists nine built-in
+/// commands, and always carries `hooks` and `capabilities` (after `slash_commands`).
 #[test]
 fn initialize_lists_builtin_commands() {
     let env = Env::new();
@@ -20,14 +22,26 @@ fn initialize_lists_builtin_commands() {
     let mut k = env.spawn(&config, &[]);
     let init = k.initialize();
     let result = &init["result"];
-    assert_eq!(result["protocol_version"], "1.2");
+    assert_eq!(result["protocol_version"], "1.10");
     assert_eq!(result["server"]["name"], "Kimi Code CLI");
     assert!(result.get("external_tools").is_none());
+    let keys: Vec<&String> = result.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["protocol_version", "server", "slash_commands", "hooks", "capabilities"]);
     let names: Vec<&str> =
         result["slash_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(&names[..4], ["init", "compact", "clear", "yolo"]);
+    assert_eq!(names, ["init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import"]);
     assert_eq!(result["slash_commands"][2]["aliases"], json!(["reset"]));
     assert_eq!(result["slash_commands"][3]["description"], "Toggle YOLO mode (auto-approve all actions)");
+    assert_eq!(
+        result["slash_commands"][1]["description"],
+        "Compact the context (optionally with a custom focus, e.g. /compact keep db discussions)"
+    );
+    assert_eq!(result["slash_commands"][5]["description"], "Toggle plan mode. Usage: /plan [on|off|view|clear]");
+    assert_eq!(
+        result["hooks"],
+        json!({"supported_events":["PreToolUse","PostToolUse","PostToolUseFailure","UserPromptSubmit","Stop","StopFailure","SessionStart","SessionEnd","SubagentStart","SubagentStop","PreCompact","PostCompact","Notification"],"configured":{}})
+    );
+    assert_eq!(result["capabilities"], json!({"supports_question": true}));
 }
 
 #[test]
@@ -44,9 +58,10 @@ fn plain_turn_event_order_and_shapes() {
         json!({"jsonrpc":"2.0","method":"event","params":{"type":"TurnBegin","payload":{"user_input":"go"}}})
     );
     assert_eq!(events[3]["params"]["payload"], json!({"type":"text","text":" wire"}));
+    // `wire-1.10.md` §3.2: seven members; a step's update carries the plan mode, never null.
     assert_eq!(
         events[4]["params"]["payload"],
-        json!({"context_usage":5e-05,"token_usage":{"input_other":5,"output":2,"input_cache_read":0,"input_cache_creation":0},"message_id":"scripted-1"})
+        json!({"context_usage":5e-05,"context_tokens":5,"max_context_tokens":100000,"token_usage":{"input_other":5,"output":2,"input_cache_read":0,"input_cache_creation":0},"message_id":"scripted-1","plan_mode":false,"mcp_status":null})
     );
     assert_eq!(events[5]["params"]["payload"], json!({}));
 }
@@ -59,10 +74,15 @@ fn tool_turn_then_max_steps() {
     let mut k = env.spawn(&config, &["--max-steps-per-turn", "1"]);
     let (events, response) = k.prompt("p0", json!("go"));
     assert_eq!(response["result"], json!({"status":"max_steps_reached","steps":1}));
-    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "ToolCall", "StatusUpdate", "ToolResult"]);
+    // `wire-1.10.md` §4.4: max steps now ends with `TurnEnd` too.
+    assert_eq!(
+        types(&events),
+        ["TurnBegin", "StepBegin", "ContentPart", "ToolCall", "StatusUpdate", "ToolResult", "TurnEnd"]
+    );
     assert_eq!(
         events[5]["params"]["payload"],
-        json!({"tool_call_id":"tc-1","return_value":{"is_error":false,"output":"","message":"Todo list updated","display":[{"type":"todo","items":[{"title":"a","status":"pending"}]}],"extras":null}})
+        // `wire-1.10.md` §11: the output says it too.
+        json!({"tool_call_id":"tc-1","return_value":{"is_error":false,"output":"Todo list updated","message":"Todo list updated","display":[{"type":"todo","items":[{"title":"a","status":"pending"}]}],"extras":null}})
     );
 }
 
@@ -91,16 +111,22 @@ fn two_step_tool_turn_and_context_file() {
     assert!(k.wait_exit(Duration::from_secs(5)).unwrap().success());
     let dir = env.session_dir("s1");
     let context = std::fs::read_to_string(dir.join("context.jsonl")).unwrap();
-    let lines: Vec<&str> = context.lines().collect();
+    // `wire-1.10.md` §10.3: the file opens with the `_system_prompt` record.
+    let all: Vec<&str> = context.lines().collect();
+    assert!(all[0].starts_with(r#"{"role": "_system_prompt", "content": ""#));
+    let lines = &all[1..];
     assert_eq!(lines[0], r#"{"role": "_checkpoint", "id": 0}"#);
     assert_eq!(lines[1], r#"{"role":"user","content":"go"}"#);
     assert_eq!(lines[2], r#"{"role": "_checkpoint", "id": 1}"#);
     assert!(lines[3].starts_with(r#"{"role":"assistant","content":[],"tool_calls":[{"type":"function","id":"tc-1""#));
-    assert_eq!(lines[4], r#"{"role":"tool","content":"<system>Todo list updated</system>","tool_call_id":"tc-1"}"#);
+    assert_eq!(
+        lines[4],
+        r#"{"role":"tool","content":[{"type":"text","text":"<system>Todo list updated</system>"},{"type":"text","text":"Todo list updated"}],"tool_call_id":"tc-1"}"#
+    );
     assert_eq!(lines[5], r#"{"role": "_checkpoint", "id": 2}"#);
     assert_eq!(lines[6], r#"{"role":"assistant","content":"done"}"#);
     let wire = std::fs::read_to_string(dir.join("wire.jsonl")).unwrap();
-    assert_eq!(wire.lines().next().unwrap(), r#"{"type": "metadata", "protocol_version": "1.2"}"#);
+    assert_eq!(wire.lines().next().unwrap(), r#"{"type": "metadata", "protocol_version": "1.10"}"#);
     assert_eq!(wire.lines().count(), 1 + events.len());
 }
 
@@ -168,7 +194,11 @@ fn slash_commands() {
     assert_eq!(r["result"]["status"], "finished");
     let (events, _) = k.prompt("f", json!("/reset"));
     assert_eq!(types(&events), ["TurnBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
-    assert_eq!(events[2]["params"]["payload"], json!({"context_usage":0.0,"token_usage":null,"message_id":null}));
+    // `wire-1.10.md` §3.2: `/clear` reports the context's fill with its token members.
+    assert_eq!(
+        events[2]["params"]["payload"],
+        json!({"context_usage":0.0,"context_tokens":0,"max_context_tokens":100000,"token_usage":null,"message_id":null,"plan_mode":null,"mcp_status":null})
+    );
 }
 
 fn register_external(k: &mut common::Kiwi) -> Value {
@@ -252,7 +282,8 @@ fn external_tool_error_answer_and_cancel_while_waiting() {
     assert_eq!(cancel_response, json!({"jsonrpc":"2.0","id":"c1","result":{}}));
     let (events, response) = k.until_response(&json!("p1"));
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert!(events.is_empty(), "nothing after cancel: {events:?}");
+    // `wire-1.10.md` §4.4: only the owed `TurnEnd` after the cancel.
+    assert_eq!(types(&events), ["TurnEnd"], "{events:?}");
     assert_eq!(response["result"]["status"], "cancelled");
     // A late answer is ignored; the next prompt works and the LLM was not called again for p1.
     k.send(json!({"jsonrpc":"2.0","id":request["id"],"result":{"tool_call_id":"e2","return_value":{"is_error":false,"output":"late","message":"","display":[]}}}));

@@ -333,6 +333,9 @@ mod tests {
         "kimi_cli.tools.file:StrReplaceFile",
         "kimi_cli.tools.web:SearchWeb",
         "kimi_cli.tools.web:FetchURL",
+        "kimi_cli.tools.ask_user:AskUserQuestion",
+        "kimi_cli.tools.plan:EnterPlanMode",
+        "kimi_cli.tools.plan:ExitPlanMode",
     ];
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -145,6 +145,9 @@ pub fn validate(config: &Config) -> Result<(), String> {
     if lc.max_retries_per_step < 1 {
         return Err("loop_control.max_retries_per_step must be >= 1".into());
     }
+    if !(lc.compaction_trigger_ratio > 0.0 && lc.compaction_trigger_ratio <= 1.0) {
+        return Err("loop_control.compaction_trigger_ratio must be in (0, 1]".into());
+    }
     if lc.max_ralph_iterations < -1 {
         return Err("loop_control.max_ralph_iterations must be >= -1".into());
     }
@@ -228,6 +231,41 @@ mod tests {
         assert!(load_text(r#"{"loop_control":{"max_steps_per_turn":0}}"#).is_err());
         assert!(load_text(r#"{"loop_control":{"max_steps_per_turn":2.5}}"#).is_err());
         assert!(load_text("not json = = toml").unwrap_err().to_string().starts_with("Invalid configuration text: "));
+    }
+
+    #[test]
+    fn compaction_ratio_is_checked() {
+        assert_eq!(load_text("{}").unwrap().loop_control.compaction_trigger_ratio, 0.85);
+        assert_eq!(
+            load_text(r#"{"loop_control":{"compaction_trigger_ratio":0.5}}"#)
+                .unwrap()
+                .loop_control
+                .compaction_trigger_ratio,
+            0.5
+        );
+        for bad in ["0", "1.5", "-0.1"] {
+            assert!(
+                load_text(&format!(r#"{{"loop_control":{{"compaction_trigger_ratio":{bad}}}}}"#)).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn hooks_are_read_and_checked() {
+        let c = load_text(r#"{"hooks":[{"event":"PreToolUse","command":"echo x","matcher":"Shell"},{"event":"Stop","command":"true","timeout":"5"}]}"#).unwrap();
+        assert_eq!(c.hooks.len(), 2);
+        assert_eq!((c.hooks[0].timeout, c.hooks[1].timeout, c.hooks[1].matcher.as_str()), (30, 5, ""));
+        for bad in [
+            r#"{"hooks":[{"event":"BeforeAll","command":"x"}]}"#,
+            r#"{"hooks":[{"event":"Stop","command":"x","timeout":0}]}"#,
+            r#"{"hooks":[{"event":"Stop","command":"x","timeout":601}]}"#,
+            r#"{"hooks":[{"event":"Stop"}]}"#,
+        ] {
+            assert!(load_text(bad).is_err(), "{bad}");
+        }
+        let toml = load_text("[[hooks]]\nevent = \"UserPromptSubmit\"\ncommand = \"exit 2\"\n").unwrap();
+        assert_eq!(toml.hooks[0].event, crate::protocol::HookEvent::UserPromptSubmit);
     }
 
     #[test]

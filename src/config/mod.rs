@@ -8,5 +8,5 @@ pub mod select;
 pub use load::{
     ConfigError, load_default, load_default_reporting, load_file, load_file_reporting, load_text, load_text_reporting,
 };
-pub use schema::{Config, LoopControl, ModelConfig, ProviderConfig, ProviderType};
+pub use schema::{Config, HookConfig, LoopControl, ModelConfig, ProviderConfig, ProviderType};
 pub use select::{LlmSettings, ThinkingEffort, select};

@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// The provider part of the file is the model layer's own settings type (config depends on llm,
 /// never the reverse).
 pub use crate::llm::settings::{OAuthRef, OAuthStorage, ProviderConfig, ProviderType};
+use crate::protocol::HookEvent;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Config {
@@ -14,6 +15,9 @@ pub struct Config {
     pub default_model: String,
     #[serde(default, deserialize_with = "lenient::bool")]
     pub default_thinking: bool,
+    /// New sessions start in plan mode (`wire-1.10.md` §6.1).
+    #[serde(default, deserialize_with = "lenient::bool")]
+    pub default_plan_mode: bool,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
     #[serde(default)]
@@ -24,6 +28,34 @@ pub struct Config {
     pub services: Services,
     #[serde(default)]
     pub mcp: McpSettings,
+    /// Command hooks (`wire-1.10.md` §5.3), TOML `[[hooks]]`.
+    #[serde(default)]
+    pub hooks: Vec<HookConfig>,
+}
+
+/// One command hook of the config file. An unknown event or a timeout outside 1..=600 seconds
+/// makes the whole config invalid (a start-up failure).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookConfig {
+    pub event: HookEvent,
+    pub command: String,
+    #[serde(default)]
+    pub matcher: String,
+    #[serde(default = "default_hook_timeout", deserialize_with = "hook_timeout")]
+    pub timeout: u64,
+}
+
+fn default_hook_timeout() -> u64 {
+    30
+}
+
+fn hook_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let t = lenient::u64(d)?;
+    if (1..=600).contains(&t) {
+        Ok(t)
+    } else {
+        Err(serde::de::Error::custom(format!("hook timeout must be between 1 and 600 seconds, got {t}")))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +77,9 @@ pub struct LoopControl {
     pub max_retries_per_step: u32,
     pub max_ralph_iterations: i64,
     pub reserved_context_size: u64,
+    /// Compact once the context holds this share of the model's window (0 < r ≤ 1), besides the
+    /// reserved-space rule.
+    pub compaction_trigger_ratio: f64,
 }
 
 impl Default for LoopControl {
@@ -54,6 +89,7 @@ impl Default for LoopControl {
             max_retries_per_step: 3,
             max_ralph_iterations: 0,
             reserved_context_size: 50_000,
+            compaction_trigger_ratio: 0.85,
         }
     }
 }
@@ -73,6 +109,8 @@ impl<'de> Deserialize<'de> for LoopControl {
             max_ralph_iterations: Option<i64>,
             #[serde(default, deserialize_with = "lenient::opt_u64")]
             reserved_context_size: Option<u64>,
+            #[serde(default)]
+            compaction_trigger_ratio: Option<f64>,
         }
         let raw = Raw::deserialize(d)?;
         let def = LoopControl::default();
@@ -86,6 +124,7 @@ impl<'de> Deserialize<'de> for LoopControl {
             max_retries_per_step: raw.max_retries_per_step.map(clamp32).unwrap_or(def.max_retries_per_step),
             max_ralph_iterations: raw.max_ralph_iterations.unwrap_or(def.max_ralph_iterations),
             reserved_context_size: raw.reserved_context_size.unwrap_or(def.reserved_context_size),
+            compaction_trigger_ratio: raw.compaction_trigger_ratio.unwrap_or(def.compaction_trigger_ratio),
         })
     }
 }

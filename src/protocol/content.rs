@@ -4,10 +4,11 @@
 //! `context.jsonl` both require. Unknown `type` values fail to deserialize, which the wire layer
 //! turns into -32602 (the reference crashes there).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A URL to a media object plus an optional provider-side id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MediaUrl {
     pub url: String,
     #[serde(default)]
@@ -20,7 +21,7 @@ impl MediaUrl {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentPart {
     Text {
@@ -83,7 +84,7 @@ impl ContentPart {
 }
 
 /// `user_input` of `prompt` / `TurnBegin`: a plain string or a list of parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum UserInput {
     Text(String),

@@ -1,16 +1,25 @@
 //! The core's typed vocabulary, shared by every front end: content parts, display blocks, tool
-//! calls and results, events and requests. They serialize in the shape the wire protocol and
-//! `wire.jsonl` use; the other front ends map them onto their own shapes.
+//! calls and results, events, status updates and requests. They serialize in the shape the wire
+//! protocol (1.10) and `wire.jsonl` use; the other front ends map them onto their own shapes.
 
 pub mod content;
 pub mod display;
 pub mod event;
+pub mod hook;
+pub mod request;
+pub mod status;
 pub mod tool;
 
 pub use content::{ContentPart, MediaUrl, UserInput};
 pub use display::{DisplayBlock, TodoItem, TodoStatus};
 pub use event::{
-    ApprovalDecision, ApprovalRequest, ApprovalResponse, Event, Request, StatusUpdate, SubagentEvent, TokenUsage,
-    ToolCallRequest, WireMessage,
+    ApprovalDecision, ApprovalResponse, Event, HookAction, HookResolved, HookTriggered, Notification, StepRetry,
+    SubagentEvent, WireMessage,
 };
+pub use hook::HookEvent;
+pub use request::{
+    ApprovalRequest, ApprovalSource, HookRequest, QuestionItem, QuestionOption, QuestionRequest, Request,
+    ToolCallRequest,
+};
+pub use status::{McpServerState, McpServerStatus, McpStatus, StatusUpdate, TokenUsage};
 pub use tool::{ErrorCause, FunctionCall, ResultKind, ToolCall, ToolCallPart, ToolOutput, ToolResult, ToolReturnValue};

@@ -1,12 +1,13 @@
 //! Tool calls as the model streams them and tool results as the agent reports them.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::content::ContentPart;
 use super::display::DisplayBlock;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FunctionCall {
     pub name: String,
     #[serde(default)]
@@ -14,7 +15,7 @@ pub struct FunctionCall {
 }
 
 /// `{"type":"function","id",...,"function":{"name","arguments"},"extras"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCall {
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,
@@ -49,14 +50,14 @@ impl ToolCall {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCallPart {
     #[serde(default)]
     pub arguments_part: Option<String>,
 }
 
 /// `output` of a tool result: a string or a list of content parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ToolOutput {
     Text(String),
@@ -78,7 +79,7 @@ impl ToolOutput {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolReturnValue {
     pub is_error: bool,
     pub output: ToolOutput,
@@ -98,8 +99,12 @@ pub enum ErrorCause {
     /// An ordinary result (ok or error, as `is_error` says).
     #[default]
     None,
-    /// The user rejected the call's approval request: the turn stops.
+    /// The user rejected the call's approval request: the turn stops, unless a rejection of the
+    /// same step came with feedback (`wire-1.10.md` §3.5).
     Rejected,
+    /// A policy stopped the call before it ran (a `PreToolUse` hook, plan mode): the model reads
+    /// why and the turn goes on.
+    Blocked,
     /// The tool itself failed (a panic, an I/O error of its own): the model is told to avoid it.
     Crashed,
 }
@@ -110,8 +115,13 @@ pub enum ResultKind {
     Ok,
     Error,
     Rejected,
+    Blocked,
     Crashed,
 }
+
+/// The message of a plain rejection (no feedback) of a main-agent call.
+pub const REJECTED_MESSAGE: &str =
+    "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.";
 
 impl ToolReturnValue {
     pub fn ok(output: impl Into<String>, message: impl Into<String>) -> Self {
@@ -145,6 +155,7 @@ impl ToolReturnValue {
     pub fn kind(&self) -> ResultKind {
         match (self.is_error, self.cause) {
             (true, ErrorCause::Rejected) => ResultKind::Rejected,
+            (true, ErrorCause::Blocked) => ResultKind::Blocked,
             (true, ErrorCause::Crashed) => ResultKind::Crashed,
             (true, ErrorCause::None) => ResultKind::Error,
             (false, _) => ResultKind::Ok,
@@ -163,18 +174,28 @@ impl ToolReturnValue {
 
     /// The result a tool returns when the user rejected its approval request.
     pub fn rejected() -> Self {
+        Self { cause: ErrorCause::Rejected, ..Self::error(REJECTED_MESSAGE, "Rejected by user") }
+    }
+
+    /// A rejection that came with the user's feedback: the model reads it and goes on.
+    pub fn rejected_with_feedback(feedback: &str) -> Self {
         Self {
             cause: ErrorCause::Rejected,
             ..Self::error(
-                "The tool call is rejected by the user. Please follow the new instructions from the user.",
-                "Rejected by user",
+                format!("The tool call is rejected by the user. User feedback: {feedback}"),
+                format!("Rejected: {feedback}"),
             )
         }
+    }
+
+    /// A call a policy stopped before it ran.
+    pub fn blocked(message: impl Into<String>, brief: impl Into<String>) -> Self {
+        Self { cause: ErrorCause::Blocked, ..Self::error(message, brief) }
     }
 }
 
 /// `{"tool_call_id","return_value"}`: the `ToolResult` event payload and an external tool's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolResult {
     pub tool_call_id: String,
     pub return_value: ToolReturnValue,
@@ -205,7 +226,11 @@ mod tests {
     fn rejection_has_the_spec_shape() {
         assert_eq!(
             serde_json::to_string(&ToolReturnValue::rejected()).unwrap(),
-            r#"{"is_error":true,"output":"","message":"The tool call is rejected by the user. Please follow the new instructions from the user.","display":[{"type":"brief","text":"Rejected by user"}],"extras":null}"#
+            r#"{"is_error":true,"output":"","message":"The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.","display":[{"type":"brief","text":"Rejected by user"}],"extras":null}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&ToolReturnValue::rejected_with_feedback("use rg")).unwrap(),
+            r#"{"is_error":true,"output":"","message":"The tool call is rejected by the user. User feedback: use rg","display":[{"type":"brief","text":"Rejected: use rg"}],"extras":null}"#
         );
     }
 
@@ -213,6 +238,7 @@ mod tests {
     fn kinds_are_typed_not_read_from_text() {
         assert_eq!(ToolReturnValue::rejected().kind(), ResultKind::Rejected);
         assert_eq!(ToolReturnValue::crashed("x").kind(), ResultKind::Crashed);
+        assert_eq!(ToolReturnValue::blocked("x", "b").kind(), ResultKind::Blocked);
         assert_eq!(ToolReturnValue::ok("", "").kind(), ResultKind::Ok);
         // A client's result that happens to carry the rejection text is still an ordinary error.
         let json = serde_json::to_string(&ToolReturnValue::rejected()).unwrap();

@@ -305,7 +305,7 @@ impl Session {
         if !self.created_dir {
             return;
         }
-        for name in ["context.jsonl", "wire.jsonl"] {
+        for name in ["context.jsonl", "wire.jsonl", super::state::STATE_FILE] {
             let _ = std::fs::remove_file(self.dir.join(name));
         }
         if let Err(e) = std::fs::remove_dir(&self.dir) {
@@ -318,7 +318,10 @@ impl Session {
         let wire_empty = super::jsonl::read_lines(&self.wire_path())
             .map(|lines| lines.iter().all(|l| l.contains("\"metadata\"") && l.contains("protocol_version")))
             .unwrap_or(true);
-        let context_empty = std::fs::metadata(self.context_path()).map(|m| m.len() == 0).unwrap_or(true);
+        // Bookkeeping records (`_system_prompt`, checkpoints) and an untitled state are not content
+        // (`wire-1.10.md` §10.4).
+        let context_empty = !super::context_prompt::has_conversation(&self.context_path())
+            && super::state::load(&self.dir).custom_title.is_none();
         let work = self.work_dir.to_string_lossy().to_string();
         let mut meta = Metadata::load(&self.share_dir);
         let entry = meta.entry_mut(&work);

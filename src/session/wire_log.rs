@@ -18,7 +18,7 @@ use super::pyjson;
 use crate::protocol::{ContentPart, Event, ToolCallPart, WireMessage};
 
 /// The protocol version the records follow, written in the header of a new file.
-pub const WIRE_PROTOCOL_VERSION: &str = "1.2";
+pub const WIRE_PROTOCOL_VERSION: &str = "1.10";
 
 #[derive(Serialize)]
 struct Header {
@@ -171,7 +171,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 5);
-        assert_eq!(lines[0], r#"{"type": "metadata", "protocol_version": "1.2"}"#);
+        assert_eq!(lines[0], r#"{"type": "metadata", "protocol_version": "1.10"}"#);
         assert!(
             lines[2].ends_with(r#""message": {"type": "ContentPart", "payload": {"type": "text", "text": "ab"}}}"#)
         );

@@ -1,5 +1,6 @@
 //! The parts of an agent that outlive a turn and are shared with front ends: environment, model,
-//! toolset, approval state, system prompt and slash commands.
+//! toolset, session state and approvals, what the client can do, system prompt and slash
+//! commands.
 
 use std::sync::{Arc, RwLock};
 
@@ -7,9 +8,12 @@ use crate::agent_env::AgentEnv;
 use crate::blueprint::skills::{Skill, skill_commands};
 use crate::config::LoopControl;
 use crate::llm::{Capability, SharedProvider};
-use crate::soul::approval::ApprovalState;
+use crate::soul::approval::ApprovalHub;
+use crate::soul::client::ClientState;
 use crate::soul::dmail::DMailBox;
+use crate::soul::hooks::HookRegistry;
 use crate::soul::slash::{CommandInfo, builtin_commands};
+use crate::soul::state::SessionState;
 use crate::tools::Toolset;
 
 pub struct Agent {
@@ -19,7 +23,14 @@ pub struct Agent {
     pub loop_control: LoopControl,
     /// Replaced whole when the client registers external tools (never during a turn).
     toolset: RwLock<Arc<Toolset>>,
-    pub approval: Arc<ApprovalState>,
+    /// The session's persisted state (approval flags, plan mode, todos, …).
+    pub state: Arc<SessionState>,
+    /// Every approval request of the session.
+    pub approvals: Arc<ApprovalHub>,
+    /// What the connected client can do (set by its handshake).
+    pub client: Arc<ClientState>,
+    /// Config hooks and client subscriptions.
+    pub hooks: Arc<HookRegistry>,
     pub system_prompt: String,
     /// Built-in commands, then `skill:` and `flow:` commands, as `initialize` lists them.
     pub slash_commands: Vec<CommandInfo>,
@@ -35,7 +46,7 @@ pub struct AgentParts {
     pub max_context_size: u64,
     pub loop_control: LoopControl,
     pub toolset: Toolset,
-    pub yolo: bool,
+    pub state: Arc<SessionState>,
     pub system_prompt: String,
     pub skills: Vec<Skill>,
     /// Present when the agent has the `SendDMail` tool.
@@ -52,12 +63,16 @@ impl Agent {
             description,
             aliases: Vec::new(),
         }));
+        let hooks = Arc::new(HookRegistry::new(parts.env.config.hooks.clone()));
         Self {
             env: parts.env,
             max_context_size: parts.max_context_size,
             loop_control: parts.loop_control,
             toolset: RwLock::new(Arc::new(parts.toolset)),
-            approval: Arc::new(ApprovalState::new(parts.yolo)),
+            approvals: ApprovalHub::new(parts.state.clone()),
+            state: parts.state,
+            client: Arc::default(),
+            hooks,
             system_prompt: parts.system_prompt,
             slash_commands,
             skills: parts.skills,

@@ -1,118 +1,315 @@
-//! Approvals: YOLO, the approve-for-session set, and one outstanding request per agent.
+//! Approvals (`wire-1.10.md` §3.5-§3.6): one registry per session for every approval request,
+//! whoever asks and whoever resolves it.
 //!
-//! Invariants: a request that cannot be answered (client gone, error answer) is a reject; a
-//! cancelled turn drops the waiting future, so a late answer changes nothing; requests queued
-//! behind one whose action became session-approved are approved silently.
+//! Invariants:
+//! - a request goes out the moment a tool asks (several may be outstanding at once) and is never
+//!   recorded in `wire.jsonl`; so is every `ApprovalResponse`;
+//! - each pending request is resolved exactly once, and every resolution is announced with an
+//!   `ApprovalResponse` before the waiting tool learns of it (so it precedes the tool's result):
+//!   by the client's answer, by an `approve_for_session` answer covering the same action (the
+//!   covered siblings' own JSON-RPC requests are then forgotten, a late answer is ignored), by the
+//!   end or cancellation of the turn that asked (reject), or by the client going away (reject);
+//! - a request that cannot be answered is a rejection; yolo, afk and session-approved actions
+//!   never ask.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Mutex as AsyncMutex;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
 use super::sink::{ClientAnswer, EventSink};
-use crate::protocol::{ApprovalDecision, ApprovalRequest, ApprovalResponse, Event, Request};
+use super::state::SessionState;
+use crate::protocol::{ApprovalDecision, ApprovalRequest, ApprovalResponse, ApprovalSource, Event, Request};
 use crate::tools::ApprovalAsk;
 
-/// Approval state shared by an agent and its subagents for the life of the process.
-#[derive(Debug, Default)]
-pub struct ApprovalState {
-    yolo: AtomicBool,
-    approved_actions: Mutex<HashSet<String>>,
+/// How an approval was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: ApprovalDecision,
+    /// What the user said with a rejection ("" when nothing).
+    pub feedback: String,
+    /// Approved with edited arguments: the call is run again with these.
+    pub rerun_with: Option<String>,
+    /// Denied with a message that replaces the call's result (the turn goes on).
+    pub denial: Option<String>,
 }
 
-impl ApprovalState {
-    pub fn new(yolo: bool) -> Self {
-        Self { yolo: AtomicBool::new(yolo), approved_actions: Mutex::default() }
+impl Verdict {
+    pub fn approve() -> Self {
+        Self { decision: ApprovalDecision::Approve, feedback: String::new(), rerun_with: None, denial: None }
     }
 
-    pub fn yolo(&self) -> bool {
-        self.yolo.load(Ordering::SeqCst)
+    pub fn reject() -> Self {
+        Self { decision: ApprovalDecision::Reject, feedback: String::new(), rerun_with: None, denial: None }
     }
 
-    pub fn set_yolo(&self, on: bool) {
-        self.yolo.store(on, Ordering::SeqCst);
-    }
-
-    fn auto_approved(&self, action: &str) -> bool {
-        self.yolo() || self.approved_actions.lock().map(|s| s.contains(action)).unwrap_or(false)
-    }
-
-    fn approve_for_session(&self, action: &str) {
-        if let Ok(mut set) = self.approved_actions.lock() {
-            set.insert(action.to_string());
-        }
+    pub fn is_approved(&self) -> bool {
+        self.decision.is_approved()
     }
 }
 
-/// One agent's approval channel.
-#[derive(Clone, Debug)]
-pub struct Approval {
-    state: Arc<ApprovalState>,
-    sink: EventSink,
-    /// Held while a request of this agent is outstanding, so they go out one at a time.
-    outstanding: Arc<AsyncMutex<()>>,
+struct Pending {
+    id: String,
+    action: String,
+    /// The turn that asked (its id); resolved with it.
+    source_id: String,
+    decide: oneshot::Sender<Verdict>,
+    /// The task waiting for the client's answer; aborted when resolved otherwise, which drops
+    /// the answer's receiver so the front end forgets the JSON-RPC request.
+    waiter: Option<AbortHandle>,
 }
 
-impl Approval {
-    pub fn new(state: Arc<ApprovalState>, sink: EventSink) -> Self {
-        Self { state, sink, outstanding: Arc::default() }
+/// The session's approval registry.
+pub struct ApprovalHub {
+    state: Arc<SessionState>,
+    /// Oldest first.
+    pending: Mutex<Vec<Pending>>,
+}
+
+impl ApprovalHub {
+    pub fn new(state: Arc<SessionState>) -> Arc<Self> {
+        Arc::new(Self { state, pending: Mutex::default() })
     }
 
-    pub fn state(&self) -> &Arc<ApprovalState> {
+    pub fn state(&self) -> &Arc<SessionState> {
         &self.state
     }
 
-    /// Asks the client (unless YOLO or session-approved); true when the call may go ahead.
-    pub async fn request(&self, ask: ApprovalAsk) -> bool {
-        self.verdict(ask).await == Verdict::Approved
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Asks the client (unless YOLO or session-approved) and keeps what the answer said beyond
-    /// yes or no.
-    pub async fn verdict(&self, ask: ApprovalAsk) -> Verdict {
-        if self.state.auto_approved(&ask.action) {
-            return Verdict::Approved;
-        }
-        let _turn = self.outstanding.lock().await;
-        if self.state.auto_approved(&ask.action) {
-            return Verdict::Approved;
+    fn auto_approved(&self, action: &str) -> bool {
+        self.state.bypass_approvals() || self.state.is_session_approved(action)
+    }
+
+    /// Number of requests waiting for a decision.
+    pub fn pending_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Asks the client on behalf of the turn `source_id`; resolves as described in the module doc.
+    pub async fn request(self: &Arc<Self>, ask: ApprovalAsk, source_id: &str, sink: &EventSink) -> Verdict {
+        if self.auto_approved(&ask.action) {
+            return Verdict::approve();
         }
         let id = uuid::Uuid::new_v4().to_string();
+        let (decide, decided) = oneshot::channel();
+        self.lock().push(Pending {
+            id: id.clone(),
+            action: ask.action.clone(),
+            source_id: source_id.to_string(),
+            decide,
+            waiter: None,
+        });
         let request = Request::ApprovalRequest(ApprovalRequest {
             id: id.clone(),
             tool_call_id: ask.tool_call_id,
             sender: ask.sender,
-            action: ask.action.clone(),
+            action: ask.action,
             description: ask.description,
+            source_kind: ApprovalSource::ForegroundTurn,
+            source_id: Some(source_id.to_string()),
+            agent_id: None,
+            subagent_type: None,
+            source_description: None,
             display: ask.display,
         });
-        let (decision, verdict) = match self.sink.request(request).await.await {
-            Ok(ClientAnswer::Approval(decision)) => {
-                (decision, if decision.is_approved() { Verdict::Approved } else { Verdict::Rejected })
-            }
-            Ok(ClientAnswer::ApprovalWithArguments(decision, arguments)) if decision.is_approved() => {
-                (decision, Verdict::ApprovedWithArguments(arguments))
-            }
-            Ok(ClientAnswer::Denial(message)) => (ApprovalDecision::Reject, Verdict::Denied(message)),
-            _ => (ApprovalDecision::Reject, Verdict::Rejected),
-        };
-        if decision == ApprovalDecision::ApproveForSession {
-            self.state.approve_for_session(&ask.action);
+        let answer = sink.request_unrecorded(request).await;
+        let hub = self.clone();
+        let waiter_sink = sink.clone();
+        let waiter_id = id.clone();
+        let waiter = tokio::spawn(async move {
+            let verdict = match answer.await {
+                Ok(ClientAnswer::Approval { decision, feedback }) => {
+                    Verdict { decision, feedback, ..Verdict::reject() }
+                }
+                Ok(ClientAnswer::ApprovalWithArguments(decision, arguments)) if decision.is_approved() => {
+                    Verdict { decision, rerun_with: Some(arguments), ..Verdict::reject() }
+                }
+                Ok(ClientAnswer::Denial(message)) => Verdict { denial: Some(message), ..Verdict::reject() },
+                // An error answer, a malformed one, or the client gone.
+                _ => Verdict::reject(),
+            };
+            hub.resolve(&waiter_id, verdict, &waiter_sink, true).await;
+        });
+        match self.lock().iter_mut().find(|p| p.id == id) {
+            Some(p) => p.waiter = Some(waiter.abort_handle()),
+            // Already resolved (a sibling's approve_for_session): the answer is not needed.
+            None => waiter.abort(),
         }
-        self.sink.emit(Event::ApprovalResponse(ApprovalResponse { request_id: id, response: decision })).await;
-        verdict
+        decided.await.unwrap_or_else(|_| Verdict::reject())
+    }
+
+    /// Resolves request `id` (no-op when it is no longer pending). `from_waiter` is true when
+    /// called by the task that waited for the client's answer (it must not abort itself).
+    async fn resolve(&self, id: &str, verdict: Verdict, sink: &EventSink, from_waiter: bool) {
+        let Some(entry) = self.take(|p| p.id == id).into_iter().next() else { return };
+        if !from_waiter && let Some(w) = &entry.waiter {
+            w.abort();
+        }
+        let approve_for_session = verdict.decision == ApprovalDecision::ApproveForSession;
+        let action = entry.action.clone();
+        announce(sink, &entry.id, &verdict).await;
+        let _ = entry.decide.send(verdict);
+        if approve_for_session {
+            self.state.approve_for_session(&action);
+            for sibling in self.take(|p| p.action == action) {
+                self.settle(sibling, Verdict::approve(), sink).await;
+            }
+        }
+    }
+
+    /// Rejects every request of the turn `source_id` (the turn ended or was cancelled).
+    pub async fn reject_turn(&self, source_id: &str, sink: &EventSink) {
+        for entry in self.take(|p| p.source_id == source_id) {
+            self.settle(entry, Verdict::reject(), sink).await;
+        }
+    }
+
+    async fn settle(&self, entry: Pending, verdict: Verdict, sink: &EventSink) {
+        if let Some(w) = &entry.waiter {
+            w.abort();
+        }
+        announce(sink, &entry.id, &verdict).await;
+        let _ = entry.decide.send(verdict);
+    }
+
+    fn take(&self, which: impl Fn(&Pending) -> bool) -> Vec<Pending> {
+        let mut pending = self.lock();
+        let (taken, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut *pending).into_iter().partition(which);
+        *pending = kept;
+        taken
     }
 }
 
-/// What an approval request came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Approved,
-    /// A plain rejection: the turn stops after this step.
-    Rejected,
-    /// Approved to run with these arguments instead of the model's.
-    ApprovedWithArguments(String),
-    /// Refused with this message as the call's result; the turn goes on.
-    Denied(String),
+async fn announce(sink: &EventSink, id: &str, verdict: &Verdict) {
+    sink.emit_unrecorded(Event::ApprovalResponse(ApprovalResponse {
+        request_id: id.to_string(),
+        response: verdict.decision,
+        feedback: verdict.feedback.clone(),
+    }))
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::soul::{Projection, TurnResult, TurnTag};
+
+    type Asked = (Request, oneshot::Sender<ClientAnswer>);
+
+    /// Hands requests to the test and keeps every event.
+    struct Client {
+        asked: tokio::sync::mpsc::UnboundedSender<Asked>,
+        events: Arc<Mutex<Vec<Event>>>,
+    }
+
+    impl Projection for Client {
+        fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+            self.events.lock().unwrap().push(event.clone());
+            Box::pin(async {})
+        }
+
+        #[allow(clippy::async_yields_async)]
+        fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+            let (tx, rx) = oneshot::channel();
+            let _ = self.asked.send((request, tx));
+            Box::pin(async move { rx })
+        }
+
+        fn turn_ended(&self, _: TurnTag, _: TurnResult) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    fn ask(call: &str, action: &str) -> ApprovalAsk {
+        ApprovalAsk {
+            tool_call_id: call.into(),
+            sender: "Shell".into(),
+            action: action.into(),
+            description: String::new(),
+            display: Vec::new(),
+        }
+    }
+
+    fn responses(events: &Mutex<Vec<Event>>) -> Vec<(String, ApprovalDecision)> {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::ApprovalResponse(r) => Some((r.request_id.clone(), r.response)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn approve_for_session_resolves_covered_siblings() {
+        let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = EventSink::new(Arc::new(Client { asked: tx, events: events.clone() }), None);
+        let hub = ApprovalHub::new(Arc::new(SessionState::in_memory(false)));
+        let (a, b, c) = (
+            tokio::spawn({
+                let (hub, sink) = (hub.clone(), sink.clone());
+                async move { hub.request(ask("a", "run command"), "t1", &sink).await }
+            }),
+            tokio::spawn({
+                let (hub, sink) = (hub.clone(), sink.clone());
+                async move { hub.request(ask("b", "run command"), "t1", &sink).await }
+            }),
+            tokio::spawn({
+                let (hub, sink) = (hub.clone(), sink.clone());
+                async move { hub.request(ask("c", "edit file"), "t1", &sink).await }
+            }),
+        );
+        let mut requests = Vec::new();
+        for _ in 0..3 {
+            requests.push(asked.recv().await.unwrap());
+        }
+        assert_eq!(hub.pending_count(), 3, "all three outstanding at once");
+        let index = |call: &str| {
+            requests
+                .iter()
+                .position(|(r, _)| matches!(r, Request::ApprovalRequest(q) if q.tool_call_id == call))
+                .unwrap()
+        };
+        let (first, answer) = requests.remove(index("a"));
+        let _ = answer
+            .send(ClientAnswer::Approval { decision: ApprovalDecision::ApproveForSession, feedback: String::new() });
+        assert!(a.await.unwrap().is_approved());
+        assert!(b.await.unwrap().is_approved(), "the sibling with the same action");
+        assert_eq!(hub.pending_count(), 1, "another action still waits");
+        let got = responses(&events);
+        assert_eq!(got[0], (first.id().to_string(), ApprovalDecision::ApproveForSession));
+        assert_eq!(got[1].1, ApprovalDecision::Approve);
+        hub.reject_turn("t1", &sink).await;
+        assert!(!c.await.unwrap().is_approved(), "the turn's end rejects what is left");
+        assert_eq!(responses(&events).len(), 3);
+        assert!(hub.state().is_session_approved("run command"));
+        // Now approved for the session: no request at all.
+        assert!(hub.request(ask("d", "run command"), "t2", &sink).await.is_approved());
+        assert!(asked.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn an_unanswerable_request_is_a_rejection() {
+        let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = EventSink::new(Arc::new(Client { asked: tx, events: events.clone() }), None);
+        let hub = ApprovalHub::new(Arc::new(SessionState::in_memory(false)));
+        let waiting = tokio::spawn({
+            let (hub, sink) = (hub.clone(), sink.clone());
+            async move { hub.request(ask("a", "run command"), "t", &sink).await }
+        });
+        let (_, answer) = asked.recv().await.unwrap();
+        drop(answer);
+        let verdict = waiting.await.unwrap();
+        assert_eq!(verdict, Verdict::reject());
+        assert_eq!(responses(&events).len(), 1, "announced like any resolution");
+    }
 }

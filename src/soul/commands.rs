@@ -1,6 +1,8 @@
-//! Slash commands in wire mode (`soul.md` §7.2): init, compact, clear/reset, yolo, skills, flows.
+//! Slash commands in wire mode (`soul.md` §7.2, `wire-1.10.md` §4.5): init, compact, clear/reset,
+//! the mode switches (in `mode_commands`), skills, flows.
 
 use super::Soul;
+use super::compaction::Trigger;
 use super::context::Context;
 use super::error::{TurnError, TurnOutcome};
 use super::sink::EventSink;
@@ -23,7 +25,8 @@ impl Soul {
                     say(sink, "The context is empty.").await;
                 } else {
                     // Arguments are ignored in 1.2 (`soul.md` §7.2).
-                    if let Err(e) = self.compact(sink, args).await {
+                    let trigger = if args.is_empty() { Trigger::Manual } else { Trigger::ManualWithPrompt };
+                    if let Err(e) = self.compact(sink, args, trigger).await {
                         sink.emit(Event::StepInterrupted {}).await;
                         return Err(e);
                     }
@@ -32,21 +35,20 @@ impl Soul {
                 }
             }
             "clear" | "reset" => {
-                self.context.clear().map_err(|e| TurnError::Internal(format!("Failed to clear the context: {e}")))?;
+                self.context
+                    .clear()
+                    .map_err(|e| TurnError::internal("ContextError", format!("Failed to clear the context: {e}")))?;
+                self.record_system_prompt();
                 self.sync_dmail_checkpoints();
                 say(sink, "The context has been cleared.").await;
                 self.emit_context_usage(sink).await;
             }
-            "yolo" => {
-                let on = !self.agent.approval.yolo();
-                self.agent.approval.set_yolo(on);
-                let text = if on {
-                    "You only live once! All actions will be auto-approved."
-                } else {
-                    "You only die once! Actions will require approval."
-                };
-                say(sink, text).await;
-            }
+            "yolo" => self.toggle_yolo(sink).await,
+            "afk" => self.toggle_afk(sink).await,
+            "plan" => self.plan_command(args, sink).await,
+            "add-dir" => self.add_dir_command(args, sink).await,
+            "export" => self.export_command(args, sink).await,
+            "import" => self.import_command(args, sink).await,
             _ => {
                 if let Some(skill_name) = name.strip_prefix("skill:")
                     && let Some(skill) = self.agent.skill(skill_name).cloned()

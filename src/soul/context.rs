@@ -71,6 +71,10 @@ impl Context {
             id: Option<u64>,
             token_count: Option<u64>,
         }
+        // The `_system_prompt` record is the builder's (`session::context_prompt`), not history.
+        if line.starts_with("{\"role\": \"_system_prompt\"") {
+            return;
+        }
         // Messages are most lines; parse each line once, as what it most likely is.
         let is_marker = line.contains("\"_checkpoint\"") || line.contains("\"_usage\"");
         if is_marker && let Ok(marker) = serde_json::from_str::<Marker>(line) {
@@ -115,6 +119,11 @@ impl Context {
     /// intact; the file lacks the failed records.
     pub fn take_write_error(&mut self) -> Option<String> {
         self.write_error.take()
+    }
+
+    /// Appends a bookkeeping line made elsewhere (the `_system_prompt` record after a rotation).
+    pub fn write_record(&mut self, line: &[u8]) {
+        self.write(line);
     }
 
     pub fn checkpoint(&mut self) -> u64 {

@@ -4,13 +4,15 @@
 //! (`steer`); everything else reaches it through its [`Projection`](super::sink::Projection),
 //! where the turn's outcome is the last item of the turn's stream. So a front end writes its
 //! answer to a `prompt` after the turn's events by construction, and never holds a cancel token,
-//! catches a panic or tracks whether a turn runs.
+//! catches a panic or tracks whether a turn runs. Other long jobs of a front end that must keep
+//! turns out (the wire's `replay`) take the same busy slot with [`TurnDriver::claim`].
 //!
-//! Invariants: at most one turn at a time (`start` answers `Busy` otherwise); every started turn
-//! ends with exactly one `turn_ended`, also when it panics or is cancelled; cancel drops the turn's
-//! future, so every await point is a cancel point and a pending request's answer channel closes;
-//! the next turn's events come after the previous turn's outcome (the soul stays locked until the
-//! outcome is out).
+//! Invariants: at most one turn or claim at a time (`start`/`claim` answer `Busy` otherwise);
+//! every started turn ends with exactly one `turn_ended`, also when it panics or is cancelled,
+//! and every `TurnBegin` is followed by one `TurnEnd` before it (`wire-1.10.md` §4.4), then by the
+//! rejection of the turn's unanswered approvals; cancel drops the turn's future, so every await
+//! point is a cancel point and a pending request's answer channel closes; the next turn's events
+//! come after the previous turn's outcome (the soul stays locked until the outcome is out).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,45 +24,59 @@ use tokio_util::sync::CancellationToken;
 use super::Soul;
 use super::agent::Agent;
 use super::error::{TurnError, TurnOutcome};
-use super::inbox::Inbox;
 use super::sink::{EventSink, TurnTag};
-use crate::protocol::UserInput;
+use super::slash;
+use super::turn_shared::TurnShared;
+use crate::protocol::{Event, UserInput};
 
-/// A turn is already running.
+/// A turn (or another claim) is already running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Busy;
 
-/// No turn is running.
+/// No agent loop is running that could take the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Idle;
 
-struct RunningTurn {
+struct Running {
     cancel: CancellationToken,
     done: watch::Receiver<bool>,
+    /// The running turn; `None` for a claim.
+    turn: Option<Arc<TurnShared>>,
 }
 
 pub struct TurnDriver {
     agent: Arc<Agent>,
     soul: tokio::sync::Mutex<Soul>,
     sink: EventSink,
-    running: Mutex<Option<RunningTurn>>,
-    inbox: Arc<Inbox>,
+    running: Mutex<Option<Running>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Holds the busy slot for a job that is not a turn; dropping it frees the slot.
+pub struct BusyClaim {
+    driver: Arc<TurnDriver>,
+    /// Cancelled by the front end's `cancel`.
+    pub cancel: CancellationToken,
+    done: watch::Sender<bool>,
+}
+
+impl Drop for BusyClaim {
+    fn drop(&mut self) {
+        *lock(&self.driver.running) = None;
+        let _ = self.done.send(true);
+    }
+}
+
 impl TurnDriver {
-    pub fn new(mut soul: Soul, sink: EventSink) -> Arc<Self> {
-        let inbox = Arc::new(Inbox::default());
-        soul.inbox = Some(inbox.clone());
+    pub fn new(soul: Soul, sink: EventSink) -> Arc<Self> {
         Arc::new(Self {
             agent: soul.agent.clone(),
             soul: tokio::sync::Mutex::new(soul),
             sink,
             running: Mutex::default(),
-            inbox,
         })
     }
 
@@ -78,30 +94,44 @@ impl TurnDriver {
         lock(&self.running).is_some()
     }
 
-    /// Starts a turn on its own task. Its outcome reaches the projection's `turn_ended` with `tag`.
-    pub fn start(self: &Arc<Self>, input: UserInput, tag: TurnTag) -> Result<(), Busy> {
+    fn occupy(&self, turn: Option<Arc<TurnShared>>) -> Result<(CancellationToken, watch::Sender<bool>), Busy> {
+        let mut running = lock(&self.running);
+        if running.is_some() {
+            return Err(Busy);
+        }
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
-        {
-            let mut running = lock(&self.running);
-            if running.is_some() {
-                return Err(Busy);
-            }
-            *running = Some(RunningTurn { cancel: cancel.clone(), done: done_rx });
+        *running = Some(Running { cancel: cancel.clone(), done: done_rx, turn });
+        Ok((cancel, done_tx))
+    }
+
+    /// Takes the busy slot for a job of the front end's own (no turn can start meanwhile).
+    pub fn claim(self: &Arc<Self>) -> Result<BusyClaim, Busy> {
+        let (cancel, done) = self.occupy(None)?;
+        Ok(BusyClaim { driver: self.clone(), cancel, done })
+    }
+
+    /// Starts a turn on its own task. Its outcome reaches the projection's `turn_ended` with `tag`.
+    pub fn start(self: &Arc<Self>, input: UserInput, tag: TurnTag) -> Result<(), Busy> {
+        let turn = Arc::new(TurnShared::new());
+        // Input steered while the turn sets up is kept for its agent loop; a slash command
+        // opens the inbox only if it runs one.
+        if slash::parse(&input.text_input()).is_none() {
+            turn.inbox.open();
         }
-        // Input queued for an earlier turn is not this turn's (`wire-1.10.md` §2.4).
-        self.inbox.clear();
+        let (cancel, done_tx) = self.occupy(Some(turn.clone()))?;
         let driver = self.clone();
         tokio::spawn(async move {
             let mut soul = driver.soul.lock().await;
+            soul.turn = turn.clone();
             // A panic inside the turn is still answered (-32603), never left in silence.
-            let turn = std::panic::AssertUnwindSafe(soul.run_turn(input, &driver.sink)).catch_unwind();
+            let run = std::panic::AssertUnwindSafe(soul.run_turn(input, &driver.sink)).catch_unwind();
             // Cancel is checked first: a cancelled turn makes no further progress, even when its
             // own next step is ready too.
             let result = tokio::select! {
                 biased;
                 () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
-                r = turn => r.unwrap_or_else(|panic| Err(TurnError::Internal(panic_message(&panic)))),
+                r = run => r.unwrap_or_else(|panic| Err(TurnError::internal("Panic", panic_message(&panic)))),
             };
             if let Err(e) = &result {
                 match e {
@@ -109,6 +139,12 @@ impl TurnDriver {
                     _ => tracing::warn!("turn failed: {e}"),
                 }
             }
+            turn.inbox.close();
+            if turn.owes_turn_end() {
+                driver.sink.emit(Event::TurnEnd {}).await;
+                turn.mark_ended();
+            }
+            driver.agent.approvals.reject_turn(&turn.id, &driver.sink).await;
             *lock(&driver.running) = None;
             driver.sink.turn_ended(tag, result).await;
             drop(soul);
@@ -117,13 +153,13 @@ impl TurnDriver {
         Ok(())
     }
 
-    /// A handle that cancels the running turn, if one runs. The front end may answer its
-    /// `cancel` request before using it, so that answer precedes the turn's outcome.
+    /// A handle that cancels the running turn or claim, if one runs. The front end may answer
+    /// its `cancel` request before using it, so that answer precedes the turn's outcome.
     pub fn cancel_handle(&self) -> Option<CancellationToken> {
         lock(&self.running).as_ref().map(|t| t.cancel.clone())
     }
 
-    /// Cancels the running turn; false when none runs.
+    /// Cancels the running turn or claim; false when none runs.
     pub fn cancel(&self) -> bool {
         match self.cancel_handle() {
             Some(token) => {
@@ -134,13 +170,13 @@ impl TurnDriver {
         }
     }
 
-    /// Queues input for the running turn; it is taken at the next step boundary.
+    /// Queues input for the running turn's agent loop; it is taken at the next step boundary.
     pub fn steer(&self, input: UserInput) -> Result<(), Idle> {
-        if !self.is_busy() {
-            return Err(Idle);
+        let running = lock(&self.running);
+        match running.as_ref().and_then(|r| r.turn.as_ref()) {
+            Some(turn) if turn.inbox.push(input) => Ok(()),
+            _ => Err(Idle),
         }
-        self.inbox.push(input);
-        Ok(())
     }
 
     /// Cancels the running turn and waits up to `grace` for its outcome to be out.
@@ -161,5 +197,5 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
     tracing::error!("a turn panicked: {text}");
-    format!("Panic: {text}")
+    text
 }

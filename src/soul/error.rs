@@ -13,9 +13,37 @@ pub enum TurnError {
     Capability { model: String, missing: Vec<Capability> },
     #[error("{0}")]
     Provider(ChatError),
-    /// A bug or an environment failure inside the turn; never silence, always an answer.
-    #[error("{0}")]
-    Internal(String),
+    /// A bug or an environment failure inside the turn; never silence, always an answer
+    /// (-32603 `<kind>: <message>`, `wire-1.10.md` §2.3).
+    #[error("{kind}: {message}")]
+    Internal { kind: &'static str, message: String },
+}
+
+impl From<ChatError> for TurnError {
+    /// Provider errors are -32003; a malformed part from the provider is an internal failure of
+    /// the turn (`scripted-echo.md` §5.3: -32603 `ValidationError: …`).
+    fn from(e: ChatError) -> Self {
+        match e {
+            ChatError::Invalid(message) => TurnError::internal("ValidationError", message),
+            other => TurnError::Provider(other),
+        }
+    }
+}
+
+impl TurnError {
+    /// The error's class name, as hooks see it (`StopFailure`'s `error_type`).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            TurnError::LlmNotSet { .. } => "LLMNotSet",
+            TurnError::Capability { .. } => "LLMNotSupported",
+            TurnError::Provider(e) => e.error_type(),
+            TurnError::Internal { kind, .. } => kind,
+        }
+    }
+
+    pub fn internal(kind: &'static str, message: impl Into<String>) -> Self {
+        TurnError::Internal { kind, message: message.into() }
+    }
 }
 
 fn capability_message(model: &str, missing: &[Capability]) -> String {
@@ -46,5 +74,10 @@ mod tests {
         assert_eq!(e.to_string(), "LLM model 'echo' does not support required capability: image_in.");
         let e = TurnError::Capability { model: "m".into(), missing: vec![Capability::ImageIn, Capability::VideoIn] };
         assert_eq!(e.to_string(), "LLM model 'm' does not support required capabilities: image_in, video_in.");
+    }
+
+    #[test]
+    fn internal_errors_name_their_kind() {
+        assert_eq!(TurnError::internal("ContextError", "disk full").to_string(), "ContextError: disk full");
     }
 }

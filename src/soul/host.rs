@@ -1,21 +1,40 @@
-//! The soul's side of the tools' host interface: approvals through the agent's approval state
-//! and client-owned tool calls as requests on the event sink.
+//! The soul's side of the tools' host interface, one per step: approvals through the session's
+//! hub, client-owned tool calls and questions as requests on the event sink, plan mode and todos
+//! through the session state.
 //!
-//! An approval answer can say more than yes or no (a denial with a message, an approval with
-//! edited arguments). A tool only sees a bool, so the host keeps such an answer per call id and
-//! the step applies it once the tool returns ([`SoulToolHost::take_follow_up`]): the rejected run
-//! is replaced by the denial's result, or by a second run with the edited arguments, which is
-//! approved without asking again.
+//! Invariants: what the step needs to know after its tools ran is kept here, keyed by tool call
+//! id — a rejection's feedback (the step rewrites that call's result) and plan-file writes that
+//! were granted without asking — plus whether a tool switched plan mode (the step reports it).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
-use super::approval::{Approval, Verdict};
+use super::approval::ApprovalHub;
+use super::client::ClientState;
 use super::sink::{ClientAnswer, EventSink};
-use crate::protocol::{Request, ToolCallRequest, ToolReturnValue};
-use crate::tools::{ApprovalAsk, ClientToolCall, ToolHost};
+use crate::protocol::{Event, QuestionItem, QuestionRequest, Request, TodoItem, ToolCallRequest, ToolReturnValue};
+use crate::tools::{ApprovalAsk, ClientToolCall, PlanView, Presence, QuestionOutcome, ToolHost};
+
+pub struct SoulToolHost {
+    hub: Arc<ApprovalHub>,
+    client: Arc<ClientState>,
+    sink: EventSink,
+    /// The asking turn's id (`source_id` of its approvals).
+    turn_id: String,
+    /// Feedback given with rejections, by tool call id.
+    feedback: Mutex<HashMap<String, String>>,
+    /// Calls whose approval plan mode grants (writes of the plan file).
+    granted: Mutex<HashSet<String>>,
+    plan_switched: AtomicBool,
+    /// What the step must do with a call after its tool returned, by tool call id (an approval
+    /// answer that said more than yes or no: a denial, or approved edited arguments).
+    follow_ups: Mutex<HashMap<String, FollowUp>>,
+    /// Calls whose next approval is granted without asking (their rerun with edited arguments).
+    preapproved: Mutex<HashSet<String>>,
+}
 
 /// What the step must do with a call after its tool returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,18 +45,19 @@ pub enum FollowUp {
     Replace(ToolReturnValue),
 }
 
-pub struct SoulToolHost {
-    approval: Approval,
-    sink: EventSink,
-    /// Follow-ups by tool call id, taken by the step when the call's tool returns.
-    follow_ups: Mutex<HashMap<String, FollowUp>>,
-    /// Calls whose next approval request is granted without asking (their rerun).
-    preapproved: Mutex<HashSet<String>>,
-}
-
 impl SoulToolHost {
-    pub fn new(approval: Approval, sink: EventSink) -> Self {
-        Self { approval, sink, follow_ups: Mutex::default(), preapproved: Mutex::default() }
+    pub fn new(hub: Arc<ApprovalHub>, client: Arc<ClientState>, sink: EventSink, turn_id: String) -> Self {
+        Self {
+            hub,
+            client,
+            sink,
+            turn_id,
+            feedback: Mutex::default(),
+            granted: Mutex::default(),
+            plan_switched: AtomicBool::new(false),
+            follow_ups: Mutex::default(),
+            preapproved: Mutex::default(),
+        }
     }
 
     /// The follow-up the approval answer of this call asked for, if any.
@@ -49,25 +69,48 @@ impl SoulToolHost {
         follow_up
     }
 
-    async fn approve(&self, ask: ApprovalAsk) -> bool {
-        if self.preapproved.lock().unwrap_or_else(|p| p.into_inner()).remove(&ask.tool_call_id) {
-            return true;
-        }
-        let id = ask.tool_call_id.clone();
-        let follow_up = match self.approval.verdict(ask).await {
-            Verdict::Approved => return true,
-            Verdict::Rejected => return false,
-            Verdict::ApprovedWithArguments(arguments) => FollowUp::Rerun(arguments),
-            Verdict::Denied(message) => FollowUp::Replace(ToolReturnValue::error(message, "Denied")),
-        };
-        self.follow_ups.lock().unwrap_or_else(|p| p.into_inner()).insert(id, follow_up);
-        false
+    /// The call `tool_call_id` needs no approval (plan mode's own file).
+    pub fn grant(&self, tool_call_id: &str) {
+        self.granted.lock().unwrap_or_else(|p| p.into_inner()).insert(tool_call_id.to_string());
+    }
+
+    /// The feedback given with the rejection of `tool_call_id` ("" when none).
+    pub fn rejection_feedback(&self, tool_call_id: &str) -> String {
+        self.feedback.lock().unwrap_or_else(|p| p.into_inner()).remove(tool_call_id).unwrap_or_default()
+    }
+
+    /// Whether a tool switched plan mode since the last call.
+    pub fn take_plan_switched(&self) -> bool {
+        self.plan_switched.swap(false, Ordering::SeqCst)
     }
 }
 
 impl ToolHost for SoulToolHost {
     fn request_approval(&self, ask: ApprovalAsk) -> BoxFuture<'_, bool> {
-        Box::pin(self.approve(ask))
+        Box::pin(async move {
+            if self.granted.lock().unwrap_or_else(|p| p.into_inner()).contains(&ask.tool_call_id) {
+                return true;
+            }
+            if self.preapproved.lock().unwrap_or_else(|p| p.into_inner()).remove(&ask.tool_call_id) {
+                return true;
+            }
+            let call_id = ask.tool_call_id.clone();
+            let verdict = self.hub.request(ask, &self.turn_id, &self.sink).await;
+            let follow_up = match (&verdict.rerun_with, &verdict.denial) {
+                (Some(arguments), _) => Some(FollowUp::Rerun(arguments.clone())),
+                (None, Some(message)) => Some(FollowUp::Replace(ToolReturnValue::error(message.clone(), "Denied"))),
+                (None, None) => None,
+            };
+            if let Some(follow_up) = follow_up {
+                self.follow_ups.lock().unwrap_or_else(|p| p.into_inner()).insert(call_id, follow_up);
+                return false;
+            }
+            let approved = verdict.is_approved();
+            if !approved && !verdict.feedback.is_empty() {
+                self.feedback.lock().unwrap_or_else(|p| p.into_inner()).insert(call_id, verdict.feedback);
+            }
+            approved
+        })
     }
 
     fn call_client_tool(&self, call: ClientToolCall) -> BoxFuture<'_, Option<ToolReturnValue>> {
@@ -82,5 +125,58 @@ impl ToolHost for SoulToolHost {
                 _ => None,
             }
         })
+    }
+
+    fn can_ask_user(&self) -> bool {
+        self.client.supports_question()
+    }
+
+    fn ask_user(&self, tool_call_id: &str, questions: Vec<QuestionItem>) -> BoxFuture<'_, QuestionOutcome> {
+        let tool_call_id = tool_call_id.to_string();
+        Box::pin(async move {
+            if !self.client.supports_question() {
+                return QuestionOutcome::Unsupported;
+            }
+            let request = Request::QuestionRequest(QuestionRequest {
+                id: uuid::Uuid::new_v4().to_string(),
+                tool_call_id,
+                questions,
+            });
+            match self.sink.request(request).await.await {
+                Ok(ClientAnswer::Questions(Some(answers))) if !answers.is_empty() => QuestionOutcome::Answered(answers),
+                // Dismissed, an error answer, or nobody left to answer.
+                _ => QuestionOutcome::Dismissed,
+            }
+        })
+    }
+
+    fn plan_mode(&self) -> PlanView {
+        self.hub.state().plan()
+    }
+
+    fn switch_plan_mode(&self, on: bool) -> PlanView {
+        let before = self.hub.state().plan_mode();
+        let view = self.hub.state().set_plan_mode(on);
+        if before != on {
+            self.plan_switched.store(true, Ordering::SeqCst);
+        }
+        view
+    }
+
+    fn show_plan(&self, content: String, file_path: String) -> BoxFuture<'_, ()> {
+        Box::pin(async move { self.sink.emit(Event::PlanDisplay { content, file_path }).await })
+    }
+
+    fn presence(&self) -> Presence {
+        let state = self.hub.state();
+        Presence { yolo: state.yolo(), afk: state.afk() }
+    }
+
+    fn todos(&self) -> Vec<TodoItem> {
+        self.hub.state().todos()
+    }
+
+    fn set_todos(&self, todos: Vec<TodoItem>) {
+        self.hub.state().set_todos(todos);
     }
 }

@@ -6,8 +6,10 @@
 //! is a cancel point, and context changes are synchronous, so a cancelled turn never leaves half
 //! a step behind.
 
+pub mod add_dir;
 pub mod agent;
 pub mod approval;
+pub mod client;
 pub mod commands;
 pub mod compaction;
 pub mod context;
@@ -15,20 +17,25 @@ pub mod dmail;
 pub mod driver;
 pub mod error;
 pub mod flow_runner;
+pub mod hooks;
 pub mod host;
-pub mod inbox;
+pub mod mode_commands;
+pub mod plan;
 pub mod retry;
 pub mod sink;
 pub mod slash;
+pub mod state;
 pub mod step;
 pub mod tool_message;
+pub mod transfer;
 pub mod turn;
+pub mod turn_shared;
 
 use std::sync::Arc;
 
 pub use agent::Agent;
 pub use context::Context;
-pub use driver::{Busy, Idle, TurnDriver};
+pub use driver::{Busy, BusyClaim, Idle, TurnDriver};
 pub use error::{TurnError, TurnOutcome, TurnResult};
 pub use sink::{ClientAnswer, EventSink, Projection, TurnTag};
 
@@ -36,13 +43,15 @@ pub use sink::{ClientAnswer, EventSink, Projection, TurnTag};
 pub struct Soul {
     pub agent: Arc<Agent>,
     pub context: Context,
-    /// Input queued during a turn (set by the driver; absent for a soul run without one).
-    pub(crate) inbox: Option<Arc<inbox::Inbox>>,
+    /// The running turn's id, inbox and marks; replaced by the driver for every turn.
+    pub(crate) turn: Arc<turn_shared::TurnShared>,
+    /// When plan mode was last brought to the model's mind (`None`: not yet, or plan mode off).
+    pub(crate) plan_reminders: Option<mode_commands::PlanReminders>,
 }
 
 impl Soul {
     pub fn new(agent: Arc<Agent>, context: Context) -> Self {
-        let soul = Self { agent, context, inbox: None };
+        let soul = Self { agent, context, turn: Arc::new(turn_shared::TurnShared::new()), plan_reminders: None };
         soul.sync_dmail_checkpoints();
         soul
     }
@@ -54,6 +63,17 @@ impl Soul {
             self.context.append(crate::llm::Message::user_text(format!("<system>CHECKPOINT {id}</system>")));
         }
         self.sync_dmail_checkpoints();
+    }
+
+    /// The hook runner for points of this soul's turns.
+    pub(crate) fn hooks(&self, sink: &EventSink) -> hooks::HookRunner {
+        let env = &self.agent.env;
+        hooks::HookRunner::new(self.agent.hooks.clone(), sink.clone(), &env.session_id, env.work_dir.clone())
+    }
+
+    /// Starts a rotated context file with the `_system_prompt` record (`wire-1.10.md` §10.3).
+    pub(crate) fn record_system_prompt(&mut self) {
+        self.context.write_record(&crate::session::context_prompt::record_line(&self.agent.system_prompt));
     }
 
     pub(crate) fn sync_dmail_checkpoints(&self) {

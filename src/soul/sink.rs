@@ -8,7 +8,9 @@
 //! down through the writer's bounded queue (backpressure) instead of growing memory.
 //!
 //! Recording is the session's job, not the front end's: every event and request that passes
-//! through a sink with a recorder lands in `wire.jsonl`, whoever serves the session.
+//! through a sink with a recorder lands in `wire.jsonl`, whoever serves the session — except what
+//! 1.10 keeps out of the file on purpose (approvals and their responses, hook requests), which
+//! goes through the `*_unrecorded` doors.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
@@ -17,20 +19,30 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::error::TurnResult;
-use crate::protocol::{ApprovalDecision, Event, Request, ToolReturnValue, WireMessage};
+use serde_json::{Map, Value};
+
+use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue, WireMessage};
 use crate::session::wire_log::WireLog;
 
 /// The client's answer to a request, already interpreted by the front end.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientAnswer {
-    Approval(ApprovalDecision),
-    /// Approved, but the call must run with these arguments (JSON text) instead of the model's
-    /// (a Claude-dialect host's `updatedInput`).
-    ApprovalWithArguments(ApprovalDecision, String),
-    /// Refused with a message that becomes the call's error result; unlike a plain rejection the
-    /// turn goes on, so the model reads the message and adapts (a Claude-dialect deny).
-    Denial(String),
+    Approval {
+        decision: ApprovalDecision,
+        feedback: String,
+    },
     ToolResult(ToolReturnValue),
+    /// Approved, with the call's arguments edited by the client (print mode's `can_use_tool`):
+    /// the call runs again with these, without asking again.
+    ApprovalWithArguments(ApprovalDecision, String),
+    /// Refused with a message for the model; the turn goes on (print mode's deny).
+    Denial(String),
+    /// Question text → answer; `None` when the client dismissed the questions.
+    Questions(Option<Map<String, Value>>),
+    Hook {
+        action: HookAction,
+        reason: String,
+    },
 }
 
 /// Whatever the front end needs to answer the request that started a turn (the wire keeps the
@@ -102,6 +114,16 @@ impl EventSink {
         if self.recorder.is_some() {
             self.record(WireMessage::Request(request.clone()));
         }
+        self.projection.request(request).await
+    }
+
+    /// An event the client sees but `wire.jsonl` does not keep (`ApprovalResponse`).
+    pub async fn emit_unrecorded(&self, event: Event) {
+        self.projection.event(&event).await;
+    }
+
+    /// A request the client sees but `wire.jsonl` does not keep (approvals, hook requests).
+    pub async fn request_unrecorded(&self, request: Request) -> oneshot::Receiver<ClientAnswer> {
         self.projection.request(request).await
     }
 

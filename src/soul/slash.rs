@@ -1,4 +1,4 @@
-//! Slash-command parsing (`soul.md` §7.1) and the built-in command table.
+//! Slash-command parsing (`soul.md` §7.1) and the built-in command table (`wire-1.10.md` §2.2).
 
 /// A command the agent offers (`initialize` lists them; ACP's `available_commands_update` too).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,9 +36,18 @@ pub fn builtin_commands() -> Vec<CommandInfo> {
     };
     vec![
         cmd("init", "Analyze the codebase and generate an `AGENTS.md` file", &[]),
-        cmd("compact", "Compact the context", &[]),
+        cmd("compact", "Compact the context (optionally with a custom focus, e.g. /compact keep db discussions)", &[]),
         cmd("clear", "Clear the context", &["reset"]),
         cmd("yolo", "Toggle YOLO mode (auto-approve all actions)", &[]),
+        cmd("afk", "Toggle afk mode (auto-dismiss AskUserQuestion, auto-approve tool calls)", &[]),
+        cmd("plan", "Toggle plan mode. Usage: /plan [on|off|view|clear]", &[]),
+        cmd(
+            "add-dir",
+            "Add a directory to the workspace. Usage: /add-dir <path>. Run without args to list added dirs",
+            &[],
+        ),
+        cmd("export", "Export current session context to a markdown file", &[]),
+        cmd("import", "Import context from a file or session ID", &[]),
     ]
 }
 

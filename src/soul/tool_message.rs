@@ -65,7 +65,7 @@ mod tests {
         let m = tool_message("tc-1", &ToolReturnValue::rejected());
         assert_eq!(
             serde_json::to_string(&m).unwrap(),
-            r#"{"role":"tool","content":"<system>ERROR: The tool call is rejected by the user. Please follow the new instructions from the user.</system>","tool_call_id":"tc-1"}"#
+            r#"{"role":"tool","content":"<system>ERROR: The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.</system>","tool_call_id":"tc-1"}"#
         );
         let m = tool_message("e", &ToolReturnValue::ok("", ""));
         assert_eq!(m.content.len(), 1);

@@ -1,5 +1,10 @@
-//! One `prompt` = one turn (`soul.md` §1-§3): `TurnBegin`, slash command, Ralph loop or agent
-//! turn, then `TurnEnd` when it finished normally.
+//! One `prompt` = one turn (`soul.md` §1-§3, `wire-1.10.md` §2.4, §4.4): `TurnBegin`, slash
+//! command, Ralph loop or agent turn, then `TurnEnd` whatever happened (the driver owes it when
+//! the turn's future was dropped).
+//!
+//! Steered input is taken after each step, once all of the step's results are out: each input
+//! becomes its own user message, then a `SteerInput` with the input exactly as received; a step
+//! that would have ended the turn runs one more step when it took any.
 
 use super::Soul;
 use super::error::{TurnError, TurnOutcome};
@@ -8,7 +13,11 @@ use super::slash;
 use super::step::StepOutcome;
 use super::tool_message::required_capabilities;
 use crate::llm::{Capability, Message};
-use crate::protocol::{ContentPart, Event, StatusUpdate, UserInput};
+use serde_json::Value;
+
+use super::hooks;
+use crate::protocol::{ContentPart, Event, HookEvent, StatusUpdate, UserInput};
+use crate::soul::error::TurnResult;
 
 /// How one agent run (the step loop over one user message) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,20 +37,50 @@ impl AgentRun {
 }
 
 impl Soul {
-    /// Runs a whole turn. `TurnEnd` is emitted only when it finishes normally.
-    pub async fn run_turn(&mut self, input: UserInput, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
+    /// Runs a whole turn: the `UserPromptSubmit` hooks, `TurnBegin`, the work, `TurnEnd` (also
+    /// after an error or max steps). A blocked prompt gets the block's reason as the answer and
+    /// never reaches the context (`wire-1.10.md` §4.4, §5.1).
+    pub async fn run_turn(&mut self, input: UserInput, sink: &EventSink) -> TurnResult {
+        let prompt = match &input {
+            UserInput::Text(t) => t.clone(),
+            UserInput::Parts(_) => String::new(),
+        };
+        let submitted = self
+            .hooks(sink)
+            .run(HookEvent::UserPromptSubmit, &prompt, hooks::input([("prompt", Value::from(prompt.clone()))]))
+            .await;
         sink.emit(Event::TurnBegin { user_input: input.clone() }).await;
+        self.turn.mark_begun();
+        let result = if submitted.blocked {
+            let reason = if submitted.reason.is_empty() { "Prompt blocked by hook.".into() } else { submitted.reason };
+            sink.emit(Event::ContentPart(ContentPart::text(reason))).await;
+            Ok(TurnOutcome::Finished)
+        } else {
+            self.turn_body(input, sink).await
+        };
+        sink.emit(Event::TurnEnd {}).await;
+        self.turn.mark_ended();
+        result
+    }
+
+    async fn turn_body(&mut self, input: UserInput, sink: &EventSink) -> TurnResult {
         let text = input.text_input();
         let outcome = match slash::parse(&text) {
             Some(cmd) => self.run_command(cmd.name, cmd.args, sink).await?,
             None if self.agent.loop_control.max_ralph_iterations != 0 => self.run_ralph(input.to_parts(), sink).await?,
             None => {
-                let run = self.agent_run(input.to_parts(), sink).await?;
+                let mut run = self.agent_run(input.to_parts(), sink).await?;
+                if let AgentRun::Done { .. } = run
+                    && let Some(reason) = self.stop_hooks(sink).await
+                {
+                    // Once per prompt: the agent goes on with the hook's reason as the user's word.
+                    run = self.agent_run(vec![ContentPart::text(reason)], sink).await?;
+                }
                 self.turn_outcome(run)
             }
         };
-        if outcome == TurnOutcome::Finished {
-            sink.emit(Event::TurnEnd {}).await;
+        if outcome == TurnOutcome::Finished && slash::parse(&text).is_none() {
+            self.agent.state.title_from_first_prompt(&text);
         }
         Ok(outcome)
     }
@@ -53,19 +92,14 @@ impl Soul {
         }
     }
 
-    /// `StatusUpdate` carrying only the context usage (after `/clear` and `/compact`).
+    /// `StatusUpdate` carrying only the context's fill (after `/clear` and `/compact`); all zero
+    /// without a model.
     pub(super) async fn emit_context_usage(&self, sink: &EventSink) {
-        let usage = if self.agent.max_context_size > 0 {
-            self.context.token_count() as f64 / self.agent.max_context_size as f64
-        } else {
-            0.0
+        let (tokens, max) = match self.agent.llm() {
+            Some(_) => (self.context.token_count(), self.agent.max_context_size),
+            None => (0, 0),
         };
-        sink.emit(Event::StatusUpdate(StatusUpdate {
-            context_usage: Some(usage),
-            token_usage: None,
-            message_id: None,
-        }))
-        .await;
+        sink.emit(Event::StatusUpdate(StatusUpdate::context(tokens, max))).await;
     }
 
     /// A normal agent run (`soul.md` §2): checks, the user message, then the step loop.
@@ -78,6 +112,7 @@ impl Soul {
         }
         self.checkpoint();
         self.context.append(Message::user(parts));
+        self.turn.inbox.open();
 
         let max_steps = self.agent.loop_control.max_steps_per_turn;
         let mut step_no = 0;
@@ -87,35 +122,50 @@ impl Soul {
                 return Ok(AgentRun::MaxSteps { steps: max_steps });
             }
             sink.emit(Event::StepBegin { n: step_no }).await;
-            match self.run_step(&llm, sink).await {
+            match self.run_step(&llm, step_no, sink).await {
                 Ok(StepOutcome::Continue) => {
-                    self.take_queued_input()?;
+                    let queued = self.turn.inbox.take_all();
+                    self.take_steers(queued, sink).await?;
                 }
-                // Input queued during the step keeps the turn going for one more step.
+                // Input steered during the step keeps the turn going for one more step.
                 Ok(StepOutcome::Stop { rejected }) => {
-                    if !self.take_queued_input()? {
+                    let queued = self.turn.inbox.take_all_or_close();
+                    if !self.take_steers(queued, sink).await? {
                         return Ok(AgentRun::Done { steps: step_no, rejected });
                     }
                 }
                 Err(e) => {
                     sink.emit(Event::StepInterrupted {}).await;
+                    let kind = e.kind_name();
+                    let extra = hooks::input([
+                        ("error_type", Value::from(kind)),
+                        ("error_message", Value::from(e.to_string())),
+                    ]);
+                    self.hooks(sink).fire(HookEvent::StopFailure, kind, extra).await;
                     return Err(e);
                 }
             }
         }
     }
 
-    /// Moves input queued during the step into the context, in arrival order, each as its own
-    /// user message; true when there was any.
-    fn take_queued_input(&mut self) -> Result<bool, TurnError> {
-        let Some(inbox) = &self.inbox else { return Ok(false) };
-        let queued = inbox.take_all();
-        for input in &queued {
+    /// Moves steered input into the context, in arrival order, each as its own user message
+    /// followed by its `SteerInput`; true when there was any.
+    async fn take_steers(&mut self, queued: Vec<UserInput>, sink: &EventSink) -> Result<bool, TurnError> {
+        let any = !queued.is_empty();
+        for input in queued {
             let parts = input.to_parts();
             self.check_capabilities(&parts)?;
             self.context.append(Message::user(parts));
+            sink.emit(Event::SteerInput { user_input: input }).await;
         }
-        Ok(!queued.is_empty())
+        Ok(any)
+    }
+
+    /// The `Stop` hooks of a turn that completed; the reason to go on with, when one blocked
+    /// with a reason.
+    async fn stop_hooks(&self, sink: &EventSink) -> Option<String> {
+        let extra = hooks::input([("stop_hook_active", Value::Bool(false))]);
+        self.hooks(sink).run(HookEvent::Stop, "", extra).await.first_given_reason
     }
 
     pub(super) fn check_capabilities(&self, parts: &[ContentPart]) -> Result<(), TurnError> {

@@ -6,9 +6,11 @@
 
 use std::sync::Arc;
 
+use super::ask_user::AskUserQuestion;
 use super::fetch_url::FetchUrl;
 use super::glob::Glob;
 use super::grep::Grep;
+use super::plan_mode::{EnterPlanMode, ExitPlanMode};
 use super::read_file::ReadFile;
 use super::read_media_file::ReadMediaFile;
 use super::search_web::SearchWeb;
@@ -32,6 +34,9 @@ pub const DEFAULT_TOOL_NAMES: &[&str] = &[
     "StrReplaceFile",
     "SearchWeb",
     "FetchURL",
+    "AskUserQuestion",
+    "EnterPlanMode",
+    "ExitPlanMode",
 ];
 
 /// Builds one built-in tool by name; `Some(None)` when it skips itself here.
@@ -54,6 +59,9 @@ fn build(name: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
             None => return Some(None),
         },
         "FetchURL" => Arc::new(Typed::new(FetchUrl::new(env.config.services.moonshot_fetch.clone()))),
+        "AskUserQuestion" => Arc::new(Typed::new(AskUserQuestion)),
+        "EnterPlanMode" => Arc::new(Typed::new(EnterPlanMode)),
+        "ExitPlanMode" => Arc::new(Typed::new(ExitPlanMode)),
         // Known to agent files but provided elsewhere (subagents, D-Mail).
         "Task" | "CreateSubagent" | "SendDMail" => return Some(None),
         _ => return None,
@@ -78,6 +86,8 @@ pub fn tool_by_path(path: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn To
         "SearchWeb" | "FetchURL" => "kimi_cli.tools.web",
         "SetTodoList" => "kimi_cli.tools.todo",
         "Think" => "kimi_cli.tools.think",
+        "AskUserQuestion" => "kimi_cli.tools.ask_user",
+        "EnterPlanMode" | "ExitPlanMode" => "kimi_cli.tools.plan",
         "Task" | "CreateSubagent" => "kimi_cli.tools.multiagent",
         "SendDMail" => "kimi_cli.tools.dmail",
         _ => return None,

@@ -5,9 +5,10 @@
 //!   the opcodes are those of `difflib.SequenceMatcher(None, old, new, autojunk=False)`
 //!   ([`difflib`]), so ambiguous diffs come out exactly as in the reference. Larger inputs, or a
 //!   matcher that exceeds [`DIFF_DEADLINE`], get a Myers diff (same hunk rules, possibly other
-//!   borders). Large texts are first cut to what lies between their common head and tail (with
-//!   context), and a changed region too large even for Myers is shown as one coarse hunk, so the
-//!   line tables never exceed [`MYERS_MAX_LINES`] entries.
+//!   borders). Above [`MAX_DIFF_LINES`] lines on either side no diff is computed, only a summary
+//!   block with the line counts (`wire-1.10.md` §3.3). Large texts are first cut to what lies
+//!   between their common head and tail (with context); hunks still carry their real
+//!   `old_start` / `new_start`.
 //! - Hunks carry 3 lines of context and are split when more than 6 unchanged lines separate two
 //!   changes (`get_grouped_opcodes(3)`); identical texts produce no blocks.
 //! - The blocks of one diff carry at most [`MAX_DISPLAY_CHARS`] characters of paths and texts, so
@@ -28,16 +29,15 @@ use similar::algorithms::DiffHook;
 use self::difflib::{SequenceMatcher, Stop};
 use super::output::split_lines;
 use crate::protocol::DisplayBlock;
+use crate::protocol::display::DiffBlock;
 
 const CONTEXT: usize = 3;
 /// Time each algorithm may take before the next, coarser one is used.
 const DIFF_DEADLINE: Duration = Duration::from_secs(2);
 /// Lines (old + new) up to which the difflib-exact matcher runs; it is quadratic at worst.
 pub const EXACT_MAX_LINES: usize = 100_000;
-/// Lines (old + new, after the common prefix and suffix) up to which the texts are split into
-/// lines and diffed with Myers; line tables and Myers' take 16 bytes per line each. Above, one
-/// coarse hunk is shown.
-const MYERS_MAX_LINES: usize = 2_000_000;
+/// Above this many lines on either side only a summary is shown (`wire-1.10.md` §3.3).
+const MAX_DIFF_LINES: usize = 10_000;
 /// Size (old + new) above which the common head and tail are dropped before splitting lines.
 const TRIM_ABOVE_BYTES: usize = 1 << 20;
 /// Characters of paths and texts that the diff blocks of one edit may carry in all.
@@ -58,19 +58,25 @@ pub fn diff_blocks(path: &str, old_text: &str, new_text: &str) -> Vec<DisplayBlo
 
 /// [`diff_blocks`] that stops, answering `None`, once `cancel` is raised.
 pub fn diff_blocks_until(path: &str, old_text: &str, new_text: &str, cancel: &AtomicBool) -> Option<Vec<DisplayBlock>> {
-    let (old_text, new_text) = if old_text.len() + new_text.len() > TRIM_ABOVE_BYTES {
-        trim_common(old_text, new_text)
-    } else {
-        (old_text, new_text)
-    };
-    if line_breaks(old_text) + line_breaks(new_text) > MYERS_MAX_LINES {
-        return Some(coarse(path, old_text, new_text));
+    if old_text == new_text {
+        return Some(Vec::new());
     }
+    let (old_lines, new_lines) = (count_lines(old_text), count_lines(new_text));
+    if old_lines > MAX_DIFF_LINES || new_lines > MAX_DIFF_LINES {
+        return Some(vec![DisplayBlock::diff_summary(path, old_lines, new_lines)]);
+    }
+    let (full_old, (old_text, new_text)) = if old_text.len() + new_text.len() > TRIM_ABOVE_BYTES {
+        (old_text, trim_common(old_text, new_text))
+    } else {
+        (old_text, (old_text, new_text))
+    };
+    // The trimmed texts start at the same line of both files (the head is common).
+    let skipped = count_lines(&full_old[..full_old.len() - old_text.len() - tail_len(full_old, old_text)]);
     let old: Vec<&str> = split_lines(old_text);
     let new: Vec<&str> = split_lines(new_text);
     let ops = opcodes(&old, &new, cancel)?;
     let groups = grouped_opcodes(ops, old.len(), new.len(), CONTEXT);
-    Some(render(path, &old, &new, &groups))
+    Some(render(path, &old, &new, &groups, skipped))
 }
 
 fn opcodes(old: &[&str], new: &[&str], cancel: &AtomicBool) -> Option<Vec<Opcode>> {
@@ -117,34 +123,36 @@ fn trim_common<'a>(old: &'a str, new: &'a str) -> (&'a str, &'a str) {
 }
 
 /// Line boundaries in `text` as `splitlines` sees them (`\r\n` counted twice: an upper bound).
-fn line_breaks(text: &str) -> usize {
-    text.chars()
-        .filter(|c| {
-            matches!(c, '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
-        })
-        .count()
+/// Lines as `splitlines` counts them, without building them (`\r\n` is one break).
+fn count_lines(text: &str) -> usize {
+    let mut lines = 0;
+    let mut open = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let brk =
+            matches!(c, '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}');
+        if brk {
+            if c == '\r' && chars.peek() == Some(&'\n') {
+                chars.next();
+            }
+            lines += 1;
+            open = false;
+        } else {
+            open = true;
+        }
+    }
+    lines + usize::from(open)
 }
 
-/// One hunk for a change too large to diff line by line: the heads of both (trimmed) texts, cut
-/// with the marker. Only what the display can hold is split into lines.
-fn coarse(path: &str, old: &str, new: &str) -> Vec<DisplayBlock> {
-    let head = |text: &str| {
-        let mut end = text.len().min(4 * MAX_DISPLAY_CHARS + 4);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text[..end].to_string()
-    };
-    let (old_head, new_head) = (head(old), head(new));
-    let (o, n) = (split_lines(&old_head), split_lines(&new_head));
-    let mut blocks = render(path, &o, &n, &[vec![(DiffTag::Replace, 0..o.len(), 0..n.len())]]);
-    if let Some(DisplayBlock::Diff { old_text, new_text, .. }) = blocks.last_mut()
-        && !new_text.ends_with(TRUNCATION_MARKER)
-    {
-        mark(old_text);
-        mark(new_text);
-    }
-    blocks
+/// Bytes of `full` after the slice `part` of it (0 when `part` is `full`).
+fn tail_len(full: &str, part: &str) -> usize {
+    let start = part.as_ptr() as usize - full.as_ptr() as usize;
+    full.len() - start - part.len()
+}
+
+fn hunk(path: &str, old_text: String, new_text: String, first: &Opcode, skipped: usize) -> DisplayBlock {
+    let (old_start, new_start) = ((skipped + first.1.start + 1) as u64, (skipped + first.2.start + 1) as u64);
+    DisplayBlock::diff_hunk(path, old_text, new_text, old_start, new_start)
 }
 
 /// Collects Myers' output as opcodes; fails (ending the diff) once `cancel` is raised.
@@ -180,7 +188,7 @@ impl DiffHook for Collect<'_> {
 }
 
 /// Turns hunks into diff blocks within the [`MAX_DISPLAY_CHARS`] budget.
-fn render(path: &str, old: &[&str], new: &[&str], groups: &[Vec<Opcode>]) -> Vec<DisplayBlock> {
+fn render(path: &str, old: &[&str], new: &[&str], groups: &[Vec<Opcode>], skipped: usize) -> Vec<DisplayBlock> {
     let path_chars = path.chars().count();
     let mut left = MAX_DISPLAY_CHARS;
     let mut blocks: Vec<DisplayBlock> = Vec::new();
@@ -193,11 +201,11 @@ fn render(path: &str, old: &[&str], new: &[&str], groups: &[Vec<Opcode>]) -> Vec
         if need_old + need_new <= room {
             left = room - need_old - need_new;
             let (old_text, new_text) = (old_lines.join("\n"), new_lines.join("\n"));
-            blocks.push(DisplayBlock::Diff { path: path.to_string(), old_text, new_text });
+            blocks.push(hunk(path, old_text, new_text, first, skipped));
             continue;
         }
         if room < MIN_BLOCK_ROOM
-            && let Some(DisplayBlock::Diff { old_text, new_text, .. }) = blocks.last_mut()
+            && let Some(DisplayBlock::Diff(DiffBlock { old_text, new_text, .. })) = blocks.last_mut()
         {
             mark(old_text);
             mark(new_text);
@@ -216,7 +224,7 @@ fn render(path: &str, old: &[&str], new: &[&str], groups: &[Vec<Opcode>]) -> Vec
         let (mut old_text, mut new_text) = (take_chars(old_lines, old_room), take_chars(new_lines, new_room));
         mark(&mut old_text);
         mark(&mut new_text);
-        blocks.push(DisplayBlock::Diff { path: path.to_string(), old_text, new_text });
+        blocks.push(hunk(path, old_text, new_text, first, skipped));
         break;
     }
     blocks
@@ -337,7 +345,7 @@ mod tests {
         blocks
             .iter()
             .map(|b| match b {
-                DisplayBlock::Diff { old_text, new_text, .. } => (old_text.clone(), new_text.clone()),
+                DisplayBlock::Diff(DiffBlock { old_text, new_text, .. }) => (old_text.clone(), new_text.clone()),
                 _ => panic!("not a diff"),
             })
             .collect()
@@ -432,7 +440,7 @@ mod tests {
         let (o, n) = (split_lines(&old), split_lines(&new));
         let never = AtomicBool::new(false);
         let ops = opcodes(&o, &n, &never).unwrap();
-        let whole = render("/p", &o, &n, &grouped_opcodes(ops, o.len(), n.len(), CONTEXT));
+        let whole = render("/p", &o, &n, &grouped_opcodes(ops, o.len(), n.len(), CONTEXT), 0);
         assert_eq!(diff_blocks("/p", &old, &new), whole);
         assert_eq!(whole.len(), 3);
         let (to, tn) = trim_common(&old, &new);

@@ -1,10 +1,17 @@
 //! The narrow interface through which a running tool reaches its host (the soul): asking the
-//! user for approval and handing a call to a client-owned tool. Tools know nothing else of the
-//! agent loop, its events or the front end, so the layers point one way (soul → tools).
+//! user for approval or questions, handing a call to a client-owned tool, plan mode, the
+//! session's todo list. Tools know nothing else of the agent loop, its events or the front end,
+//! so the layers point one way (soul → tools).
+//!
+//! Every method but the first two has a default for hosts without a user (tests, subagents): no
+//! questions, no plan mode, nobody away, no stored todo list.
+
+use std::path::PathBuf;
 
 use futures::future::BoxFuture;
+use serde_json::{Map, Value};
 
-use crate::protocol::{DisplayBlock, ToolReturnValue};
+use crate::protocol::{DisplayBlock, QuestionItem, TodoItem, ToolReturnValue};
 
 /// What a tool asks approval for.
 #[derive(Debug, Clone)]
@@ -24,6 +31,34 @@ pub struct ClientToolCall {
     pub arguments: Option<String>,
 }
 
+/// How questions to the user went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QuestionOutcome {
+    /// Question text → answer (an option label, labels joined with `, `, or free text).
+    Answered(Map<String, Value>),
+    /// The user (or the end of the turn) dismissed them.
+    Dismissed,
+    /// The client cannot show questions; nothing was asked.
+    Unsupported,
+}
+
+/// Plan mode as a tool sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlanView {
+    pub active: bool,
+    /// The current plan file, while active.
+    pub file: Option<PathBuf>,
+}
+
+/// Whether somebody is there to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Presence {
+    /// Every action is approved without asking.
+    pub yolo: bool,
+    /// Nobody is present: approvals pass, questions are dismissed, plans approved.
+    pub afk: bool,
+}
+
 pub trait ToolHost: Send + Sync {
     /// Asks for approval (unless auto-approved); true when the call may go ahead. A request that
     /// cannot be answered (client gone, turn cancelled) is a rejection.
@@ -31,4 +66,39 @@ pub trait ToolHost: Send + Sync {
 
     /// Hands the call to the client; `None` when no answer can come (the client is gone).
     fn call_client_tool(&self, call: ClientToolCall) -> BoxFuture<'_, Option<ToolReturnValue>>;
+
+    /// Whether questions can reach the user at all (the client shows them).
+    fn can_ask_user(&self) -> bool {
+        false
+    }
+
+    /// Asks the user `questions` on behalf of the call `tool_call_id`.
+    fn ask_user(&self, _tool_call_id: &str, _questions: Vec<QuestionItem>) -> BoxFuture<'_, QuestionOutcome> {
+        Box::pin(async { QuestionOutcome::Unsupported })
+    }
+
+    fn plan_mode(&self) -> PlanView {
+        PlanView::default()
+    }
+
+    /// Switches plan mode on or off; returns the new state.
+    fn switch_plan_mode(&self, _on: bool) -> PlanView {
+        PlanView::default()
+    }
+
+    /// Shows the plan at `file_path` to the user (before asking to approve it).
+    fn show_plan(&self, _content: String, _file_path: String) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    fn presence(&self) -> Presence {
+        Presence::default()
+    }
+
+    /// The session's todo list.
+    fn todos(&self) -> Vec<TodoItem> {
+        Vec::new()
+    }
+
+    fn set_todos(&self, _todos: Vec<TodoItem>) {}
 }

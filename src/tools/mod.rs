@@ -4,6 +4,7 @@
 //! Invariant: a tool call always produces a `ToolReturnValue`; bad arguments, unknown names and
 //! tool failures become error results the model can read, never a panic or a failed turn.
 
+pub mod ask_user;
 pub mod builtin;
 pub mod context;
 pub mod diff;
@@ -15,6 +16,7 @@ pub mod grep;
 pub mod host;
 pub mod output;
 pub mod paths;
+pub mod plan_mode;
 pub mod process;
 pub mod read_file;
 pub mod read_media_file;
@@ -35,7 +37,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 pub use context::ToolCallContext;
-pub use host::{ApprovalAsk, ClientToolCall, ToolHost};
+pub use host::{ApprovalAsk, ClientToolCall, PlanView, Presence, QuestionOutcome, ToolHost};
 
 use crate::llm::ToolSpec;
 use crate::protocol::ToolReturnValue;
@@ -192,15 +194,39 @@ impl Toolset {
     }
 }
 
-/// `null`, absent or empty arguments mean `{}`.
+/// `null`, absent or empty arguments mean `{}`. Raw control characters inside strings (a
+/// literal newline or tab a model wrote unescaped) are accepted, as the reference's lenient
+/// parser does (`wire-1.10.md` §11).
 pub fn parse_arguments(arguments: Option<&str>) -> Result<Value, serde_json::Error> {
-    match arguments.map(str::trim) {
-        None | Some("") => Ok(Value::Object(Map::new())),
-        Some(text) => match serde_json::from_str::<Value>(text)? {
-            Value::Null => Ok(Value::Object(Map::new())),
-            v => Ok(v),
-        },
+    let text = match arguments.map(str::trim) {
+        None | Some("") => return Ok(Value::Object(Map::new())),
+        Some(text) => text,
+    };
+    let parsed = serde_json::from_str::<Value>(text).or_else(|e| match escape_controls_in_strings(text) {
+        Some(fixed) => serde_json::from_str::<Value>(&fixed),
+        None => Err(e),
+    })?;
+    Ok(if parsed.is_null() { Value::Object(Map::new()) } else { parsed })
+}
+
+/// `text` with raw control characters inside string literals escaped; `None` when there were none.
+fn escape_controls_in_strings(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 8);
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    for c in text.chars() {
+        if in_string && !escaped && (c as u32) < 0x20 {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+            changed = true;
+            continue;
+        }
+        match c {
+            '"' if !escaped => in_string = !in_string,
+            _ => {}
+        }
+        escaped = in_string && c == '\\' && !escaped;
+        out.push(c);
     }
+    changed.then_some(out)
 }
 
 #[cfg(test)]
@@ -213,6 +239,16 @@ mod tests {
         assert_eq!(parse_arguments(Some("")).unwrap(), Value::Object(Map::new()));
         assert_eq!(parse_arguments(Some("null")).unwrap(), Value::Object(Map::new()));
         assert!(parse_arguments(Some("{")).is_err());
+    }
+
+    #[test]
+    fn control_characters_inside_strings_are_accepted() {
+        let v = parse_arguments(Some("{\"content\": \"a\nb\tc\", \"x\": \"q\\\"\n\"}")).unwrap();
+        assert_eq!(v["content"], "a\nb\tc");
+        assert_eq!(v["x"], "q\"\n");
+        // Outside strings a control character is whitespace as usual; real errors stay errors.
+        assert!(parse_arguments(Some("{\n\"a\": 1}")).is_ok());
+        assert!(parse_arguments(Some("{\"a\": \"\n")).is_err());
     }
 }
 

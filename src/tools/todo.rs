@@ -1,4 +1,5 @@
-//! `SetTodoList`: replaces the agent's visible todo list.
+//! `SetTodoList`: replaces the session's todo list, or reads it back when `todos` is omitted
+//! (`wire-1.10.md` §11). The list lives in the session state (`state.json`), through the host.
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -20,18 +21,9 @@ pub struct Todo {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SetTodoListParams {
-    /// The complete, updated todo list.
-    pub todos: Vec<Todo>,
-}
-
-impl JsonSchema for TodoStatus {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "TodoStatus".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "enum": ["pending", "in_progress", "done"]})
-    }
+    /// The complete, updated todo list. Omit it to read the current list back.
+    #[serde(default)]
+    pub todos: Option<Vec<Todo>>,
 }
 
 impl TypedTool for SetTodoList {
@@ -42,15 +34,53 @@ impl TypedTool for SetTodoList {
         include_str!("desc/set_todo_list.md").trim().to_string()
     }
 
-    fn run<'a>(&'a self, params: SetTodoListParams, _ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
+    fn run<'a>(&'a self, params: SetTodoListParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            if params.todos.iter().any(|t| t.title.is_empty()) {
+            let Some(todos) = params.todos else {
+                return ToolReturnValue::ok(render(&ctx.host.todos()), "");
+            };
+            if todos.iter().any(|t| t.title.is_empty()) {
                 return invalid_arguments(
                     "Error validating JSON arguments: todos[].title must be at least 1 character long".into(),
                 );
             }
-            let items = params.todos.into_iter().map(|t| TodoItem { title: t.title, status: t.status }).collect();
-            ToolReturnValue::ok("", "Todo list updated").with_display(vec![DisplayBlock::Todo { items }])
+            let items: Vec<TodoItem> =
+                todos.into_iter().map(|t| TodoItem { title: t.title, status: t.status }).collect();
+            ctx.host.set_todos(items.clone());
+            ToolReturnValue::ok("Todo list updated", "Todo list updated")
+                .with_display(vec![DisplayBlock::Todo { items }])
         })
+    }
+}
+
+/// The list as the model reads it back.
+fn render(todos: &[TodoItem]) -> String {
+    if todos.is_empty() {
+        return "Todo list is empty.".into();
+    }
+    let mut text = String::from("Current todo list:");
+    for t in todos {
+        let status = match t.status {
+            TodoStatus::Pending => "pending",
+            TodoStatus::InProgress => "in_progress",
+            TodoStatus::Done => "done",
+        };
+        text.push_str(&format!("\n- [{status}] {}", t.title));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_reads_back() {
+        assert_eq!(render(&[]), "Todo list is empty.");
+        let todos = [
+            TodoItem { title: "a".into(), status: TodoStatus::Done },
+            TodoItem { title: "b".into(), status: TodoStatus::InProgress },
+        ];
+        assert_eq!(render(&todos), "Current todo list:\n- [done] a\n- [in_progress] b");
     }
 }

@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
-use super::params::ApprovalReply;
-use crate::protocol::{ApprovalDecision, DisplayBlock, Request, ToolResult, ToolReturnValue};
+use super::params::{ApprovalReply, HookReply, QuestionReply};
+use crate::protocol::{ApprovalDecision, DisplayBlock, HookAction, Request, ToolResult, ToolReturnValue};
 use crate::rpc::pending::RawAnswer;
 use crate::soul::ClientAnswer;
 
@@ -15,6 +15,8 @@ use crate::soul::ClientAnswer;
 pub enum RequestKind {
     Approval,
     ToolCall,
+    Question,
+    Hook,
 }
 
 impl RequestKind {
@@ -22,33 +24,44 @@ impl RequestKind {
         match request {
             Request::ApprovalRequest(_) => RequestKind::Approval,
             Request::ToolCallRequest(_) => RequestKind::ToolCall,
+            Request::QuestionRequest(_) => RequestKind::Question,
+            Request::HookRequest(_) => RequestKind::Hook,
         }
     }
 }
 
-/// Turns the client's JSON-RPC answer into what the soul understands.
+/// Turns the client's JSON-RPC answer into what the soul understands (`wire-1.10.md` §3.5):
+/// whatever does not fit is a rejection, an error result, a dismissal or an allow.
 pub fn interpret(kind: RequestKind, raw: RawAnswer) -> ClientAnswer {
-    match kind {
-        RequestKind::Approval => {
-            let decision = match raw {
-                Ok(value) => match serde_json::from_value::<ApprovalReply>(value) {
-                    Ok(reply) => reply.response,
-                    Err(e) => {
-                        tracing::info!("invalid approval answer ({e}); counting it as reject");
-                        ApprovalDecision::Reject
-                    }
-                },
-                Err(error) => {
-                    tracing::info!("approval answered with error {}; counting it as reject", error.code);
-                    ApprovalDecision::Reject
-                }
-            };
-            ClientAnswer::Approval(decision)
+    let value = match raw {
+        Ok(value) => Some(value),
+        Err(error) => {
+            tracing::info!("{kind:?} request answered with error {}: {}", error.code, error.message);
+            if kind == RequestKind::ToolCall {
+                return ClientAnswer::ToolResult(ToolReturnValue::error(error.message, "External tool error"));
+            }
+            None
         }
-        RequestKind::ToolCall => ClientAnswer::ToolResult(match raw {
-            Ok(value) => tool_result(value),
-            Err(error) => ToolReturnValue::error(error.message, "External tool error"),
-        }),
+    };
+    match kind {
+        RequestKind::Approval => match value.map(serde_json::from_value::<ApprovalReply>) {
+            Some(Ok(reply)) => ClientAnswer::Approval { decision: reply.response, feedback: reply.feedback },
+            other => {
+                if let Some(Err(e)) = other {
+                    tracing::info!("invalid approval answer ({e}); counting it as reject");
+                }
+                ClientAnswer::Approval { decision: ApprovalDecision::Reject, feedback: String::new() }
+            }
+        },
+        RequestKind::ToolCall => ClientAnswer::ToolResult(tool_result(value.unwrap_or(Value::Null))),
+        RequestKind::Question => match value.map(serde_json::from_value::<QuestionReply>) {
+            Some(Ok(reply)) if !reply.answers.is_empty() => ClientAnswer::Questions(Some(reply.answers)),
+            _ => ClientAnswer::Questions(None),
+        },
+        RequestKind::Hook => match value.map(serde_json::from_value::<HookReply>) {
+            Some(Ok(reply)) => ClientAnswer::Hook { action: reply.action, reason: reply.reason },
+            _ => ClientAnswer::Hook { action: HookAction::Allow, reason: String::new() },
+        },
     }
 }
 
@@ -72,20 +85,52 @@ mod tests {
 
     #[test]
     fn approval_answers() {
+        let reject = || ClientAnswer::Approval { decision: ApprovalDecision::Reject, feedback: String::new() };
         let ok = serde_json::json!({"request_id":"a","response":"approve_for_session"});
         assert_eq!(
             interpret(RequestKind::Approval, Ok(ok)),
-            ClientAnswer::Approval(ApprovalDecision::ApproveForSession)
+            ClientAnswer::Approval { decision: ApprovalDecision::ApproveForSession, feedback: String::new() }
+        );
+        let with_feedback = serde_json::json!({"request_id":"a","response":"reject","feedback":"use rg"});
+        assert_eq!(
+            interpret(RequestKind::Approval, Ok(with_feedback)),
+            ClientAnswer::Approval { decision: ApprovalDecision::Reject, feedback: "use rg".into() }
         );
         for bad in [
             serde_json::json!({"response":"approve"}),
             Value::Null,
             serde_json::json!({"request_id":"a","response":"yes"}),
+            serde_json::json!({"request_id":"a","response":"approve","feedback":5}),
         ] {
-            assert_eq!(interpret(RequestKind::Approval, Ok(bad)), ClientAnswer::Approval(ApprovalDecision::Reject));
+            assert_eq!(interpret(RequestKind::Approval, Ok(bad)), reject());
         }
         let err = ErrorCode::InternalError.with_message("x");
-        assert_eq!(interpret(RequestKind::Approval, Err(err)), ClientAnswer::Approval(ApprovalDecision::Reject));
+        assert_eq!(interpret(RequestKind::Approval, Err(err)), reject());
+    }
+
+    #[test]
+    fn question_answers() {
+        let answered = serde_json::json!({"request_id":"q","answers":{"Enter plan mode?":"Yes"}});
+        let ClientAnswer::Questions(Some(a)) = interpret(RequestKind::Question, Ok(answered)) else { panic!() };
+        assert_eq!(a["Enter plan mode?"], "Yes");
+        for dismissed in [serde_json::json!({}), serde_json::json!({"request_id":"q","answers":{}}), Value::Null] {
+            assert_eq!(interpret(RequestKind::Question, Ok(dismissed)), ClientAnswer::Questions(None));
+        }
+        let err = ErrorCode::InternalError.with_message("x");
+        assert_eq!(interpret(RequestKind::Question, Err(err)), ClientAnswer::Questions(None));
+    }
+
+    #[test]
+    fn hook_answers_fail_open() {
+        let block = serde_json::json!({"request_id":"h","action":"block","reason":"no"});
+        assert_eq!(
+            interpret(RequestKind::Hook, Ok(block)),
+            ClientAnswer::Hook { action: HookAction::Block, reason: "no".into() }
+        );
+        let allow = ClientAnswer::Hook { action: HookAction::Allow, reason: String::new() };
+        assert_eq!(interpret(RequestKind::Hook, Ok(serde_json::json!({"action":"block"}))), allow);
+        let err = ErrorCode::InternalError.with_message("x");
+        assert_eq!(interpret(RequestKind::Hook, Err(err)), allow);
     }
 
     #[test]

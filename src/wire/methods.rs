@@ -1,5 +1,5 @@
 //! The wire's method table: every method a client may call, with its typed params, parsed in one
-//! step from a generic JSON-RPC request (`wire-protocol.md` §2-§3).
+//! step from a generic JSON-RPC request (`wire-protocol.md` §2-§3, `wire-1.10.md` §2.1).
 //!
 //! Errors: a method outside the table is -32601 `Unexpected method received: <m>`; params that
 //! do not fit the method are -32602 ``Invalid parameters for method `<m>` ``. Notifications of
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::params::{InitializeParams, PromptParams};
+use super::params::{InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
 use crate::protocol::UserInput;
 use crate::rpc::{ErrorCode, ErrorObject};
 
@@ -18,6 +18,10 @@ use crate::rpc::{ErrorCode, ErrorObject};
 pub enum ClientRequest {
     Initialize(InitializeParams),
     Prompt(PromptParams),
+    Steer(SteerParams),
+    /// Takes any params (or none).
+    Replay,
+    SetPlanMode(SetPlanModeParams),
     Cancel,
     /// The legacy stdio server's `run`: `params.input` (or `params.prompt`), a string.
     Run(UserInput),
@@ -30,6 +34,9 @@ impl ClientRequest {
         Ok(match method {
             "initialize" => ClientRequest::Initialize(typed(method, params)?),
             "prompt" => ClientRequest::Prompt(typed(method, params)?),
+            "steer" => ClientRequest::Steer(typed(method, params)?),
+            "replay" => ClientRequest::Replay,
+            "set_plan_mode" => ClientRequest::SetPlanMode(typed(method, params)?),
             "cancel" => ClientRequest::Cancel,
             "run" => ClientRequest::Run(legacy_run_input(params).ok_or_else(|| invalid_params(method))?),
             "interrupt" => ClientRequest::Interrupt,
@@ -105,6 +112,22 @@ mod tests {
         assert!(parse("prompt", json!({"user_input":[]})).is_ok());
         let e = ClientRequest::parse("prompt", None).unwrap_err();
         assert_eq!((e.code, e.message.as_str()), (-32602, "Invalid parameters for method `prompt`"));
+    }
+
+    #[test]
+    fn the_1_10_methods() {
+        let e = parse("steer", json!({})).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (-32602, "Invalid parameters for method `steer`"));
+        assert!(parse("steer", json!({"user_input":[{"type":"nope"}]})).is_err());
+        assert!(matches!(parse("steer", json!({"user_input":"more"})), Ok(ClientRequest::Steer(_))));
+        assert_eq!(parse("replay", json!([1])), Ok(ClientRequest::Replay));
+        assert_eq!(ClientRequest::parse("replay", None), Ok(ClientRequest::Replay));
+        let e = ClientRequest::parse("set_plan_mode", None).unwrap_err();
+        assert_eq!(e.message, "Invalid parameters for method `set_plan_mode`");
+        assert_eq!(
+            parse("set_plan_mode", json!({"enabled":true,"extra":1})),
+            Ok(ClientRequest::SetPlanMode(SetPlanModeParams { enabled: true }))
+        );
     }
 
     #[test]

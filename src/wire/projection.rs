@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use super::answers::{RequestKind, interpret};
 use super::frames::{event_frame, request_frame, request_id};
 use super::params::PromptResult;
-use crate::protocol::{ApprovalDecision, Event, Request, ToolReturnValue};
+use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue};
 use crate::rpc::pending::{PendingRequests, RawAnswer};
 use crate::rpc::{ErrorCode, ErrorObject, Outbound, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnError, TurnOutcome, TurnResult, TurnTag};
@@ -53,7 +53,11 @@ impl Projection for WireProjection {
             match request_frame(&id, &request) {
                 Some(frame) => {
                     tokio::spawn(await_answer(kind, raw, reply, self.pending.clone()));
-                    self.outbound.send_raw(frame).await;
+                    if !self.outbound.send_raw(frame).await {
+                        // Nobody can answer any more: resolve now (reject / dismiss / allow / an
+                        // error result) instead of waiting for a timeout or shutdown.
+                        self.pending.resolve(&id, Err(ErrorCode::InternalError.with_message("the output is closed")));
+                    }
                 }
                 None => {
                     self.pending.resolve(&id, Err(ErrorCode::InternalError.with_message("cannot send the request")));
@@ -84,7 +88,9 @@ impl Projection for WireProjection {
 
 fn duplicate_id_answer(kind: RequestKind, id: &RequestId) -> ClientAnswer {
     match kind {
-        RequestKind::Approval => ClientAnswer::Approval(ApprovalDecision::Reject),
+        RequestKind::Approval => ClientAnswer::Approval { decision: ApprovalDecision::Reject, feedback: String::new() },
+        RequestKind::Question => ClientAnswer::Questions(None),
+        RequestKind::Hook => ClientAnswer::Hook { action: HookAction::Allow, reason: String::new() },
         RequestKind::ToolCall => ClientAnswer::ToolResult(ToolReturnValue::error(
             format!(
                 "Another call with the id `{id}` is still waiting for the client; tool call ids must be unique. \
@@ -122,7 +128,7 @@ pub fn turn_error(e: &TurnError) -> ErrorObject {
         TurnError::Capability { .. } => ErrorCode::LlmCapability,
         TurnError::Provider(crate::llm::ChatError::LoginExpired) => ErrorCode::LoginExpired,
         TurnError::Provider(_) => ErrorCode::ChatProvider,
-        TurnError::Internal(_) => ErrorCode::InternalError,
+        TurnError::Internal { .. } => ErrorCode::InternalError,
     };
     let mut error = code.with_message(e.to_string());
     // The message is the interface's fixed text; why is in `data`.

@@ -8,17 +8,23 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::projection::WireProjection;
 use super::server::WireServer;
 use crate::builder::{AgentSetup, BuildError, BuiltSession, SessionRequest};
 use crate::llm::build::TraceSink;
+use crate::protocol::HookEvent;
 use crate::rpc::Outbound;
 use crate::rpc::pending::PendingRequests;
 use crate::rpc::reader::spawn_reader;
 use crate::rpc::writer::spawn_writer;
+use crate::soul::hooks::{self, HookRunner};
 use crate::soul::{EventSink, TurnDriver};
+
+/// The longest the `SessionEnd` hooks may delay the exit.
+const SESSION_END_BOUND: Duration = Duration::from_secs(5);
 
 /// What the wire server needs besides its session.
 pub struct WireOptions {
@@ -60,7 +66,13 @@ where
         let BuiltSession { session, soul, recorder } = built;
         let projection = Arc::new(WireProjection::new(outbound.clone(), pending.clone()));
         let driver = TurnDriver::new(soul, EventSink::new(projection, Some(recorder)));
-        let server = WireServer::new(outbound, pending, driver, options.version);
+        // Session hooks are never visible on the wire (`wire-1.10.md` §5.1).
+        let session_hooks =
+            HookRunner::new(driver.agent().hooks.clone(), driver.sink().clone(), &session.id, session.work_dir.clone())
+                .hidden();
+        let source = if session.resumed { "resume" } else { "startup" };
+        session_hooks.run(HookEvent::SessionStart, source, hooks::input([("source", Value::from(source))])).await;
+        let server = WireServer::new(outbound, pending, driver, options.version, session.wire_path());
         let inbound = spawn_reader(input, options.max_line_bytes);
         let stdout_closed = writer.closed.clone();
         tokio::select! {
@@ -68,13 +80,16 @@ where
             () = stdout_closed.cancelled() => {
                 // Nobody reads us any more: end now, keeping the session consistent.
                 tracing::info!("stdout closed; exiting");
+                session_end(&session_hooks).await;
                 crate::tools::process::kill_all_process_groups();
                 session.finish();
                 return ExitCode::SUCCESS;
             }
         }
+        session_end(&session_hooks).await;
         // The writer ends once every handle on it is gone (the trace sink lives in the model).
         drop(server);
+        drop(session_hooks);
         writer.join_while_read(Duration::from_secs(1)).await;
         crate::tools::process::kill_all_process_groups();
         session.finish();
@@ -84,6 +99,14 @@ where
     // dropping the runtime would wait for its blocking join forever.
     runtime.shutdown_timeout(Duration::from_millis(100));
     Ok(code)
+}
+
+/// The `SessionEnd` hooks, bounded: a hook never keeps the server from exiting.
+async fn session_end(hooks: &HookRunner) {
+    let run = hooks.run(HookEvent::SessionEnd, "exit", hooks::input([("reason", Value::from("exit"))]));
+    if tokio::time::timeout(SESSION_END_BOUND, run).await.is_err() {
+        tracing::info!("SessionEnd hooks did not finish in {SESSION_END_BOUND:?}; exiting anyway");
+    }
 }
 
 /// Trace lines go straight to the writer. Events are projected inline by the turn that emits

@@ -2,24 +2,34 @@
 //!
 //! Invariants: every request gets exactly one response; the turn's lifecycle belongs to the
 //! soul's driver, and a `prompt`'s response is written by the projection after every event of its
-//! turn; the `cancel` response precedes the cancelled `prompt`'s response; answers to our own
-//! requests are routed by their typed id, unknown ids dropped.
+//! turn; the `cancel` response precedes the cancelled `prompt`'s (or `replay`'s) response;
+//! answers to our own requests are routed by their typed id, unknown ids dropped. The busy table
+//! of `wire-1.10.md` §2.1: a turn and a replay share one busy slot (`prompt`, `initialize` and
+//! `replay` are refused while it is taken); `steer` needs a running agent loop; `cancel` stops
+//! either; `set_plan_mode` always runs.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
 use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
-    Empty, ExternalToolsOutcome, InitializeParams, InitializeResult, InterruptResult, PROTOCOL_VERSION, RejectedTool,
-    SERVER_NAME, ServerInfo, SlashCommandInfo,
+    Empty, ExternalToolsOutcome, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
+    PROTOCOL_VERSION, RejectedTool, SERVER_NAME, ServerCapabilities, ServerInfo, SetPlanModeResult, SlashCommandInfo,
+    SteerResult,
 };
+use super::replay::replay;
 use crate::llm::ClientIdentity;
-use crate::protocol::UserInput;
+use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
 use crate::rpc::pending::PendingRequests;
 use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, RequestId};
+use crate::soul::hooks::Subscription;
 use crate::soul::{TurnDriver, TurnTag};
 use crate::tools::external::ExternalTool;
 
@@ -30,12 +40,21 @@ pub struct WireServer {
     outbound: Outbound,
     pending: Arc<PendingRequests>,
     driver: Arc<TurnDriver>,
+    /// `server.version` in `initialize`.
     version: String,
+    /// The session's `wire.jsonl`, for `replay`.
+    wire_path: PathBuf,
 }
 
 impl WireServer {
-    pub fn new(outbound: Outbound, pending: Arc<PendingRequests>, driver: Arc<TurnDriver>, version: String) -> Self {
-        Self { outbound, pending, driver, version }
+    pub fn new(
+        outbound: Outbound,
+        pending: Arc<PendingRequests>,
+        driver: Arc<TurnDriver>,
+        version: String,
+        wire_path: PathBuf,
+    ) -> Self {
+        Self { outbound, pending, driver, version, wire_path }
     }
 
     /// Serves until the inbound channel closes (EOF) or `stop` fires.
@@ -82,16 +101,19 @@ impl WireServer {
             ClientRequest::Initialize(params) => self.initialize(id, params).await,
             ClientRequest::Prompt(params) => self.prompt(id, params.user_input).await,
             ClientRequest::Run(input) => self.prompt(id, input).await,
+            ClientRequest::Steer(params) => match self.driver.steer(params.user_input) {
+                Ok(()) => self.outbound.respond(&id, &SteerResult::Steered).await,
+                Err(_) => self.outbound.error(Some(&id), &idle()).await,
+            },
+            ClientRequest::SetPlanMode(params) => self.set_plan_mode(id, params.enabled).await,
+            ClientRequest::Replay => self.replay(id),
             ClientRequest::Cancel => match self.driver.cancel_handle() {
                 Some(token) => {
                     // The answer goes out before the cancelled prompt's.
                     self.outbound.respond(&id, &Empty {}).await;
                     token.cancel();
                 }
-                None => {
-                    let e = ErrorCode::InvalidState.with_message("No agent turn is in progress");
-                    self.outbound.error(Some(&id), &e).await;
-                }
+                None => self.outbound.error(Some(&id), &idle()).await,
             },
             ClientRequest::Interrupt => {
                 let result = if self.driver.cancel() { InterruptResult::Ok } else { InterruptResult::Idle };
@@ -129,9 +151,25 @@ impl WireServer {
         if !accepted.is_empty() {
             agent.update_toolset(|set| set.extend(accepted));
         }
+        // Entries naming an event we do not know are skipped; the rest are added for good.
+        let subscriptions = params
+            .hooks
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|h| {
+                let event = HookEvent::parse(&h.event)?;
+                Some(Subscription { id: h.id, event, matcher: h.matcher, timeout: h.timeout })
+            })
+            .collect();
+        agent.hooks.connect(subscriptions);
         if let Some(llm) = agent.llm() {
             llm.set_client(params.client.map(|c| ClientIdentity { name: c.name, version: c.version }));
         }
+        agent.client.handshake(params.capabilities.map(|c| (c.supports_question, c.supports_plan_mode)));
+        // Approvals are forwarded whether or not the client initialized (kiwi never drops them,
+        // `wire-1.10.md` §12.1), so no pending approval is left to re-send here.
+        let configured: Map<String, Value> =
+            agent.hooks.configured().into_iter().map(|(e, n)| (e.as_str().to_string(), Value::from(n))).collect();
         let result = InitializeResult {
             protocol_version: PROTOCOL_VERSION.into(),
             server: ServerInfo { name: SERVER_NAME.into(), version: self.version.clone() },
@@ -145,8 +183,47 @@ impl WireServer {
                 })
                 .collect(),
             external_tools: (!tools.is_empty()).then_some(outcome),
+            hooks: HooksInfo {
+                supported_events: HookEvent::ALL.iter().map(|e| e.as_str().to_string()).collect(),
+                configured,
+            },
+            capabilities: ServerCapabilities { supports_question: true },
         };
         self.outbound.respond(&id, &result).await;
+    }
+
+    /// `set_plan_mode` (`wire-1.10.md` §2.5): allowed in every state; the status update goes
+    /// out (and into `wire.jsonl`) before the answer.
+    async fn set_plan_mode(&self, id: RequestId, enabled: bool) {
+        let view = self.driver.agent().state.set_plan_mode(enabled);
+        self.driver.sink().emit(Event::StatusUpdate(StatusUpdate::plan_mode(view.active))).await;
+        self.outbound.respond(&id, &SetPlanModeResult { status: OkStatus::Ok, plan_mode: view.active }).await;
+    }
+
+    /// `replay` (`wire-1.10.md` §2.6) on its own task, holding the busy slot until it answered.
+    fn replay(&self, id: RequestId) {
+        let claim = match self.driver.claim() {
+            Ok(claim) => claim,
+            Err(_) => {
+                let outbound = self.outbound.clone();
+                tokio::spawn(async move { outbound.error(Some(&id), &busy()).await });
+                return;
+            }
+        };
+        self.driver.sink().flush_record();
+        let outbound = self.outbound.clone();
+        let path = self.wire_path.clone();
+        tokio::spawn(async move {
+            match replay(&path, &outbound, &claim.cancel).await {
+                Ok(result) => outbound.respond(&id, &result).await,
+                Err(e) => {
+                    tracing::error!("replay failed: {e}");
+                    outbound.error(Some(&id), &ErrorCode::InternalError.with_message("Replay failed")).await;
+                }
+            }
+            // Busy until the answer is queued, so a turn cannot slip in before it.
+            drop(claim);
+        });
     }
 
     async fn prompt(&self, id: RequestId, input: UserInput) {
@@ -164,4 +241,8 @@ impl WireServer {
 
 fn busy() -> ErrorObject {
     ErrorCode::InvalidState.with_message("An agent turn is already in progress")
+}
+
+fn idle() -> ErrorObject {
+    ErrorCode::InvalidState.with_message("No agent turn is in progress")
 }

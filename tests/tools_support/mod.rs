@@ -11,8 +11,9 @@ use kiwi::agent_env::AgentEnv;
 use kiwi::config::Config;
 use kiwi::llm::Capability;
 use kiwi::protocol::{ApprovalDecision, ApprovalRequest, DisplayBlock, Event, Request, ToolOutput, ToolReturnValue};
-use kiwi::soul::approval::{Approval, ApprovalState};
+use kiwi::soul::approval::ApprovalHub;
 use kiwi::soul::host::SoulToolHost;
+use kiwi::soul::state::SessionState;
 use kiwi::soul::{ClientAnswer, EventSink, Projection, TurnResult, TurnTag};
 use kiwi::tools::{ToolCallContext, Toolset, builtin};
 use serde_json::Value;
@@ -76,8 +77,8 @@ pub fn harness_with(yolo: bool, config: Config, caps: &[Capability]) -> Harness 
     let toolset = Toolset::new(builtin::default_tools(&env));
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let sink = EventSink::new(Arc::new(ChannelProjection(tx)), None);
-    let approval = Approval::new(Arc::new(ApprovalState::new(yolo)), sink.clone());
-    let host = Arc::new(SoulToolHost::new(approval, sink));
+    let hub = ApprovalHub::new(Arc::new(SessionState::in_memory(yolo)));
+    let host = Arc::new(SoulToolHost::new(hub, Arc::default(), sink, "turn".into()));
     let ctx = ToolCallContext { tool_call_id: "tc-1".into(), raw_arguments: None, env: Arc::clone(&env), host };
     Harness { dir, env, toolset, ctx, rx }
 }
@@ -123,7 +124,7 @@ impl Harness {
             loop {
                 match rx.recv().await {
                     Some((Request::ApprovalRequest(req), reply)) => {
-                        let _ = reply.send(ClientAnswer::Approval(decision));
+                        let _ = reply.send(ClientAnswer::Approval { decision, feedback: String::new() });
                         return Some(req);
                     }
                     Some(_) => continue,
@@ -163,7 +164,7 @@ pub fn diffs(blocks: &[DisplayBlock]) -> Vec<(String, String, String)> {
     blocks
         .iter()
         .filter_map(|b| match b {
-            DisplayBlock::Diff { path, old_text, new_text } => Some((path.clone(), old_text.clone(), new_text.clone())),
+            DisplayBlock::Diff(d) => Some((d.path.clone(), d.old_text.clone(), d.new_text.clone())),
             _ => None,
         })
         .collect()

@@ -3,7 +3,8 @@
 //!
 //! Invariants: parsing is all-or-nothing — the first bad line fails the whole script with the
 //! reference's wire-visible text (as a non-retryable `ChatError::Other`), so no fragment of a bad
-//! script is ever streamed. `ParsedScript::events` holds only parts (`Content`, `ToolCall`,
+//! script is ever streamed; an `error:` line (`scripted-echo.md` §5.1) fails the call the same
+//! way, with the simulated error it describes, and lines after it are not read. `ParsedScript::events` holds only parts (`Content`, `ToolCall`,
 //! `ToolCallPart`), one per DSL line, in script order; id and usage are kept apart. Line numbers
 //! count every line Python's `str.splitlines()` yields, skipped ones included.
 
@@ -78,6 +79,7 @@ pub fn parse_script(script: &str) -> Result<ParsedScript, ChatError> {
             "video_url" => StreamEvent::Content(ContentPart::VideoUrl { video_url: parse_media(&kind, payload)? }),
             "tool_call" => StreamEvent::ToolCall(parse_tool_call(payload, lineno, raw_line)?),
             "tool_call_part" => StreamEvent::ToolCallPart(parse_tool_call_part(payload, lineno)?),
+            "error" => return Err(super::simulated::simulated_error(payload, lineno, raw_line)),
             _ => {
                 return Err(err(format!("Unknown echo DSL kind '{kind}' at line {lineno}: {}", py_repr_str(raw_line))));
             }
@@ -228,10 +230,9 @@ fn parse_tool_call_part(payload: &str, lineno: usize) -> Result<ToolCallPart, Ch
         PyValue::Str(s) if s.is_empty() => None,
         PyValue::Str(s) => Some(s.clone()),
         PyValue::List(_) | PyValue::Dict(_) => Some(part.to_compact_json()),
-        // The reference crashes the step here (a validation error with no JSON-RPC answer);
-        // a provider error is the documented fix.
+        // Protocol 1.10 ends the turn with -32603 `ValidationError: …` (`scripted-echo.md` §5.3).
         other => {
-            return Err(err(format!(
+            return Err(ChatError::Invalid(format!(
                 "tool_call_part.arguments_part must be a string at line {lineno}, got {}",
                 other.type_name()
             )));
@@ -525,16 +526,24 @@ mod tests {
         );
     }
 
+    fn simulated(script: &str) -> ChatError {
+        parse_script(script).unwrap_err()
+    }
+
     #[test]
-    fn scalar_tool_call_parts_are_provider_errors() {
-        assert_eq!(error("tool_call_part: 5"), "tool_call_part.arguments_part must be a string at line 1, got int");
+    fn scalar_tool_call_parts_are_validation_errors() {
+        let invalid = |m: &str| ChatError::Invalid(m.into());
         assert_eq!(
-            error("text: a\ntool_call_part: true"),
-            "tool_call_part.arguments_part must be a string at line 2, got bool"
+            simulated("tool_call_part: 5"),
+            invalid("tool_call_part.arguments_part must be a string at line 1, got int")
         );
         assert_eq!(
-            error("tool_call_part: {\"arguments_part\": 1.5}"),
-            "tool_call_part.arguments_part must be a string at line 1, got float"
+            simulated("text: a\ntool_call_part: true"),
+            invalid("tool_call_part.arguments_part must be a string at line 2, got bool")
+        );
+        assert_eq!(
+            simulated("tool_call_part: {\"arguments_part\": 1.5}"),
+            invalid("tool_call_part.arguments_part must be a string at line 1, got float")
         );
     }
 

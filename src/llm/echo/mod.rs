@@ -10,6 +10,7 @@ mod dsl;
 mod echo;
 mod pyjson;
 mod scripted;
+mod simulated;
 mod stream;
 
 pub use dsl::{ParsedScript, parse_script};

@@ -166,7 +166,8 @@ impl Inner {
         let tool = request.sender.clone();
         match self.policy.decide(&tool) {
             Decision::Approve => {
-                let _ = reply.send(ClientAnswer::Approval(ApprovalDecision::Approve));
+                let _ =
+                    reply.send(ClientAnswer::Approval { decision: ApprovalDecision::Approve, feedback: String::new() });
             }
             Decision::Deny(message) => {
                 lock(&self.turn).deny(&tool, &request.tool_call_id, &message);
@@ -241,7 +242,7 @@ impl Inner {
                     };
                     match updated_input.filter(|u| *u != input) {
                         Some(edited) => (ClientAnswer::ApprovalWithArguments(decision, edited.to_string()), false),
-                        None => (ClientAnswer::Approval(decision), false),
+                        None => (ClientAnswer::Approval { decision, feedback: String::new() }, false),
                     }
                 }
                 Ok(PermissionAnswer::Deny { message, interrupt }) => {
@@ -302,6 +303,9 @@ impl Projection for ClaudeProjection {
                     )));
                     answer
                 }
+                // No one to ask a question or run a client hook: the closed answer channel is
+                // "client gone" (questions dismissed, hooks fail open).
+                Request::QuestionRequest(_) | Request::HookRequest(_) => oneshot::channel().1,
             }
         })
     }

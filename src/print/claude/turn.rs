@@ -669,6 +669,7 @@ mod tests {
                     input_cache_creation: 0,
                 }),
                 message_id: None,
+                ..StatusUpdate::default()
             }),
             Event::ToolResult(ToolResult {
                 tool_call_id: "tool_1".into(),
@@ -685,6 +686,7 @@ mod tests {
                     input_cache_creation: 0,
                 }),
                 message_id: None,
+                ..StatusUpdate::default()
             }),
             Event::TurnEnd {},
         ]

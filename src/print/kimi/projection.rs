@@ -166,7 +166,7 @@ pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
             );
             Some((e.to_string(), if retryable { EXIT_RETRYABLE } else { 1 }))
         }
-        Err(TurnError::Internal(e)) => Some((format!("Unknown error: {e}"), 1)),
+        Err(e @ TurnError::Internal { .. }) => Some((format!("Unknown error: {e}"), 1)),
     }
 }
 
@@ -224,11 +224,16 @@ impl Projection for KimiProjection {
             let (reply, answer) = oneshot::channel();
             let answer_now = match request {
                 // `--print` approves everything, also after `/yolo` turned the core's flag off.
-                Request::ApprovalRequest(_) => ClientAnswer::Approval(ApprovalDecision::Approve),
+                Request::ApprovalRequest(_) => {
+                    ClientAnswer::Approval { decision: ApprovalDecision::Approve, feedback: String::new() }
+                }
                 Request::ToolCallRequest(call) => ClientAnswer::ToolResult(ToolReturnValue::error(
                     format!("The tool `{}` belongs to a client, and print mode has none.", call.name),
                     "No client",
                 )),
+                // No one to ask a question or run a client hook: a closed answer channel is
+                // "client gone" (questions dismissed, hooks fail open).
+                Request::QuestionRequest(_) | Request::HookRequest(_) => return answer_closed(),
             };
             let _ = reply.send(answer_now);
             answer
@@ -267,6 +272,11 @@ impl Projection for KimiProjection {
             report_turn(tag, report);
         })
     }
+}
+
+/// An answer channel whose sender is already gone.
+fn answer_closed() -> oneshot::Receiver<ClientAnswer> {
+    oneshot::channel().1
 }
 
 #[cfg(test)]

@@ -1,0 +1,141 @@
+//! `state.json`: what a session remembers besides its context (`wire-1.10.md` §10.2): approval
+//! state, added directories, title, plan mode, todos.
+//!
+//! Invariants: the file is written whole and atomically (a temp file in the same folder, then a
+//! rename), as 2-space-indented JSON with non-ASCII characters unescaped and no trailing newline,
+//! members in the reference's order; a missing, unreadable or corrupt file reads as the defaults
+//! (never an error: the session still opens); members this version does not know are dropped.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::TodoItem;
+
+pub const STATE_FILE: &str = "state.json";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ApprovalRecord {
+    pub yolo: bool,
+    pub afk: bool,
+    /// Actions approved for the session (`approve_for_session`), in approval order.
+    pub auto_approve_actions: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionStateFile {
+    pub version: u32,
+    pub approval: ApprovalRecord,
+    pub additional_dirs: Vec<String>,
+    pub custom_title: Option<String>,
+    pub title_generated: bool,
+    pub title_generate_attempts: u32,
+    pub plan_mode: bool,
+    pub plan_session_id: Option<String>,
+    pub plan_slug: Option<String>,
+    pub wire_mtime: Option<f64>,
+    pub archived: bool,
+    pub archived_at: Option<f64>,
+    pub auto_archive_exempt: bool,
+    pub todos: Vec<TodoItem>,
+}
+
+impl Default for SessionStateFile {
+    fn default() -> Self {
+        Self {
+            version: 1,
+            approval: ApprovalRecord::default(),
+            additional_dirs: Vec::new(),
+            custom_title: None,
+            title_generated: false,
+            title_generate_attempts: 0,
+            plan_mode: false,
+            plan_session_id: None,
+            plan_slug: None,
+            wire_mtime: None,
+            archived: false,
+            archived_at: None,
+            auto_archive_exempt: false,
+            todos: Vec::new(),
+        }
+    }
+}
+
+pub fn state_path(session_dir: &Path) -> PathBuf {
+    session_dir.join(STATE_FILE)
+}
+
+/// The state saved in `session_dir`, or the defaults.
+pub fn load(session_dir: &Path) -> SessionStateFile {
+    let path = state_path(session_dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return SessionStateFile::default(),
+        Err(e) => {
+            tracing::warn!("cannot read {}: {e}; using defaults", path.display());
+            return SessionStateFile::default();
+        }
+    };
+    serde_json::from_str(&text).unwrap_or_else(|e| {
+        tracing::warn!("{} is not a valid state file ({e}); using defaults", path.display());
+        SessionStateFile::default()
+    })
+}
+
+/// Writes `state` atomically into `session_dir`.
+pub fn save(session_dir: &Path, state: &SessionStateFile) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(state).map_err(std::io::Error::other)?;
+    // A unique name in the same folder, so the rename is atomic and two writers never share it.
+    let tmp = session_dir.join(format!(".{STATE_FILE}.{}.{}.tmp", std::process::id(), uuid::Uuid::new_v4().simple()));
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    });
+    match written.and_then(|()| std::fs::rename(&tmp, state_path(session_dir))) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::TodoStatus;
+
+    #[test]
+    fn defaults_are_written_in_the_reference_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionStateFile {
+            custom_title: Some("héllo".into()),
+            todos: vec![TodoItem { title: "a".into(), status: TodoStatus::Pending }],
+            ..SessionStateFile::default()
+        };
+        save(dir.path(), &state).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"version\": 1,\n  \"approval\": {\n    \"yolo\": false,\n    \"afk\": false,\n    \"auto_approve_actions\": []\n  },\n  \"additional_dirs\": [],\n  \"custom_title\": \"héllo\",\n  \"title_generated\": false,\n  \"title_generate_attempts\": 0,\n  \"plan_mode\": false,\n  \"plan_session_id\": null,\n  \"plan_slug\": null,\n  \"wire_mtime\": null,\n  \"archived\": false,\n  \"archived_at\": null,\n  \"auto_archive_exempt\": false,\n  \"todos\": [\n    {\n      \"title\": \"a\",\n      \"status\": \"pending\"\n    }\n  ]\n}"
+        );
+        assert_eq!(load(dir.path()), state);
+    }
+
+    #[test]
+    fn missing_corrupt_and_partial_files_read_as_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load(dir.path()), SessionStateFile::default());
+        std::fs::write(dir.path().join("state.json"), "{not json").unwrap();
+        assert_eq!(load(dir.path()), SessionStateFile::default());
+        std::fs::write(dir.path().join("state.json"), r#"{"approval":{"yolo":true},"extra":1}"#).unwrap();
+        let s = load(dir.path());
+        assert!(s.approval.yolo);
+        assert_eq!(s.version, 1);
+        std::fs::write(dir.path().join("state.json"), r#"{"plan_mode":"maybe"}"#).unwrap();
+        assert_eq!(load(dir.path()), SessionStateFile::default());
+    }
+}
