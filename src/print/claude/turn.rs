@@ -563,7 +563,8 @@ pub fn tool_result_content(output: &ToolOutput, message: &str, is_error: bool) -
         texts.push(message.to_string());
     }
     match output {
-        ToolOutput::Text(t) if !t.is_empty() => texts.push(t.clone()),
+        // A tool whose output repeats its message says it once.
+        ToolOutput::Text(t) if !t.is_empty() && t.trim() != message.trim() => texts.push(t.clone()),
         ToolOutput::Text(_) => {}
         ToolOutput::Parts(parts) => {
             for part in parts {
