@@ -448,15 +448,16 @@ fn session_without_a_kimi_json_entry_is_resumed_not_truncated() {
     k.prompt("p", json!("first"));
     finish(k);
     let context = env.session_dir("kept").join("context.jsonl");
-    assert_eq!(lines(&context).len(), 4);
+    // `_system_prompt` (`wire-1.10.md` §10.3), then the turn's four records.
+    assert_eq!(lines(&context).len(), 5);
     // kimi.json forgets the work dir (another tool rewrote it, or it was moved aside).
     std::fs::write(env.share().join("kimi.json"), "{\"work_dirs\": []}").unwrap();
     let mut k = env.spawn(&config, &["--session", "kept"]);
     k.prompt("p", json!("second"));
     finish(k);
     let after = lines(&context);
-    assert_eq!(after.len(), 8, "{after:#?}");
-    assert_eq!(after[1], "{\"role\":\"user\",\"content\":\"first\"}");
+    assert_eq!(after.len(), 9, "{after:#?}");
+    assert_eq!(after[2], "{\"role\":\"user\",\"content\":\"first\"}");
 }
 
 /// An unreadable `kimi.json` is moved aside (`kimi.json.bad-<time>`) with a warning, never
@@ -499,7 +500,8 @@ fn a_broken_kimi_json_is_kept_aside_and_bad_entries_do_not_drop_good_ones() {
     let (_, r) = k.prompt("p", json!("again"));
     assert_eq!(r["result"]["status"], "finished");
     finish(k);
-    assert_eq!(lines(&env.session_dir("s1").join("context.jsonl")).len(), 8);
+    // `_system_prompt` plus two turns of four records (`wire-1.10.md` §10.3).
+    assert_eq!(lines(&env.session_dir("s1").join("context.jsonl")).len(), 9);
     let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&kimi_json).unwrap()).unwrap();
     let entries = meta["work_dirs"].as_array().unwrap();
     assert!(entries.contains(&json!({"path": "/elsewhere", "kaos": "local", "last_session_id": "theirs"})), "{meta}");

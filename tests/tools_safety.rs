@@ -291,7 +291,8 @@ fn oversized_edits_are_refused() {
 #[test]
 fn diff_displays_are_truncated_with_a_marker() {
     let env = Env::new();
-    let content: String = (0..80_000).map(|i| format!("line number {i}\n")).collect();
+    // Under the 10,000-line summary rule (`wire-1.10.md` §3.3), over the display cap.
+    let content: String = (0..9_000).map(|i| format!("line number {i} {}\n", "w".repeat(120))).collect();
     assert!(content.len() > 1 << 20);
     let config =
         env.scripted_config(&[&call("w", "WriteFile", json!({"path": "big.txt", "content": content})), "text: ok"]);
