@@ -241,13 +241,7 @@ mod tests {
         const CHILD: &str = "KIWI_JSONL_FSIZE_CHILD";
         if let Some(path) = std::env::var_os(CHILD) {
             let path = PathBuf::from(path);
-            // SAFETY: plain syscalls in a single-purpose child process; the limit and the ignored
-            // SIGXFSZ (which would otherwise kill us) are exactly what is being tested.
-            unsafe {
-                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-                let limit = libc::rlimit { rlim_cur: 20, rlim_max: libc::RLIM_INFINITY };
-                assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
-            }
+            crate::session::file_limit::limit_file_size(20);
             let mut w = JsonlAppender::open(&path).unwrap();
             w.append(b"{\"a\":1}\n").unwrap();
             let e = w.append(b"{\"b\":\"too long for the limit\"}\n").unwrap_err();
@@ -257,20 +251,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.jsonl");
-        let exe = std::env::current_exe().unwrap();
-        let status = std::process::Command::new(exe)
-            .args(["--exact", "session::jsonl::tests::a_real_short_write_is_cut_back", "--nocapture"])
-            .env(CHILD, &path)
-            // Pipes, not inherited: under the file-size limit, writing the child's report to a
-            // regular file (CI's log) would itself fail.
-            .output()
-            .unwrap();
-        assert!(
-            status.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&status.stdout),
-            String::from_utf8_lossy(&status.stderr)
-        );
+        crate::session::file_limit::run_child("session::jsonl::tests::a_real_short_write_is_cut_back", CHILD, &path);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"c\":3}\n");
     }
 }

@@ -1,6 +1,8 @@
 //! Sessions on disk: the share dir, session folders, append-only JSONL files, `wire.jsonl`.
 
 pub mod context_prompt;
+#[cfg(test)]
+pub(crate) mod file_limit;
 pub mod id;
 pub mod jsonl;
 pub mod pyjson;

@@ -188,14 +188,7 @@ mod tests {
     fn failed_writes_are_reported_and_cut_back() {
         const CHILD: &str = "KIWI_WIRE_FSIZE_CHILD";
         let ev = |e| WireMessage::Event(e);
-        let set_limit = |bytes: u64| {
-            // SAFETY: plain syscalls in a single-purpose child process; SIGXFSZ would kill it.
-            unsafe {
-                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-                let limit = libc::rlimit { rlim_cur: bytes, rlim_max: libc::RLIM_INFINITY };
-                assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
-            }
-        };
+        let set_limit = crate::session::file_limit::limit_file_size;
         if let Some(path) = std::env::var_os(CHILD) {
             let path = std::path::PathBuf::from(path);
             set_limit(10);
@@ -214,19 +207,10 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wire.jsonl");
-        let exe = std::env::current_exe().unwrap();
-        let status = std::process::Command::new(exe)
-            .args(["--exact", "session::wire_log::tests::failed_writes_are_reported_and_cut_back"])
-            .env(CHILD, &path)
-            // Pipes, not inherited: under the file-size limit, writing the child's report to a
-            // regular file (CI's log) would itself fail.
-            .output()
-            .unwrap();
-        assert!(
-            status.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&status.stdout),
-            String::from_utf8_lossy(&status.stderr)
+        crate::session::file_limit::run_child(
+            "session::wire_log::tests::failed_writes_are_reported_and_cut_back",
+            CHILD,
+            &path,
         );
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();

@@ -296,12 +296,7 @@ mod tests {
         const CHILD: &str = "KIWI_CONTEXT_FSIZE_CHILD";
         if let Some(path) = std::env::var_os(CHILD) {
             let path = PathBuf::from(path);
-            // SAFETY: plain syscalls in a single-purpose child process; SIGXFSZ would kill it.
-            unsafe {
-                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-                let limit = libc::rlimit { rlim_cur: 200, rlim_max: libc::RLIM_INFINITY };
-                assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
-            }
+            crate::session::file_limit::limit_file_size(200);
             let mut c = Context::restore(&path).unwrap();
             c.checkpoint();
             c.append(Message::user_text("small"));
@@ -319,19 +314,10 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("context.jsonl");
-        let exe = std::env::current_exe().unwrap();
-        let status = std::process::Command::new(exe)
-            .args(["--exact", "soul::context::tests::a_failed_write_is_reported_and_does_not_poison_the_file"])
-            .env(CHILD, &path)
-            // Pipes, not inherited: under the file-size limit, writing the child's report to a
-            // regular file (CI's log) would itself fail.
-            .output()
-            .unwrap();
-        assert!(
-            status.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&status.stdout),
-            String::from_utf8_lossy(&status.stderr)
+        crate::session::file_limit::run_child(
+            "soul::context::tests::a_failed_write_is_reported_and_does_not_poison_the_file",
+            CHILD,
+            &path,
         );
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(

@@ -93,10 +93,13 @@ pub fn document_text() -> String {
     text
 }
 
-/// `kiwi schema`: the document on stdout.
-#[allow(clippy::print_stdout)]
+/// `kiwi schema`: the document on stdout (a subcommand: no protocol runs on stdout then).
 pub fn print() {
-    print!("{}", document_text());
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(document_text().as_bytes()).and_then(|()| out.flush()) {
+        tracing::warn!("cannot write the schema: {e}");
+    }
 }
 
 #[cfg(test)]
