@@ -183,6 +183,26 @@ fn provider_errors_end_with_an_api_error_result() {
     assert_eq!(results(&lines).len(), 1);
 }
 
+/// B.3: a provider retry shows as `system/api_retry` before the step's answer.
+#[test]
+fn provider_retries_are_api_retry_lines() {
+    let d = Dirs::new();
+    let config = d.scripted(&["error: 429 slow down", "text: done"]);
+    let r = run(d.command(&config, &args(STREAM, &["go"])), "");
+    assert_eq!(r.code, Some(0));
+    let lines = r.lines();
+    let retry = lines.iter().position(|l| l["subtype"] == "api_retry").expect("an api_retry line");
+    let answer = lines.iter().position(|l| l["type"] == "assistant").expect("an assistant line");
+    assert!(retry < answer, "the retry comes before the answer");
+    let line = &lines[retry];
+    assert_eq!((line["type"].as_str(), line["attempt"].as_u64()), (Some("system"), Some(1)));
+    assert_eq!((line["error_status"].as_u64(), line["error"].as_str()), (Some(429), Some("rate_limit")));
+    assert!(line["max_retries"].as_u64().unwrap() >= 1);
+    assert!(line["retry_delay_ms"].is_u64());
+    assert_eq!(line["session_id"], results(&lines)[0]["session_id"]);
+    assert_eq!(results(&lines)[0]["result"], "done");
+}
+
 #[test]
 fn max_turns() {
     let d = Dirs::new();

@@ -33,6 +33,8 @@ pub enum SystemLine {
     Init(Box<InitLine>),
     SessionStateChanged(SessionStateLine),
     CompactBoundary(CompactBoundaryLine),
+    /// A provider call failed with a retryable error and is retried after `retry_delay_ms`.
+    ApiRetry(ApiRetryLine),
     /// kiwi's own: something the host should know that is not an error of a turn (e.g. MCP
     /// servers that were configured but are not started because kiwi has no MCP yet).
     Warning(WarningLine),
@@ -88,6 +90,21 @@ pub struct SessionStateLine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompactBoundaryLine {
     pub compact_metadata: CompactMetadata,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+/// `system/api_retry`: the retry counters of Claude Code's own line. `attempt` counts retries
+/// (the first retry is 1) and `max_retries` is the number of retries the call may take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiRetryLine {
+    pub attempt: u32,
+    pub max_retries: u32,
+    pub retry_delay_ms: u64,
+    /// The HTTP status; `null` for connection errors and timeouts.
+    pub error_status: Option<u16>,
+    /// One of the SDK's assistant-message error classes (`rate_limit`, `overloaded`, …).
+    pub error: String,
     pub session_id: String,
     pub uuid: String,
 }

@@ -7,6 +7,7 @@ pub mod input;
 pub mod lines;
 pub mod permission;
 pub mod projection;
+pub mod retry;
 pub mod run;
 pub mod start;
 pub mod turn;

@@ -230,6 +230,7 @@ impl TurnLines {
                 out.push(self.tool_result_line(result));
             }
             Event::StepInterrupted {} | Event::TurnEnd {} => self.end_step(out),
+            Event::StepRetry(retry) => out.push(super::retry::api_retry_line(retry, &self.id.session_id)),
             Event::CompactionEnd {} => {
                 let trigger = if self.manual_compaction { "manual" } else { "auto" };
                 out.push(OutLine::System(SystemLine::CompactBoundary(CompactBoundaryLine {
