@@ -1,9 +1,10 @@
-//! What an agent runs in: the work dir, the share dir, the session, the config and the model's
-//! capabilities. Built once at start-up and shared read-only by the soul and the tools.
+//! What an agent runs in: the work dir, the share dir, the session, the config and the model.
+//! Built once per session and shared by the soul and the tools; only the model can change
+//! (a front end's model switch between turns), so it sits behind its own lock.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use crate::config::Config;
 use crate::llm::{Capability, SharedProvider};
@@ -17,15 +18,55 @@ pub struct AgentEnv {
     pub session_dir: PathBuf,
     pub session_id: String,
     pub config: Arc<Config>,
-    /// Effective capabilities of the selected model.
-    pub capabilities: BTreeSet<Capability>,
-    /// The chat provider, for tools that hand it media (the Kimi video upload); `None` when no
-    /// model is configured.
+    pub model: ModelSlot,
+}
+
+/// The model a session talks to.
+#[derive(Clone, Default)]
+pub struct Model {
+    /// The key in the config's `models` (`None`: the default model or one from the environment).
+    pub key: Option<String>,
+    /// The chat provider; `None` when no usable model is configured.
     pub llm: Option<SharedProvider>,
+    /// Effective capabilities of the model.
+    pub capabilities: BTreeSet<Capability>,
+    pub max_context_size: u64,
+    /// Why there is no model, when there is none (told to the client with every -32001).
+    pub no_model_reason: Option<String>,
+}
+
+/// The session's current model. A turn takes the model once at its start, so a switch applies
+/// from the next turn on.
+#[derive(Default)]
+pub struct ModelSlot(RwLock<Arc<Model>>);
+
+impl ModelSlot {
+    pub fn new(model: Model) -> Self {
+        Self(RwLock::new(Arc::new(model)))
+    }
+
+    pub fn get(&self) -> Arc<Model> {
+        match self.0.read() {
+            Ok(m) => m.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    pub fn set(&self, model: Model) {
+        match self.0.write() {
+            Ok(mut m) => *m = Arc::new(model),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(model),
+        }
+    }
 }
 
 impl AgentEnv {
     pub fn has(&self, cap: Capability) -> bool {
-        self.capabilities.contains(&cap)
+        self.model.get().capabilities.contains(&cap)
+    }
+
+    /// The chat provider now in use (tools that hand it media: the Kimi video upload).
+    pub fn llm(&self) -> Option<SharedProvider> {
+        self.model.get().llm.clone()
     }
 }

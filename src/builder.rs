@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::agent_env::AgentEnv;
+use crate::agent_env::{AgentEnv, Model, ModelSlot};
 use crate::auth::build_provider;
 use crate::blueprint::skills::discover;
 use crate::blueprint::spec::{load_agent_spec, load_builtin_agent_spec};
@@ -169,9 +169,7 @@ impl AgentSetup {
             other => BuildError::Fatal(other.to_string()),
         })?;
         let config = &self.config;
-        let settings = config::select(config, self.model.as_deref(), self.thinking, &config::select::ProcessEnv)
-            .map_err(|e| BuildError::Fatal(e.to_string()))?;
-        let llm = build_provider(&settings, &session.id, trace, &self.share_dir).map_err(BuildError::Fatal)?;
+        let model = self.model_for(self.model.as_deref(), self.thinking, &session.id, trace)?;
         let diagnostics = self.diagnostics();
         tracing::info!(
             "kiwi {} session {} ({}) in {}: {}, config {}",
@@ -188,8 +186,7 @@ impl AgentSetup {
             session_dir: session.dir.clone(),
             session_id: session.id.clone(),
             config: config.clone(),
-            capabilities: settings.capabilities.clone(),
-            llm,
+            model: ModelSlot::new(model),
         });
         let spec = match &self.agent {
             AgentChoice::File(path) => load_agent_spec(Some(path)),
@@ -227,17 +224,59 @@ impl AgentSetup {
             .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
         let agent = Arc::new(Agent::new(AgentParts {
             env,
-            max_context_size: settings.model.max_context_size,
             loop_control: config.loop_control.clone(),
             toolset: Toolset::new(tools),
             state: Arc::new(session_state(&session.dir, self.yolo, config.default_plan_mode && !session.resumed)),
             system_prompt,
             skills,
             dmail,
-            no_model_reason: diagnostics.no_model,
         }));
         let recorder = WireLog::new(&session.wire_path());
         Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })
+    }
+}
+
+impl AgentSetup {
+    /// The model `key` (`None`: the setup's default choice) with `thinking`, built for a session.
+    fn model_for(
+        &self,
+        key: Option<&str>,
+        thinking: Option<bool>,
+        session_id: &str,
+        trace: Option<TraceSink>,
+    ) -> Result<Model, BuildError> {
+        let settings = config::select(&self.config, key, thinking, &config::select::ProcessEnv)
+            .map_err(|e| BuildError::Fatal(e.to_string()))?;
+        let llm = build_provider(&settings, session_id, trace, &self.share_dir).map_err(BuildError::Fatal)?;
+        let no_model_reason = config::diagnose::no_model_reason(&self.config, key, &settings, &self.config_source);
+        Ok(Model {
+            key: key.map(str::to_string).or_else(|| Some(self.config.default_model.clone()).filter(|k| !k.is_empty())),
+            llm,
+            capabilities: settings.capabilities.clone(),
+            max_context_size: settings.model.max_context_size,
+            no_model_reason,
+        })
+    }
+
+    /// The model `key` of the config (`None`: the setup's default) with `thinking` (`None`: as
+    /// the setup says), built for `agent`'s session, for the front end to install between turns
+    /// (`agent.env.model.set`). The toolset stays as the session was built (`ReadMediaFile`
+    /// follows the first model's media capabilities). Unknown keys and models that cannot be
+    /// built are refused with one readable line.
+    pub fn model_switch(&self, agent: &Agent, key: Option<&str>, thinking: Option<bool>) -> Result<Model, String> {
+        let key = key.or(self.model.as_deref());
+        if let Some(k) = key
+            && !self.config.models.contains_key(k)
+        {
+            return Err(format!("Unknown model {k:?}"));
+        }
+        let thinking = thinking.or(self.thinking);
+        let model = self.model_for(key, thinking, &agent.env.session_id, None).map_err(|e| e.to_string())?;
+        if let Some(reason) = &model.no_model_reason {
+            return Err(reason.clone());
+        }
+        tracing::info!("session {} switches to model {}", agent.env.session_id, key.unwrap_or("from the environment"));
+        Ok(model)
     }
 }
 

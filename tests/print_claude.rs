@@ -313,6 +313,45 @@ fn bad_input_lines_get_clear_errors_and_the_run_goes_on() {
     assert!(r.stderr.contains("\"mystery\""));
 }
 
+/// B.2 `set_model`: another model of the config answers from the next turn on; unknown models
+/// are refused and the session keeps its model.
+#[test]
+fn set_model_switches_from_the_next_turn() {
+    let d = Dirs::new();
+    let scripts = d.work().join("scripts.json");
+    std::fs::write(&scripts, r#"["text: from the first model"]"#).unwrap();
+    let config = d.config(json!({
+        "default_model": "first",
+        "models": {
+            "first": {"provider": "s", "model": "scripted-one", "max_context_size": 100000},
+            "second": {"provider": "e", "model": "echo-two", "max_context_size": 200000}
+        },
+        "providers": {
+            "s": {"type": "_scripted_echo", "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts.to_str().unwrap()}},
+            "e": {"type": "_echo"}
+        }
+    }));
+    let input = [
+        user("one"),
+        control("m-1", json!({"subtype":"set_model","model":"nope"})),
+        control("m-2", json!({"subtype":"set_model","model":"second"})),
+        user("text: from the second model"),
+    ]
+    .join("\n");
+    let r = run(d.command(&config, SDK), &input);
+    assert_eq!(r.code, Some(0), "{}\n{:#?}", r.stderr, r.lines());
+    let lines = r.lines();
+    let answers: Vec<&Value> = lines.iter().filter(|l| l["type"] == "control_response").collect();
+    assert_eq!(answers[0]["response"]["subtype"], "error");
+    assert_eq!(answers[0]["response"]["error"], "Unknown model \"nope\"");
+    assert_eq!(answers[1]["response"]["subtype"], "success");
+    let models: Vec<&str> =
+        lines.iter().filter(|l| l["type"] == "assistant").map(|l| l["message"]["model"].as_str().unwrap()).collect();
+    assert_eq!(models, ["scripted_echo", "echo"], "{lines:#?}");
+    let texts: Vec<&str> = results(&lines).iter().map(|r| r["result"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["from the first model", "from the second model"]);
+}
+
 #[test]
 fn command_line_choices() {
     let d = Dirs::new();

@@ -17,9 +17,8 @@ use crate::soul::state::SessionState;
 use crate::tools::Toolset;
 
 pub struct Agent {
-    /// Also holds the model (`env.llm`; `None` when none is configured: `prompt` ⇒ -32001).
+    /// Also holds the model (`env.model`; no provider when none is configured: `prompt` ⇒ -32001).
     pub env: Arc<AgentEnv>,
-    pub max_context_size: u64,
     pub loop_control: LoopControl,
     /// Replaced whole when the client registers external tools (never during a turn).
     toolset: RwLock<Arc<Toolset>>,
@@ -36,14 +35,11 @@ pub struct Agent {
     pub slash_commands: Vec<CommandInfo>,
     pub skills: Vec<Skill>,
     pub dmail: Option<Arc<DMailBox>>,
-    /// Why there is no model, when there is none (told to the client with every -32001).
-    pub no_model_reason: Option<String>,
 }
 
 /// Everything start-up decides about an agent.
 pub struct AgentParts {
     pub env: Arc<AgentEnv>,
-    pub max_context_size: u64,
     pub loop_control: LoopControl,
     pub toolset: Toolset,
     pub state: Arc<SessionState>,
@@ -51,8 +47,6 @@ pub struct AgentParts {
     pub skills: Vec<Skill>,
     /// Present when the agent has the `SendDMail` tool.
     pub dmail: Option<Arc<DMailBox>>,
-    /// Why no model could be built, if none could.
-    pub no_model_reason: Option<String>,
 }
 
 impl Agent {
@@ -66,7 +60,6 @@ impl Agent {
         let hooks = Arc::new(HookRegistry::new(parts.env.config.hooks.clone()));
         Self {
             env: parts.env,
-            max_context_size: parts.max_context_size,
             loop_control: parts.loop_control,
             toolset: RwLock::new(Arc::new(parts.toolset)),
             approvals: ApprovalHub::new(parts.state.clone()),
@@ -77,18 +70,22 @@ impl Agent {
             slash_commands,
             skills: parts.skills,
             dmail: parts.dmail,
-            no_model_reason: parts.no_model_reason,
         }
     }
 
-    /// The chat provider; `None` when no usable model is configured.
-    pub fn llm(&self) -> Option<&SharedProvider> {
-        self.env.llm.as_ref()
+    /// The chat provider now in use; `None` when no usable model is configured.
+    pub fn llm(&self) -> Option<SharedProvider> {
+        self.env.llm()
+    }
+
+    /// The model's context window in tokens.
+    pub fn max_context_size(&self) -> u64 {
+        self.env.model.get().max_context_size
     }
 
     /// The error of a turn that needs a model when there is none.
     pub fn llm_not_set(&self) -> crate::soul::TurnError {
-        crate::soul::TurnError::LlmNotSet { reason: self.no_model_reason.clone() }
+        crate::soul::TurnError::LlmNotSet { reason: self.env.model.get().no_model_reason.clone() }
     }
 
     pub fn skill(&self, name: &str) -> Option<&Skill> {

@@ -97,7 +97,7 @@ impl Soul {
                 (history, estimate)
             }
             Some(start) => {
-                let Some(llm) = self.agent.llm().cloned() else { return Err(self.agent.llm_not_set()) };
+                let Some(llm) = self.agent.llm() else { return Err(self.agent.llm_not_set()) };
                 let request = compaction_request(&history[..start], focus);
                 let (summary, output_tokens) = summarize(&llm, &request, self.agent.loop_control.max_retries_per_step)
                     .await

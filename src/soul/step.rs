@@ -109,7 +109,7 @@ impl Soul {
         if let Some(usage) = attempt.usage {
             self.context.set_token_count(usage.input());
         }
-        let max = self.agent.max_context_size;
+        let max = self.agent.max_context_size();
         sink.emit(Event::StatusUpdate(StatusUpdate {
             context_usage: attempt.usage.map(|u| u.input() as f64 / max.max(1) as f64),
             context_tokens: attempt.usage.map(|u| u.input()),
@@ -251,7 +251,7 @@ impl Soul {
     /// configured share of the window.
     fn needs_compaction(&self) -> bool {
         let lc = &self.agent.loop_control;
-        let (tokens, max) = (self.context.token_count(), self.agent.max_context_size);
+        let (tokens, max) = (self.context.token_count(), self.agent.max_context_size());
         tokens + lc.reserved_context_size >= max || tokens as f64 >= lc.compaction_trigger_ratio * max as f64
     }
 

@@ -141,7 +141,7 @@ impl Soul {
             Ok((source, label, content, warning)) => {
                 let chars = content.chars().count() as u64;
                 let tokens = chars / 4;
-                let max = self.agent.max_context_size;
+                let max = self.agent.max_context_size();
                 if max > 0 && self.context.token_count() + tokens > max {
                     say(
                         sink,

@@ -96,7 +96,7 @@ impl Soul {
     /// without a model.
     pub(super) async fn emit_context_usage(&self, sink: &EventSink) {
         let (tokens, max) = match self.agent.llm() {
-            Some(_) => (self.context.token_count(), self.agent.max_context_size),
+            Some(_) => (self.context.token_count(), self.agent.max_context_size()),
             None => (0, 0),
         };
         sink.emit(Event::StatusUpdate(StatusUpdate::context(tokens, max))).await;
@@ -104,7 +104,7 @@ impl Soul {
 
     /// A normal agent run (`soul.md` §2): checks, the user message, then the step loop.
     pub async fn agent_run(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<AgentRun, TurnError> {
-        let Some(llm) = self.agent.llm().cloned() else { return Err(self.agent.llm_not_set()) };
+        let Some(llm) = self.agent.llm() else { return Err(self.agent.llm_not_set()) };
         self.check_capabilities(&parts)?;
         // A D-Mail left over from a cancelled or failed turn must not rewind this one.
         if let Some(mailbox) = &self.agent.dmail {

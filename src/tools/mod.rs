@@ -292,8 +292,7 @@ mod dispatch_tests {
             session_dir: std::env::temp_dir(),
             session_id: "t".into(),
             config: Arc::default(),
-            capabilities: Default::default(),
-            llm: None,
+            model: Default::default(),
         });
         let ctx = ToolCallContext { tool_call_id: "c".into(), raw_arguments: None, env, host: Arc::new(NoHost) };
         let r = set.dispatch("P", None, &ctx).await;

@@ -76,7 +76,7 @@ impl TypedTool for ReadMediaFile {
                 Err(e) => return ToolReturnValue::crashed(format!("Error running tool: {e}")),
             };
             // A provider with a files API (Kimi) gets videos uploaded and referenced by id.
-            let uploaded = match (&loaded.kind, &ctx.env.llm) {
+            let uploaded = match (&loaded.kind, &ctx.env.llm()) {
                 (Kind::Video, Some(llm)) => match llm.upload_video(&loaded.data, &loaded.mime).await {
                     Ok(url) => url,
                     Err(e) => {

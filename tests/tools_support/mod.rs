@@ -60,8 +60,10 @@ pub fn runtime(work_dir: &Path, config: Config, caps: &[Capability]) -> Arc<Agen
         session_dir: work_dir.join(".session"),
         session_id: "test-session".into(),
         config: Arc::new(config),
-        capabilities: caps.iter().copied().collect::<BTreeSet<_>>(),
-        llm: None,
+        model: kiwi::agent_env::ModelSlot::new(kiwi::agent_env::Model {
+            capabilities: caps.iter().copied().collect::<BTreeSet<_>>(),
+            ..Default::default()
+        }),
     })
 }
 

@@ -272,7 +272,12 @@ impl Projection for ClaudeProjection {
         Box::pin(async move {
             let inner = &self.inner;
             if let Event::TurnBegin { user_input } = event {
-                lock(&inner.turn).begin(&user_input.text_input());
+                {
+                    // The model may have been switched (`set_model`) since the last turn.
+                    let mut turn = lock(&inner.turn);
+                    turn.set_model(inner.agent.model_name(), inner.agent.max_context_size());
+                    turn.begin(&user_input.text_input());
+                }
                 if inner.streaming() {
                     inner.write(&inner.init_line()).await;
                 }

@@ -27,6 +27,8 @@ use super::lines::{
 use super::permission::Policy;
 use super::projection::{ClaudeProjection, host_error, unsupported};
 use super::turn::fresh_uuid;
+use crate::agent_env::Model;
+use crate::builder::AgentSetup;
 use crate::print::common::{TurnWaiter, stderr_line, turn_tag};
 use crate::protocol::UserInput;
 use crate::rpc::pending::PendingRequests;
@@ -51,8 +53,10 @@ pub struct RunLoop {
     pub policy: Arc<Policy>,
     pub pending: Arc<PendingRequests>,
     pub session_id: String,
-    /// The model key this session runs (`set_model` to another one is refused).
-    pub model_key: Option<String>,
+    /// What the session was built from; `set_model` builds the new model through it.
+    pub setup: AgentSetup,
+    /// A model chosen by `set_model`, installed when the next turn starts.
+    pub next_model: std::sync::Mutex<Option<Model>>,
     pub replay: bool,
     pub streaming: bool,
 }
@@ -130,6 +134,9 @@ impl RunLoop {
     fn start(&self, next: Queued) -> Option<TurnWaiter> {
         self.projection.set_replay(if self.replay { next.echo.map(|e| self.stamped(e)) } else { None });
         self.projection.set_cancel_reason("Interrupted by user");
+        if let Some(model) = self.next_model.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            self.driver.agent().env.model.set(model);
+        }
         let (tag, waiter) = turn_tag();
         match self.driver.start(next.input, tag) {
             Ok(()) => Some(waiter),
@@ -235,16 +242,13 @@ impl RunLoop {
         self.respond(id, result).await;
     }
 
+    /// `set_model`: `null` or `"default"` is the session's starting choice; another key of the
+    /// config's `models` applies from the next turn on (the running turn keeps its model).
     fn set_model(&self, model: Option<&str>) -> Result<Value, String> {
-        let agent = self.driver.agent();
         let wanted = model.filter(|m| *m != "default");
-        let current = self.model_key.clone().unwrap_or_else(|| agent.env.config.default_model.clone());
-        match wanted {
-            None => Ok(Value::Object(Default::default())),
-            Some(m) if m == current || m == agent.model_name() => Ok(Value::Object(Default::default())),
-            Some(m) if !agent.env.config.models.contains_key(m) => Err(format!("Unknown model {m:?}")),
-            Some(m) => Err(format!("kiwi cannot switch the model of a running session yet; start it with --model {m}")),
-        }
+        let model = self.setup.model_switch(self.driver.agent(), wanted, None)?;
+        *self.next_model.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(model);
+        Ok(Value::Object(Default::default()))
     }
 
     fn initialize(&self) -> InitializeResponse {

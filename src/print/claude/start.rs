@@ -216,7 +216,7 @@ fn serve(setup: &AgentSetup, request: SessionRequest, args: &ClaudeArgs, first: 
                     built.session.finish();
                     1
                 }
-                None => run(built, args, cwd, out.clone(), first, stop).await,
+                None => run(built, setup, args, cwd, out.clone(), first, stop).await,
             },
         };
         drop(out);
@@ -244,6 +244,7 @@ fn session_problem(args: &ClaudeArgs, built: &BuiltSession) -> Option<String> {
 
 async fn run(
     built: BuiltSession,
+    setup: &AgentSetup,
     args: &ClaudeArgs,
     cwd: String,
     out: crate::rpc::Outbound,
@@ -271,8 +272,11 @@ async fn run(
         can_ask,
     ));
     let pending = Arc::new(PendingRequests::default());
-    let identity =
-        Identity { session_id: session.id.clone(), model: agent.model_name(), context_window: agent.max_context_size };
+    let identity = Identity {
+        session_id: session.id.clone(),
+        model: agent.model_name(),
+        context_window: agent.max_context_size(),
+    };
     let settings = Settings {
         format: args.output_format,
         partial: args.include_partial_messages,
@@ -305,7 +309,8 @@ async fn run(
         policy,
         pending,
         session_id: session.id.clone(),
-        model_key: args.model.clone().filter(|m| m != "default"),
+        setup: setup.clone(),
+        next_model: Default::default(),
         replay: args.replay_user_messages,
         streaming,
     };

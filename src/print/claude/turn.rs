@@ -110,6 +110,12 @@ impl TurnLines {
         &self.id
     }
 
+    /// The model the next turn's lines name.
+    pub fn set_model(&mut self, model: String, context_window: u64) {
+        self.id.model = model;
+        self.id.context_window = context_window;
+    }
+
     /// Starts a new turn (`TurnBegin`); process-wide totals are kept.
     pub fn begin(&mut self, user_input_text: &str) {
         let model_usage = std::mem::take(&mut self.model_usage);
