@@ -103,6 +103,9 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     if let Some(n) = cli.max_ralph_iterations {
         config.loop_control.max_ralph_iterations = n;
     }
+    if cli.plan {
+        config.default_plan_mode = true;
+    }
     let agent = match (&cli.agent_file, &cli.agent) {
         (Some(path), _) => AgentChoice::File(path.clone()),
         (None, Some(name)) => AgentChoice::Builtin(name.clone()),

@@ -56,6 +56,9 @@ pub struct Cli {
     /// Approve every action without asking.
     #[arg(short = 'y', long = "yolo", visible_aliases = ["yes", "auto-approve"])]
     pub yolo: bool,
+    /// Start new sessions in plan mode (as the config's `default_plan_mode`).
+    #[arg(long)]
+    pub plan: bool,
 
     /// Built-in agent: `default` or `okabe`.
     #[arg(long, value_name = "NAME")]

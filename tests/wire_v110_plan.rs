@@ -332,3 +332,19 @@ fn default_plan_mode_applies_to_new_sessions() {
     let (events, _) = k.prompt("p", json!("hi"));
     assert_eq!(status(&events[3])["plan_mode"], false, "a resumed session keeps its own state");
 }
+
+/// §6.1: `--plan` does what `default_plan_mode` does, for this run's new sessions.
+#[test]
+fn plan_flag_starts_new_sessions_in_plan_mode() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: one", "text: two"]);
+    let mut k = env.spawn(&config, &["--plan", "--session", "f"]);
+    let (events, _) = k.prompt("p", json!("hi"));
+    assert_eq!(status(&events[3])["plan_mode"], true);
+    k.prompt("off", json!("/plan off"));
+    k.close_stdin();
+    k.wait_exit(Duration::from_secs(5));
+    let mut k = env.spawn(&config, &["--plan", "--session", "f"]);
+    let (events, _) = k.prompt("p", json!("hi"));
+    assert_eq!(status(&events[3])["plan_mode"], false, "a resumed session keeps its own state");
+}

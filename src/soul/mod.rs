@@ -21,6 +21,7 @@ pub mod hooks;
 pub mod host;
 pub mod mode_commands;
 pub mod plan;
+pub mod repeats;
 pub mod retry;
 pub mod sink;
 pub mod slash;
@@ -47,11 +48,19 @@ pub struct Soul {
     pub(crate) turn: Arc<turn_shared::TurnShared>,
     /// When plan mode was last brought to the model's mind (`None`: not yet, or plan mode off).
     pub(crate) plan_reminders: Option<mode_commands::PlanReminders>,
+    /// Identical tool calls in a row in the running turn.
+    pub(crate) repeats: repeats::RepeatTracker,
 }
 
 impl Soul {
     pub fn new(agent: Arc<Agent>, context: Context) -> Self {
-        let soul = Self { agent, context, turn: Arc::new(turn_shared::TurnShared::new()), plan_reminders: None };
+        let soul = Self {
+            agent,
+            context,
+            turn: Arc::new(turn_shared::TurnShared::new()),
+            plan_reminders: None,
+            repeats: Default::default(),
+        };
         soul.sync_dmail_checkpoints();
         soul
     }

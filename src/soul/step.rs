@@ -25,6 +25,7 @@ use super::error::TurnError;
 use super::hooks::{self, HookRunner};
 use super::host::{FollowUp, SoulToolHost};
 use super::plan::{PlanVerdict, check_call};
+use super::repeats;
 use super::retry::backoff;
 use super::sink::EventSink;
 use super::tool_message::tool_message;
@@ -52,6 +53,10 @@ struct Attempt {
     calls: Vec<ToolCall>,
     usage: Option<TokenUsage>,
     message_id: Option<String>,
+    /// Each call's identity (`repeats::call_key`), in call order.
+    keys: Vec<String>,
+    /// For a call identical to an earlier one of this step: that call's index (it does not run).
+    copy_of: Vec<Option<usize>>,
     /// Tool calls queued as soon as complete. They are polled once the stream has ended, so a
     /// step's `StatusUpdate` always precedes its approval requests and results (deterministic
     /// order for clients; the model's stream is never held back by a tool).
@@ -121,6 +126,16 @@ impl Soul {
         }))
         .await;
 
+        // Streaks of identical calls across the turn's steps (`wire-1.10.md` §11).
+        let mut notes: Vec<Option<String>> = vec![None; attempt.calls.len()];
+        let mut repeated_too_often = false;
+        for (i, key) in attempt.keys.iter().enumerate() {
+            if attempt.copy_of[i].is_none() {
+                let streak = self.repeats.observe(key);
+                notes[i] = repeats::reminder(streak);
+                repeated_too_often |= streak >= repeats::STOP_AT;
+            }
+        }
         let mut results: Vec<Option<ToolReturnValue>> = vec![None; attempt.calls.len()];
         // A rejection that came with feedback does not end the turn (`wire-1.10.md` §3.5).
         let mut feedback_given = false;
@@ -132,7 +147,15 @@ impl Soul {
                     feedback_given = true;
                 }
             }
+            if let Some(note) = &notes[i] {
+                repeats::append_note(&mut result, note);
+            }
             report(sink, &attempt.calls[i], &result).await;
+            // Identical calls of the same step get the original's result.
+            for copy in (0..attempt.calls.len()).filter(|c| attempt.copy_of[*c] == Some(i)) {
+                report(sink, &attempt.calls[copy], &result).await;
+                results[copy] = Some(result.clone());
+            }
             results[i] = Some(result);
         }
         if soul_host.take_plan_switched() {
@@ -175,7 +198,14 @@ impl Soul {
             self.context.append(Message::user_text(dmail_note(&mail.message)));
             return Ok(StepOutcome::Continue);
         }
-        if rejected || !has_calls { Ok(StepOutcome::Stop { rejected }) } else { Ok(StepOutcome::Continue) }
+        if repeated_too_often {
+            tracing::info!("the turn ends: the same tool call was repeated {} times in a row", repeats::STOP_AT);
+        }
+        if rejected || !has_calls || repeated_too_often {
+            Ok(StepOutcome::Stop { rejected })
+        } else {
+            Ok(StepOutcome::Continue)
+        }
     }
 
     /// One LLM call: forwards fragments and starts tools as their calls complete.
@@ -196,6 +226,8 @@ impl Soul {
             calls: Vec::new(),
             usage: None,
             message_id: None,
+            keys: Vec::new(),
+            copy_of: Vec::new(),
             running: FuturesUnordered::new(),
         };
         // Index of the call whose arguments are still streaming.
@@ -279,6 +311,13 @@ impl Soul {
         hooks: &HookRunner,
     ) {
         let call = &attempt.calls[index];
+        let key = repeats::call_key(&call.function.name, call.function.arguments.as_deref());
+        let original = attempt.keys.iter().position(|k| *k == key);
+        attempt.keys.push(key);
+        attempt.copy_of.push(original);
+        if original.is_some() {
+            return;
+        }
         let plan = self.agent.state.plan();
         if let (true, Some(plan_file)) = (plan.active, plan.file.as_deref()) {
             let arguments = parse_arguments(call.function.arguments.as_deref()).unwrap_or_default();

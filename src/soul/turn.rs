@@ -113,6 +113,7 @@ impl Soul {
         self.checkpoint();
         self.context.append(Message::user(parts));
         self.turn.inbox.open();
+        self.repeats = Default::default();
 
         let max_steps = self.agent.loop_control.max_steps_per_turn;
         let mut step_no = 0;
