@@ -14,6 +14,7 @@ use crate::soul::dmail::DMailBox;
 use crate::soul::hooks::HookRegistry;
 use crate::soul::slash::{CommandInfo, builtin_commands};
 use crate::soul::state::SessionState;
+use crate::soul::subagent::{SubagentDef, Subagents};
 use crate::tools::Toolset;
 
 pub struct Agent {
@@ -38,6 +39,8 @@ pub struct Agent {
     pub dmail: Option<Arc<DMailBox>>,
     /// Why there is no model, when there is none (told to the client with every -32001).
     pub no_model_reason: Option<String>,
+    /// The subagent types the `Agent` tool can start, and the running instances.
+    pub subagents: Arc<Subagents>,
 }
 
 /// Everything start-up decides about an agent.
@@ -53,6 +56,8 @@ pub struct AgentParts {
     pub dmail: Option<Arc<DMailBox>>,
     /// Why no model could be built, if none could.
     pub no_model_reason: Option<String>,
+    /// The agent file's subagent types (see `soul::subagent::defs`).
+    pub subagents: Vec<SubagentDef>,
 }
 
 impl Agent {
@@ -78,6 +83,28 @@ impl Agent {
             skills: parts.skills,
             dmail: parts.dmail,
             no_model_reason: parts.no_model_reason,
+            subagents: Arc::new(Subagents::new(parts.subagents)),
+        }
+    }
+
+    /// A subagent of `parent` of type `def`: its own prompt and tools; the session's model,
+    /// state, approvals, client and hooks. No slash commands, skills or D-Mail.
+    pub fn for_subagent(parent: &Agent, def: &SubagentDef, system_prompt: String) -> Self {
+        Self {
+            env: parent.env.clone(),
+            max_context_size: parent.max_context_size,
+            loop_control: parent.loop_control.clone(),
+            toolset: RwLock::new(def.toolset.clone()),
+            state: parent.state.clone(),
+            approvals: parent.approvals.clone(),
+            client: parent.client.clone(),
+            hooks: parent.hooks.clone(),
+            system_prompt,
+            slash_commands: Vec::new(),
+            skills: Vec::new(),
+            dmail: None,
+            no_model_reason: parent.no_model_reason.clone(),
+            subagents: parent.subagents.clone(),
         }
     }
 

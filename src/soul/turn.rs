@@ -69,13 +69,7 @@ impl Soul {
             Some(cmd) => self.run_command(cmd.name, cmd.args, sink).await?,
             None if self.agent.loop_control.max_ralph_iterations != 0 => self.run_ralph(input.to_parts(), sink).await?,
             None => {
-                let mut run = self.agent_run(input.to_parts(), sink).await?;
-                if let AgentRun::Done { .. } = run
-                    && let Some(reason) = self.stop_hooks(sink).await
-                {
-                    // Once per prompt: the agent goes on with the hook's reason as the user's word.
-                    run = self.agent_run(vec![ContentPart::text(reason)], sink).await?;
-                }
+                let run = self.agent_run_with_stop_hooks(input.to_parts(), sink).await?;
                 self.turn_outcome(run)
             }
         };
@@ -83,6 +77,22 @@ impl Soul {
             self.agent.state.title_from_first_prompt(&text);
         }
         Ok(outcome)
+    }
+
+    /// An agent run, then the `Stop` hooks: a block with a reason runs the agent once more, with
+    /// the reason as the user's word (once per prompt).
+    pub(crate) async fn agent_run_with_stop_hooks(
+        &mut self,
+        parts: Vec<ContentPart>,
+        sink: &EventSink,
+    ) -> Result<AgentRun, TurnError> {
+        let mut run = self.agent_run(parts, sink).await?;
+        if let AgentRun::Done { .. } = run
+            && let Some(reason) = self.stop_hooks(sink).await
+        {
+            run = self.agent_run(vec![ContentPart::text(reason)], sink).await?;
+        }
+        Ok(run)
     }
 
     pub(super) fn turn_outcome(&self, run: AgentRun) -> TurnOutcome {
