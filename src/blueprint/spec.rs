@@ -338,6 +338,9 @@ mod tests {
         "kimi_cli.tools.ask_user:AskUserQuestion",
         "kimi_cli.tools.plan:EnterPlanMode",
         "kimi_cli.tools.plan:ExitPlanMode",
+        "kimi_cli.tools.background:TaskList",
+        "kimi_cli.tools.background:TaskOutput",
+        "kimi_cli.tools.background:TaskStop",
     ];
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -16,6 +16,7 @@ use crate::soul::slash::{CommandInfo, builtin_commands};
 use crate::soul::state::SessionState;
 use crate::soul::subagent::{SubagentDef, Subagents};
 use crate::tools::Toolset;
+use crate::tools::background::BackgroundTasks;
 
 pub struct Agent {
     /// Also holds the model (`env.llm`; `None` when none is configured: `prompt` ⇒ -32001).
@@ -41,6 +42,8 @@ pub struct Agent {
     pub no_model_reason: Option<String>,
     /// The subagent types the `Agent` tool can start, and the running instances.
     pub subagents: Arc<Subagents>,
+    /// The session's background tasks (managed by the main agent only).
+    pub background: Arc<BackgroundTasks>,
 }
 
 /// Everything start-up decides about an agent.
@@ -69,6 +72,7 @@ impl Agent {
             aliases: Vec::new(),
         }));
         let hooks = Arc::new(HookRegistry::new(parts.env.config.hooks.clone()));
+        let background = BackgroundTasks::new(parts.env.config.background.clone(), parts.env.session_dir.clone());
         Self {
             env: parts.env,
             max_context_size: parts.max_context_size,
@@ -84,6 +88,7 @@ impl Agent {
             dmail: parts.dmail,
             no_model_reason: parts.no_model_reason,
             subagents: Arc::new(Subagents::new(parts.subagents)),
+            background,
         }
     }
 
@@ -105,6 +110,7 @@ impl Agent {
             dmail: None,
             no_model_reason: parent.no_model_reason.clone(),
             subagents: parent.subagents.clone(),
+            background: parent.background.clone(),
         }
     }
 

@@ -16,8 +16,10 @@ use super::agent::Agent;
 use super::approval::{ApprovalHub, ApprovalOrigin};
 use super::client::ClientState;
 use super::sink::{ClientAnswer, EventSink};
+use super::subagent::background::start_background;
 use super::subagent::run::run_foreground;
 use crate::protocol::{Event, QuestionItem, QuestionRequest, Request, TodoItem, ToolCallRequest, ToolReturnValue};
+use crate::tools::background::BackgroundTasks;
 use crate::tools::host::NO_NESTED_SUBAGENTS;
 use crate::tools::{ApprovalAsk, ClientToolCall, Delegation, PlanView, Presence, QuestionOutcome, ToolHost};
 
@@ -192,11 +194,18 @@ impl ToolHost for SoulToolHost {
         self.hub.state().set_todos(todos);
     }
 
+    fn background(&self) -> Option<Arc<BackgroundTasks>> {
+        self.delegator.as_ref().map(|agent| agent.background.clone())
+    }
+
     fn delegate(&self, delegation: Delegation) -> BoxFuture<'_, ToolReturnValue> {
         Box::pin(async move {
             let Some(agent) = &self.delegator else {
                 return ToolReturnValue::error(NO_NESTED_SUBAGENTS, "Agent failed");
             };
+            if delegation.run_in_background {
+                return start_background(agent, delegation, &self.sink);
+            }
             run_foreground(agent, delegation, &self.sink, &self.origin.owner).await
         })
     }

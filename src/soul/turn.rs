@@ -131,6 +131,9 @@ impl Soul {
             if step_no > max_steps {
                 return Ok(AgentRun::MaxSteps { steps: max_steps });
             }
+            if self.subagent.is_none() {
+                self.deliver_notifications(sink).await;
+            }
             sink.emit(Event::StepBegin { n: step_no }).await;
             match self.run_step(&llm, step_no, sink).await {
                 Ok(StepOutcome::Continue) => {
@@ -155,6 +158,25 @@ impl Soul {
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// Background tasks that ended since the last step: each one's `Notification` to the
+    /// client, its message to the model, and the `Notification` hook (`wire-1.10.md` §9.3).
+    async fn deliver_notifications(&mut self, sink: &EventSink) {
+        for notice in self.agent.background.take_notices() {
+            self.context.append(Message::user_text(notice.model_text));
+            let n = &notice.notification;
+            let extra = hooks::input([
+                ("sink", Value::from("llm")),
+                ("notification_type", Value::from(n.kind.clone())),
+                ("title", Value::from(n.title.clone())),
+                ("body", Value::from(n.body.clone())),
+                ("severity", Value::from(n.severity.clone())),
+            ]);
+            let kind = n.kind.clone();
+            sink.emit(Event::Notification(notice.notification)).await;
+            self.hooks(sink).fire(HookEvent::Notification, &kind, extra).await;
         }
     }
 

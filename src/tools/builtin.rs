@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::ask_user::AskUserQuestion;
+use super::background::tools::{TaskList, TaskOutput, TaskStop};
 use super::fetch_url::FetchUrl;
 use super::glob::Glob;
 use super::grep::Grep;
@@ -37,6 +38,9 @@ pub const DEFAULT_TOOL_NAMES: &[&str] = &[
     "AskUserQuestion",
     "EnterPlanMode",
     "ExitPlanMode",
+    "TaskList",
+    "TaskOutput",
+    "TaskStop",
 ];
 
 /// Builds one built-in tool by name; `Some(None)` when it skips itself here.
@@ -62,6 +66,9 @@ fn build(name: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
         "AskUserQuestion" => Arc::new(Typed::new(AskUserQuestion)),
         "EnterPlanMode" => Arc::new(Typed::new(EnterPlanMode)),
         "ExitPlanMode" => Arc::new(Typed::new(ExitPlanMode)),
+        "TaskList" => Arc::new(Typed::new(TaskList)),
+        "TaskOutput" => Arc::new(Typed::new(TaskOutput)),
+        "TaskStop" => Arc::new(Typed::new(TaskStop)),
         // Known to agent files but provided elsewhere (subagents: see `is_agent_path`; D-Mail).
         "Agent" | "Task" | "CreateSubagent" | "SendDMail" => return Some(None),
         _ => return None,
@@ -88,6 +95,7 @@ pub fn tool_by_path(path: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn To
         "Think" => "kimi_cli.tools.think",
         "AskUserQuestion" => "kimi_cli.tools.ask_user",
         "EnterPlanMode" | "ExitPlanMode" => "kimi_cli.tools.plan",
+        "TaskList" | "TaskOutput" | "TaskStop" => "kimi_cli.tools.background",
         "Task" | "CreateSubagent" => "kimi_cli.tools.multiagent",
         "Agent" => "kimi_cli.tools.agent",
         "SendDMail" => "kimi_cli.tools.dmail",

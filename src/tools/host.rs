@@ -120,6 +120,11 @@ pub trait ToolHost: Send + Sync {
 
     fn set_todos(&self, _todos: Vec<TodoItem>) {}
 
+    /// The session's background tasks; `None` where tasks cannot be managed (a subagent).
+    fn background(&self) -> Option<std::sync::Arc<super::background::BackgroundTasks>> {
+        None
+    }
+
     /// Runs a subagent for the `Agent` tool; hosts that cannot (a subagent's own) refuse.
     fn delegate(&self, _delegation: Delegation) -> BoxFuture<'_, ToolReturnValue> {
         Box::pin(async { ToolReturnValue::error(NO_NESTED_SUBAGENTS, "Agent failed") })

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod ask_user;
+pub mod background;
 pub mod builtin;
 pub mod context;
 pub mod diff;

@@ -8,6 +8,7 @@
 //! - `run`: one run of an instance (new or resumed), its result for the model;
 //! - `wrap`: its events, wrapped for the parent's front end.
 
+pub mod background;
 pub mod defs;
 pub mod run;
 pub mod wrap;
