@@ -93,7 +93,14 @@ pub fn open_instance(
     }
     std::fs::write(dir.join("prompt.txt"), &d.prompt).map_err(io)?;
     let context_path = dir.join("context.jsonl");
-    let system_prompt = context_prompt::ensure(&context_path, &def.system_prompt).map_err(io)?;
+    let system_prompt = if resumed {
+        context_prompt::ensure(&context_path, &def.system_prompt).map_err(io)?
+    } else {
+        // A fresh file of a fresh folder: written plainly (no temp file and fsync, which would
+        // cost the start-up milliseconds; a lost instance folder only loses a resumable run).
+        std::fs::write(&context_path, context_prompt::record_line(&def.system_prompt)).map_err(io)?;
+        def.system_prompt.clone()
+    };
     let context = Context::restore(&context_path).map_err(io)?;
     let agent = Arc::new(Agent::for_subagent(parent, def, system_prompt));
     let mut soul = Soul::new(agent, context);
