@@ -321,3 +321,44 @@ fn a_background_subagent_finishes_and_is_notified() {
     assert_eq!(n["source_id"], task_id.as_str());
     assert_eq!(n["payload"]["task_kind"], "agent");
 }
+
+#[test]
+fn a_background_subagent_asks_for_approval_as_a_background_agent() {
+    let env = Env::new();
+    let agent = call("ag", "Agent", json!({"description": "bg", "prompt": "work", "run_in_background": true}));
+    // The parent's next step and the subagent's first call race for the FIFO, so both get the
+    // same scripts: a Shell call each (two approvals), then a long answer each.
+    let shell = call("sh", "Shell", json!({"command": "echo hi"}));
+    let long = format!("text: {LONG}");
+    let config = env.scripted_config(&[&agent, &shell, &shell, &long, &long]);
+    let mut k = env.spawn(&config, &[]);
+    k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
+    let (mut task_id, mut requests) = (None, Vec::new());
+    while task_id.is_none() || requests.len() < 2 {
+        let m = k.next();
+        let p = &m["params"];
+        if p["type"] == "ToolResult" && p["payload"]["tool_call_id"] == "ag" {
+            let output = p["payload"]["return_value"]["output"].as_str().unwrap().to_string();
+            task_id = Some(line(&output, "task_id").to_string());
+        }
+        if m["method"] == "request" && p["type"] == "ApprovalRequest" {
+            requests.push(m.clone());
+        }
+    }
+    let task_id = task_id.unwrap();
+    let payload = |r: &Value| r["params"]["payload"].clone();
+    let background = requests.iter().find(|r| payload(r)["source_kind"] == "background_agent").expect("its approval");
+    let b = payload(background);
+    assert_eq!(b["source_id"], task_id.as_str());
+    assert_eq!(b["subagent_type"], "coder");
+    assert!(b["agent_id"].as_str().unwrap().starts_with('a'));
+    let foreground = requests.iter().find(|r| payload(r)["source_kind"] == "foreground_turn").expect("the parent's");
+    assert_eq!(payload(foreground)["agent_id"], Value::Null);
+    for r in &requests {
+        answer(&mut k, r, "approve");
+    }
+    let (_, response) = k.until_response(&json!("p0"));
+    assert_eq!(response["result"]["status"], "finished");
+    k.close_stdin();
+    assert!(k.wait_exit(common::TIMEOUT).is_some());
+}
