@@ -24,9 +24,10 @@ use crate::session::wire_log::WireLog;
 use crate::soul::agent::AgentParts;
 use crate::soul::dmail::{DMailBox, SendDMail};
 use crate::soul::state::SessionState;
+use crate::soul::subagent::defs::{agent_tool, load_defs};
 use crate::soul::{Agent, Context, Soul};
 use crate::tools::Toolset;
-use crate::tools::builtin::tool_by_path;
+use crate::tools::builtin::{is_agent_path, tool_by_path};
 
 /// Which agent definition to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,10 +196,16 @@ impl AgentSetup {
         }
         .map_err(|e| BuildError::Fatal(e.to_string()))?;
         let skills = discover(&home_dir(), &work_dir, self.skills_dir.as_deref());
+        let builtins = BuiltinArgs::collect(&work_dir, &skills);
+        let subagents = load_defs(&spec.subagents, &env, &builtins).map_err(BuildError::Fatal)?;
         let mut tools: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
         let mut invalid = Vec::new();
         let mut dmail = None;
         for path in &spec.tools {
+            if is_agent_path(path) {
+                tools.push(agent_tool(subagents.iter().collect()));
+                continue;
+            }
             if is_dmail_path(path) {
                 let mailbox = Arc::new(DMailBox::default());
                 tools.push(Arc::new(crate::tools::Typed::new(SendDMail { mailbox: mailbox.clone() })));
@@ -214,8 +221,7 @@ impl AgentSetup {
         if !invalid.is_empty() {
             return Err(BuildError::Fatal(format!("Invalid tools: [{}]", invalid.join(", "))));
         }
-        let rendered = load_system_prompt(&spec, BuiltinArgs::collect(&work_dir, &skills))
-            .map_err(|e| BuildError::Fatal(e.to_string()))?;
+        let rendered = load_system_prompt(&spec, builtins).map_err(|e| BuildError::Fatal(e.to_string()))?;
         let rendered = self.system_prompt.apply(rendered);
         // A session keeps the prompt it started with (`wire-1.10.md` §10.3).
         let system_prompt = context_prompt::ensure(&session.context_path(), &rendered)
@@ -230,6 +236,7 @@ impl AgentSetup {
             system_prompt,
             skills,
             dmail,
+            subagents,
         }));
         let recorder = WireLog::new(&session.wire_path());
         Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })

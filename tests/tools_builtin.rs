@@ -32,7 +32,10 @@ fn default_order_skips_unavailable_tools() {
             "FetchURL",
             "AskUserQuestion",
             "EnterPlanMode",
-            "ExitPlanMode"
+            "ExitPlanMode",
+            "TaskList",
+            "TaskOutput",
+            "TaskStop"
         ]
     );
     let config = Config {
@@ -63,7 +66,10 @@ fn default_order_skips_unavailable_tools() {
             "FetchURL",
             "AskUserQuestion",
             "EnterPlanMode",
-            "ExitPlanMode"
+            "ExitPlanMode",
+            "TaskList",
+            "TaskOutput",
+            "TaskStop"
         ]
     );
 }
@@ -85,6 +91,8 @@ fn tool_paths() {
     assert_eq!(name("kimi_cli.tools.web:SearchWeb"), Some(None));
     assert_eq!(name("kimi_cli.tools.file:ReadMediaFile"), Some(None));
     assert_eq!(name("kimi_cli.tools.multiagent:Task"), Some(None));
+    assert_eq!(name("kimi_cli.tools.agent:Agent"), Some(None));
+    assert_eq!(name("kimi_cli.tools.background:TaskStop"), Some(Some("TaskStop".into())));
     assert_eq!(name("kimi_cli.tools.multiagent:CreateSubagent"), Some(None));
     assert_eq!(name("kimi_cli.tools.dmail:SendDMail"), Some(None));
     assert_eq!(name("kimi_cli.tools.file:Shell"), None);
@@ -112,7 +120,9 @@ fn schemas_have_spec_parameter_names() {
     assert_eq!(grep["required"], json!(["pattern"]));
     let shell = schema("Shell");
     assert_eq!(shell["properties"]["timeout"]["minimum"], json!(1));
-    assert_eq!(shell["properties"]["timeout"]["maximum"], json!(300));
+    // 300 in the foreground, up to a day in the background (checked by the tool).
+    assert_eq!(shell["properties"]["timeout"]["maximum"], json!(86400));
+    assert_eq!(shell["properties"]["run_in_background"]["default"], json!(false));
     assert_eq!(shell["properties"]["timeout"]["default"], json!(60));
     let write = schema("WriteFile");
     assert_eq!(write["properties"]["mode"]["enum"], json!(["overwrite", "append"]));

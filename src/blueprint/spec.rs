@@ -33,6 +33,8 @@ use serde_yaml::Value;
 const BUILTIN_FILES: &[(&str, &str)] = &[
     ("default/agent.yaml", include_str!("agents/default/agent.yaml")),
     ("default/sub.yaml", include_str!("agents/default/sub.yaml")),
+    ("default/explore.yaml", include_str!("agents/default/explore.yaml")),
+    ("default/plan.yaml", include_str!("agents/default/plan.yaml")),
     ("default/system.md", include_str!("prompts/system.md")),
     ("okabe/agent.yaml", include_str!("agents/okabe/agent.yaml")),
 ];
@@ -322,7 +324,7 @@ mod tests {
     use std::fs;
 
     const DEFAULT_TOOLS: &[&str] = &[
-        "kimi_cli.tools.multiagent:Task",
+        "kimi_cli.tools.agent:Agent",
         "kimi_cli.tools.todo:SetTodoList",
         "kimi_cli.tools.shell:Shell",
         "kimi_cli.tools.file:ReadFile",
@@ -336,6 +338,9 @@ mod tests {
         "kimi_cli.tools.ask_user:AskUserQuestion",
         "kimi_cli.tools.plan:EnterPlanMode",
         "kimi_cli.tools.plan:ExitPlanMode",
+        "kimi_cli.tools.background:TaskList",
+        "kimi_cli.tools.background:TaskOutput",
+        "kimi_cli.tools.background:TaskStop",
     ];
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -355,22 +360,31 @@ mod tests {
         assert_eq!(spec.system_prompt_path, SpecPath::Builtin("default/system.md".into()));
         assert_eq!(spec.system_prompt_path.read_to_string().unwrap(), crate::blueprint::prompts::SYSTEM);
         assert_eq!(spec.system_prompt_args.get("ROLE_ADDITIONAL").map(String::as_str), Some(""));
-        assert_eq!(spec.subagents.len(), 1);
-        assert_eq!(spec.subagents[0].name, "coder");
+        let names: Vec<&str> = spec.subagents.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["coder", "explore", "plan"]);
         assert_eq!(spec.subagents[0].path, SpecPath::Builtin("default/sub.yaml".into()));
+        // The read-only types: no file writing; `plan` runs no commands either.
+        let explore = load_agent_spec_at(&spec.subagents[1].path).unwrap();
+        assert!(explore.tools.iter().any(|t| t.ends_with(":Shell")));
+        assert!(!explore.tools.iter().any(|t| t.ends_with(":WriteFile") || t.ends_with(":StrReplaceFile")));
+        let plan = load_agent_spec_at(&spec.subagents[2].path).unwrap();
+        assert!(!plan.tools.iter().any(|t| t.ends_with(":Shell") || t.ends_with(":WriteFile")));
+        assert!(explore.subagents.is_empty() && plan.subagents.is_empty());
     }
 
     #[test]
     fn coder_subagent() {
         let default = load_agent_spec(None).unwrap();
         let coder = load_agent_spec_at(&default.subagents[0].path).unwrap();
+        // No delegation, todo list, questions or plan mode (`wire-1.10.md` §8.1).
+        let dropped = [":Agent", ":SetTodoList", ":AskUserQuestion", ":EnterPlanMode", ":ExitPlanMode"];
         let expected: Vec<&str> =
-            DEFAULT_TOOLS.iter().copied().filter(|t| !t.ends_with(":Task") && !t.ends_with(":SetTodoList")).collect();
+            DEFAULT_TOOLS.iter().copied().filter(|t| !dropped.iter().any(|d| t.ends_with(d))).collect();
         assert_eq!(coder.tools, expected);
         assert!(coder.subagents.is_empty());
         assert!(coder.system_prompt_args["ROLE_ADDITIONAL"].contains("subagent"));
         assert_eq!(coder.system_prompt_path, default.system_prompt_path);
-        assert_eq!(coder.exclude_tools.len(), 4);
+        assert_eq!(coder.exclude_tools.len(), 8);
     }
 
     #[test]

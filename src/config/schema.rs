@@ -31,6 +31,40 @@ pub struct Config {
     /// Command hooks (`wire-1.10.md` §5.3), TOML `[[hooks]]`.
     #[serde(default)]
     pub hooks: Vec<HookConfig>,
+    /// Background tasks (`wire-1.10.md` §9).
+    #[serde(default)]
+    pub background: BackgroundSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackgroundSettings {
+    /// Active tasks allowed at once.
+    #[serde(default = "default_max_running_tasks", deserialize_with = "lenient::u64")]
+    pub max_running_tasks: u64,
+    /// Leave running tasks alive when kiwi exits (default: kill them).
+    #[serde(default, deserialize_with = "lenient::bool")]
+    pub keep_alive_on_exit: bool,
+    /// Time limit of a background subagent, in seconds.
+    #[serde(default = "default_agent_task_timeout", deserialize_with = "lenient::u64")]
+    pub agent_task_timeout_s: u64,
+}
+
+impl Default for BackgroundSettings {
+    fn default() -> Self {
+        Self {
+            max_running_tasks: default_max_running_tasks(),
+            keep_alive_on_exit: false,
+            agent_task_timeout_s: default_agent_task_timeout(),
+        }
+    }
+}
+
+fn default_max_running_tasks() -> u64 {
+    4
+}
+
+fn default_agent_task_timeout() -> u64 {
+    900
 }
 
 /// One command hook of the config file. An unknown event or a timeout outside 1..=600 seconds

@@ -123,6 +123,10 @@ pub enum ResultKind {
 pub const REJECTED_MESSAGE: &str =
     "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.";
 
+/// The message of a plain rejection of a subagent's call.
+pub const REJECTED_SUBAGENT_MESSAGE: &str = "The user rejected this tool call. Do not try it again as it was: \
+     find another way to finish the task, or explain in your final summary what you could not do and why.";
+
 impl ToolReturnValue {
     pub fn ok(output: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
@@ -175,6 +179,11 @@ impl ToolReturnValue {
     /// The result a tool returns when the user rejected its approval request.
     pub fn rejected() -> Self {
         Self { cause: ErrorCause::Rejected, ..Self::error(REJECTED_MESSAGE, "Rejected by user") }
+    }
+
+    /// A plain rejection of a subagent's call: the subagent goes on without it.
+    pub fn rejected_for_subagent() -> Self {
+        Self { cause: ErrorCause::Rejected, ..Self::error(REJECTED_SUBAGENT_MESSAGE, "Rejected by user") }
     }
 
     /// A rejection that came with the user's feedback: the model reads it and goes on.

@@ -118,8 +118,9 @@ impl WireLog {
     }
 }
 
-/// Folds `next` into `pending` when they are fragments of the same thing.
-fn merge(pending: &mut WireMessage, next: &WireMessage) -> bool {
+/// Folds `next` into `pending` when they are fragments of the same thing (also used to merge a
+/// subagent's stream before it is wrapped).
+pub fn merge(pending: &mut WireMessage, next: &WireMessage) -> bool {
     let (WireMessage::Event(pending), WireMessage::Event(next)) = (pending, next) else { return false };
     match (pending, next) {
         (Event::ContentPart(p), Event::ContentPart(n)) => match (p, n) {

@@ -14,7 +14,9 @@ use crate::soul::dmail::DMailBox;
 use crate::soul::hooks::HookRegistry;
 use crate::soul::slash::{CommandInfo, builtin_commands};
 use crate::soul::state::SessionState;
+use crate::soul::subagent::{SubagentDef, Subagents};
 use crate::tools::Toolset;
+use crate::tools::background::BackgroundTasks;
 
 pub struct Agent {
     /// Also holds the model (`env.model`; no provider when none is configured: `prompt` ⇒ -32001).
@@ -35,6 +37,10 @@ pub struct Agent {
     pub slash_commands: Vec<CommandInfo>,
     pub skills: Vec<Skill>,
     pub dmail: Option<Arc<DMailBox>>,
+    /// The subagent types the `Agent` tool can start, and the running instances.
+    pub subagents: Arc<Subagents>,
+    /// The session's background tasks (managed by the main agent only).
+    pub background: Arc<BackgroundTasks>,
 }
 
 /// Everything start-up decides about an agent.
@@ -47,6 +53,8 @@ pub struct AgentParts {
     pub skills: Vec<Skill>,
     /// Present when the agent has the `SendDMail` tool.
     pub dmail: Option<Arc<DMailBox>>,
+    /// The agent file's subagent types (see `soul::subagent::defs`).
+    pub subagents: Vec<SubagentDef>,
 }
 
 impl Agent {
@@ -58,6 +66,7 @@ impl Agent {
             aliases: Vec::new(),
         }));
         let hooks = Arc::new(HookRegistry::new(parts.env.config.hooks.clone()));
+        let background = BackgroundTasks::new(parts.env.config.background.clone(), parts.env.session_dir.clone());
         Self {
             env: parts.env,
             loop_control: parts.loop_control,
@@ -70,6 +79,28 @@ impl Agent {
             slash_commands,
             skills: parts.skills,
             dmail: parts.dmail,
+            subagents: Arc::new(Subagents::new(parts.subagents)),
+            background,
+        }
+    }
+
+    /// A subagent of `parent` of type `def`: its own prompt and tools; the session's model,
+    /// state, approvals, client and hooks. No slash commands, skills or D-Mail.
+    pub fn for_subagent(parent: &Agent, def: &SubagentDef, system_prompt: String) -> Self {
+        Self {
+            env: parent.env.clone(),
+            loop_control: parent.loop_control.clone(),
+            toolset: RwLock::new(def.toolset.clone()),
+            state: parent.state.clone(),
+            approvals: parent.approvals.clone(),
+            client: parent.client.clone(),
+            hooks: parent.hooks.clone(),
+            system_prompt,
+            slash_commands: Vec::new(),
+            skills: Vec::new(),
+            dmail: None,
+            subagents: parent.subagents.clone(),
+            background: parent.background.clone(),
         }
     }
 

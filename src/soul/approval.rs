@@ -48,11 +48,38 @@ impl Verdict {
     }
 }
 
+/// Who asks for an approval: what the request says about its source, and whose end rejects it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalOrigin {
+    pub source_kind: ApprovalSource,
+    /// The asking run's id (`source_id` on the wire).
+    pub source_id: String,
+    /// The subagent instance and its type; `None` for the main agent.
+    pub agent_id: Option<String>,
+    pub subagent_type: Option<String>,
+    /// Whose end or cancellation rejects the request: the main agent's turn (also for its
+    /// foreground subagents) or a background task.
+    pub owner: String,
+}
+
+impl ApprovalOrigin {
+    /// The main agent's turn `turn_id`.
+    pub fn main_turn(turn_id: &str) -> Self {
+        Self {
+            source_kind: ApprovalSource::ForegroundTurn,
+            source_id: turn_id.to_string(),
+            agent_id: None,
+            subagent_type: None,
+            owner: turn_id.to_string(),
+        }
+    }
+}
+
 struct Pending {
     id: String,
     action: String,
-    /// The turn that asked (its id); resolved with it.
-    source_id: String,
+    /// The turn (or background task) that owns the request; resolved with it.
+    owner: String,
     decide: oneshot::Sender<Verdict>,
     /// The task waiting for the client's answer; aborted when resolved otherwise, which drops
     /// the answer's receiver so the front end forgets the JSON-RPC request.
@@ -88,8 +115,8 @@ impl ApprovalHub {
         self.lock().len()
     }
 
-    /// Asks the client on behalf of the turn `source_id`; resolves as described in the module doc.
-    pub async fn request(self: &Arc<Self>, ask: ApprovalAsk, source_id: &str, sink: &EventSink) -> Verdict {
+    /// Asks the client on behalf of `origin`; resolves as described in the module doc.
+    pub async fn request(self: &Arc<Self>, ask: ApprovalAsk, origin: &ApprovalOrigin, sink: &EventSink) -> Verdict {
         if self.auto_approved(&ask.action) {
             return Verdict::approve();
         }
@@ -98,7 +125,7 @@ impl ApprovalHub {
         self.lock().push(Pending {
             id: id.clone(),
             action: ask.action.clone(),
-            source_id: source_id.to_string(),
+            owner: origin.owner.clone(),
             decide,
             waiter: None,
         });
@@ -108,10 +135,10 @@ impl ApprovalHub {
             sender: ask.sender,
             action: ask.action,
             description: ask.description,
-            source_kind: ApprovalSource::ForegroundTurn,
-            source_id: Some(source_id.to_string()),
-            agent_id: None,
-            subagent_type: None,
+            source_kind: origin.source_kind,
+            source_id: Some(origin.source_id.clone()),
+            agent_id: origin.agent_id.clone(),
+            subagent_type: origin.subagent_type.clone(),
             source_description: None,
             display: ask.display,
         });
@@ -160,9 +187,10 @@ impl ApprovalHub {
         }
     }
 
-    /// Rejects every request of the turn `source_id` (the turn ended or was cancelled).
-    pub async fn reject_turn(&self, source_id: &str, sink: &EventSink) {
-        for entry in self.take(|p| p.source_id == source_id) {
+    /// Rejects every request owned by `owner` (its turn ended or was cancelled, its background
+    /// task stopped).
+    pub async fn reject_turn(&self, owner: &str, sink: &EventSink) {
+        for entry in self.take(|p| p.owner == owner) {
             self.settle(entry, Verdict::reject(), sink).await;
         }
     }
@@ -256,15 +284,15 @@ mod tests {
         let (a, b, c) = (
             tokio::spawn({
                 let (hub, sink) = (hub.clone(), sink.clone());
-                async move { hub.request(ask("a", "run command"), "t1", &sink).await }
+                async move { hub.request(ask("a", "run command"), &ApprovalOrigin::main_turn("t1"), &sink).await }
             }),
             tokio::spawn({
                 let (hub, sink) = (hub.clone(), sink.clone());
-                async move { hub.request(ask("b", "run command"), "t1", &sink).await }
+                async move { hub.request(ask("b", "run command"), &ApprovalOrigin::main_turn("t1"), &sink).await }
             }),
             tokio::spawn({
                 let (hub, sink) = (hub.clone(), sink.clone());
-                async move { hub.request(ask("c", "edit file"), "t1", &sink).await }
+                async move { hub.request(ask("c", "edit file"), &ApprovalOrigin::main_turn("t1"), &sink).await }
             }),
         );
         let mut requests = Vec::new();
@@ -292,7 +320,7 @@ mod tests {
         assert_eq!(responses(&events).len(), 3);
         assert!(hub.state().is_session_approved("run command"));
         // Now approved for the session: no request at all.
-        assert!(hub.request(ask("d", "run command"), "t2", &sink).await.is_approved());
+        assert!(hub.request(ask("d", "run command"), &ApprovalOrigin::main_turn("t2"), &sink).await.is_approved());
         assert!(asked.try_recv().is_err());
     }
 
@@ -304,7 +332,7 @@ mod tests {
         let hub = ApprovalHub::new(Arc::new(SessionState::in_memory(false)));
         let waiting = tokio::spawn({
             let (hub, sink) = (hub.clone(), sink.clone());
-            async move { hub.request(ask("a", "run command"), "t", &sink).await }
+            async move { hub.request(ask("a", "run command"), &ApprovalOrigin::main_turn("t"), &sink).await }
         });
         let (_, answer) = asked.recv().await.unwrap();
         drop(answer);

@@ -12,18 +12,25 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
-use super::approval::ApprovalHub;
+use super::agent::Agent;
+use super::approval::{ApprovalHub, ApprovalOrigin};
 use super::client::ClientState;
 use super::sink::{ClientAnswer, EventSink};
+use super::subagent::background::start_background;
+use super::subagent::run::run_foreground;
 use crate::protocol::{Event, QuestionItem, QuestionRequest, Request, TodoItem, ToolCallRequest, ToolReturnValue};
-use crate::tools::{ApprovalAsk, ClientToolCall, PlanView, Presence, QuestionOutcome, ToolHost};
+use crate::tools::background::BackgroundTasks;
+use crate::tools::host::NO_NESTED_SUBAGENTS;
+use crate::tools::{ApprovalAsk, ClientToolCall, Delegation, PlanView, Presence, QuestionOutcome, ToolHost};
 
 pub struct SoulToolHost {
     hub: Arc<ApprovalHub>,
     client: Arc<ClientState>,
     sink: EventSink,
-    /// The asking turn's id (`source_id` of its approvals).
-    turn_id: String,
+    /// Where its approvals come from.
+    origin: ApprovalOrigin,
+    /// The main agent, which may start subagents (`None` in a subagent: they cannot nest).
+    delegator: Option<Arc<Agent>>,
     /// Feedback given with rejections, by tool call id.
     feedback: Mutex<HashMap<String, String>>,
     /// Calls whose approval plan mode grants (writes of the plan file).
@@ -46,18 +53,25 @@ pub enum FollowUp {
 }
 
 impl SoulToolHost {
-    pub fn new(hub: Arc<ApprovalHub>, client: Arc<ClientState>, sink: EventSink, turn_id: String) -> Self {
+    pub fn new(hub: Arc<ApprovalHub>, client: Arc<ClientState>, sink: EventSink, origin: ApprovalOrigin) -> Self {
         Self {
             hub,
             client,
             sink,
-            turn_id,
+            origin,
+            delegator: None,
             feedback: Mutex::default(),
             granted: Mutex::default(),
             plan_switched: AtomicBool::new(false),
             follow_ups: Mutex::default(),
             preapproved: Mutex::default(),
         }
+    }
+
+    /// Lets the tools start subagents of `agent` (the main agent only).
+    pub fn with_delegator(mut self, agent: Arc<Agent>) -> Self {
+        self.delegator = Some(agent);
+        self
     }
 
     /// The follow-up the approval answer of this call asked for, if any.
@@ -95,7 +109,7 @@ impl ToolHost for SoulToolHost {
                 return true;
             }
             let call_id = ask.tool_call_id.clone();
-            let verdict = self.hub.request(ask, &self.turn_id, &self.sink).await;
+            let verdict = self.hub.request(ask, &self.origin, &self.sink).await;
             let follow_up = match (&verdict.rerun_with, &verdict.denial) {
                 (Some(arguments), _) => Some(FollowUp::Rerun(arguments.clone())),
                 (None, Some(message)) => Some(FollowUp::Replace(ToolReturnValue::error(message.clone(), "Denied"))),
@@ -178,5 +192,21 @@ impl ToolHost for SoulToolHost {
 
     fn set_todos(&self, todos: Vec<TodoItem>) {
         self.hub.state().set_todos(todos);
+    }
+
+    fn background(&self) -> Option<Arc<BackgroundTasks>> {
+        self.delegator.as_ref().map(|agent| agent.background.clone())
+    }
+
+    fn delegate(&self, delegation: Delegation) -> BoxFuture<'_, ToolReturnValue> {
+        Box::pin(async move {
+            let Some(agent) = &self.delegator else {
+                return ToolReturnValue::error(NO_NESTED_SUBAGENTS, "Agent failed");
+            };
+            if delegation.run_in_background {
+                return start_background(agent, delegation, &self.sink);
+            }
+            run_foreground(agent, delegation, &self.sink, &self.origin.owner).await
+        })
     }
 }

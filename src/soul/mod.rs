@@ -27,6 +27,7 @@ pub mod sink;
 pub mod slash;
 pub mod state;
 pub mod step;
+pub mod subagent;
 pub mod tool_message;
 pub mod transfer;
 pub mod turn;
@@ -50,6 +51,8 @@ pub struct Soul {
     pub(crate) plan_reminders: Option<mode_commands::PlanReminders>,
     /// Identical tool calls in a row in the running turn.
     pub(crate) repeats: repeats::RepeatTracker,
+    /// Set when this soul runs as a subagent (`None`: the session's main agent).
+    pub(crate) subagent: Option<subagent::SubagentRole>,
 }
 
 impl Soul {
@@ -60,9 +63,24 @@ impl Soul {
             turn: Arc::new(turn_shared::TurnShared::new()),
             plan_reminders: None,
             repeats: Default::default(),
+            subagent: None,
         };
         soul.sync_dmail_checkpoints();
         soul
+    }
+
+    /// Who this soul's approvals come from, for its current turn.
+    pub(crate) fn approval_origin(&self) -> approval::ApprovalOrigin {
+        match &self.subagent {
+            None => approval::ApprovalOrigin::main_turn(&self.turn.id),
+            Some(role) => approval::ApprovalOrigin {
+                source_kind: role.source_kind,
+                source_id: role.source_id.clone().unwrap_or_else(|| self.turn.id.clone()),
+                agent_id: Some(role.agent_id.clone()),
+                subagent_type: Some(role.subagent_type.clone()),
+                owner: role.owner.clone(),
+            },
+        }
     }
 
     /// Takes a checkpoint; with D-Mail the model also sees it as `CHECKPOINT N`.

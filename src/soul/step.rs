@@ -77,12 +77,16 @@ impl Soul {
         self.remind_plan_mode();
 
         let toolset = self.agent.toolset();
-        let soul_host = Arc::new(SoulToolHost::new(
+        let host = SoulToolHost::new(
             self.agent.approvals.clone(),
             self.agent.client.clone(),
             sink.clone(),
-            self.turn.id.clone(),
-        ));
+            self.approval_origin(),
+        );
+        let soul_host = Arc::new(match self.subagent {
+            None => host.with_delegator(self.agent.clone()),
+            Some(_) => host,
+        });
         let hooks = self.hooks(sink);
         let max_attempts = self.agent.loop_control.max_retries_per_step.max(1);
         let mut attempt_no = 0;
@@ -144,6 +148,10 @@ impl Soul {
                 let feedback = soul_host.rejection_feedback(&attempt.calls[i].id);
                 if !feedback.is_empty() {
                     result = ToolReturnValue::rejected_with_feedback(&feedback);
+                    feedback_given = true;
+                } else if self.subagent.is_some() {
+                    // Nobody can tell a subagent how to proceed: it goes on (`wire-1.10.md` §8.3).
+                    result = ToolReturnValue::rejected_for_subagent();
                     feedback_given = true;
                 }
             }

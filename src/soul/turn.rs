@@ -69,13 +69,7 @@ impl Soul {
             Some(cmd) => self.run_command(cmd.name, cmd.args, sink).await?,
             None if self.agent.loop_control.max_ralph_iterations != 0 => self.run_ralph(input.to_parts(), sink).await?,
             None => {
-                let mut run = self.agent_run(input.to_parts(), sink).await?;
-                if let AgentRun::Done { .. } = run
-                    && let Some(reason) = self.stop_hooks(sink).await
-                {
-                    // Once per prompt: the agent goes on with the hook's reason as the user's word.
-                    run = self.agent_run(vec![ContentPart::text(reason)], sink).await?;
-                }
+                let run = self.agent_run_with_stop_hooks(input.to_parts(), sink).await?;
                 self.turn_outcome(run)
             }
         };
@@ -83,6 +77,22 @@ impl Soul {
             self.agent.state.title_from_first_prompt(&text);
         }
         Ok(outcome)
+    }
+
+    /// An agent run, then the `Stop` hooks: a block with a reason runs the agent once more, with
+    /// the reason as the user's word (once per prompt).
+    pub(crate) async fn agent_run_with_stop_hooks(
+        &mut self,
+        parts: Vec<ContentPart>,
+        sink: &EventSink,
+    ) -> Result<AgentRun, TurnError> {
+        let mut run = self.agent_run(parts, sink).await?;
+        if let AgentRun::Done { .. } = run
+            && let Some(reason) = self.stop_hooks(sink).await
+        {
+            run = self.agent_run(vec![ContentPart::text(reason)], sink).await?;
+        }
+        Ok(run)
     }
 
     pub(super) fn turn_outcome(&self, run: AgentRun) -> TurnOutcome {
@@ -122,6 +132,9 @@ impl Soul {
             if step_no > max_steps {
                 return Ok(AgentRun::MaxSteps { steps: max_steps });
             }
+            if self.subagent.is_none() {
+                self.deliver_notifications(sink).await;
+            }
             sink.emit(Event::StepBegin { n: step_no }).await;
             match self.run_step(&llm, step_no, sink).await {
                 Ok(StepOutcome::Continue) => {
@@ -146,6 +159,25 @@ impl Soul {
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// Background tasks that ended since the last step: each one's `Notification` to the
+    /// client, its message to the model, and the `Notification` hook (`wire-1.10.md` §9.3).
+    async fn deliver_notifications(&mut self, sink: &EventSink) {
+        for notice in self.agent.background.take_notices() {
+            self.context.append(Message::user_text(notice.model_text));
+            let n = &notice.notification;
+            let extra = hooks::input([
+                ("sink", Value::from("llm")),
+                ("notification_type", Value::from(n.kind.clone())),
+                ("title", Value::from(n.title.clone())),
+                ("body", Value::from(n.body.clone())),
+                ("severity", Value::from(n.severity.clone())),
+            ]);
+            let kind = n.kind.clone();
+            sink.emit(Event::Notification(notice.notification)).await;
+            self.hooks(sink).fire(HookEvent::Notification, &kind, extra).await;
         }
     }
 

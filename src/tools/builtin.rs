@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::ask_user::AskUserQuestion;
+use super::background::tools::{TaskList, TaskOutput, TaskStop};
 use super::fetch_url::FetchUrl;
 use super::glob::Glob;
 use super::grep::Grep;
@@ -37,6 +38,9 @@ pub const DEFAULT_TOOL_NAMES: &[&str] = &[
     "AskUserQuestion",
     "EnterPlanMode",
     "ExitPlanMode",
+    "TaskList",
+    "TaskOutput",
+    "TaskStop",
 ];
 
 /// Builds one built-in tool by name; `Some(None)` when it skips itself here.
@@ -62,8 +66,11 @@ fn build(name: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
         "AskUserQuestion" => Arc::new(Typed::new(AskUserQuestion)),
         "EnterPlanMode" => Arc::new(Typed::new(EnterPlanMode)),
         "ExitPlanMode" => Arc::new(Typed::new(ExitPlanMode)),
-        // Known to agent files but provided elsewhere (subagents, D-Mail).
-        "Task" | "CreateSubagent" | "SendDMail" => return Some(None),
+        "TaskList" => Arc::new(Typed::new(TaskList)),
+        "TaskOutput" => Arc::new(Typed::new(TaskOutput)),
+        "TaskStop" => Arc::new(Typed::new(TaskStop)),
+        // Known to agent files but provided elsewhere (subagents: see `is_agent_path`; D-Mail).
+        "Agent" | "Task" | "CreateSubagent" | "SendDMail" => return Some(None),
         _ => return None,
     };
     Some(Some(tool))
@@ -88,13 +95,45 @@ pub fn tool_by_path(path: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn To
         "Think" => "kimi_cli.tools.think",
         "AskUserQuestion" => "kimi_cli.tools.ask_user",
         "EnterPlanMode" | "ExitPlanMode" => "kimi_cli.tools.plan",
+        "TaskList" | "TaskOutput" | "TaskStop" => "kimi_cli.tools.background",
         "Task" | "CreateSubagent" => "kimi_cli.tools.multiagent",
+        "Agent" => "kimi_cli.tools.agent",
         "SendDMail" => "kimi_cli.tools.dmail",
         _ => return None,
     };
-    let in_package = module == package || module.strip_prefix(package).is_some_and(|rest| rest.starts_with('.'));
-    if !in_package {
+    if !in_package(module, package) {
         return None;
     }
     build(class, env)
+}
+
+fn in_package(module: &str, package: &str) -> bool {
+    module == package || module.strip_prefix(package).is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// Whether `path` names the delegation tool: `Agent` (1.6+), or the `Task` tool of 1.2 agent
+/// files, which the `Agent` tool replaces (`wire-1.10.md` §8.1).
+pub fn is_agent_path(path: &str) -> bool {
+    match path.trim().split_once(':') {
+        Some((module, "Agent")) => in_package(module, "kimi_cli.tools.agent"),
+        Some((module, "Task")) => in_package(module, "kimi_cli.tools.multiagent"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_agent_path;
+
+    #[test]
+    fn the_old_task_path_names_the_agent_tool() {
+        for path in
+            ["kimi_cli.tools.agent:Agent", "kimi_cli.tools.multiagent:Task", " kimi_cli.tools.multiagent.task:Task "]
+        {
+            assert!(is_agent_path(path), "{path}");
+        }
+        for path in ["kimi_cli.tools.multiagent:CreateSubagent", "kimi_cli.tools.shell:Agent", "Task", "x:Task"] {
+            assert!(!is_agent_path(path), "{path}");
+        }
+    }
 }

@@ -23,6 +23,24 @@ pub struct ApprovalAsk {
     pub display: Vec<DisplayBlock>,
 }
 
+/// A call of the `Agent` tool, validated: what to delegate, to which kind of subagent, how.
+#[derive(Debug, Clone)]
+pub struct Delegation {
+    pub tool_call_id: String,
+    pub description: String,
+    pub prompt: String,
+    pub subagent_type: String,
+    pub model: Option<String>,
+    /// The instance to continue (`a` + 8 hex digits).
+    pub resume: Option<String>,
+    pub run_in_background: bool,
+    /// Seconds; `None` = no limit for a foreground run, the configured one in the background.
+    pub timeout: Option<u64>,
+}
+
+/// Said to a subagent that tries to start another (`wire-1.10.md` §8.1).
+pub const NO_NESTED_SUBAGENTS: &str = "Subagents cannot launch other subagents.";
+
 /// A call of a client-owned tool, with the arguments exactly as the model sent them.
 #[derive(Debug, Clone)]
 pub struct ClientToolCall {
@@ -101,4 +119,14 @@ pub trait ToolHost: Send + Sync {
     }
 
     fn set_todos(&self, _todos: Vec<TodoItem>) {}
+
+    /// The session's background tasks; `None` where tasks cannot be managed (a subagent).
+    fn background(&self) -> Option<std::sync::Arc<super::background::BackgroundTasks>> {
+        None
+    }
+
+    /// Runs a subagent for the `Agent` tool; hosts that cannot (a subagent's own) refuse.
+    fn delegate(&self, _delegation: Delegation) -> BoxFuture<'_, ToolReturnValue> {
+        Box::pin(async { ToolReturnValue::error(NO_NESTED_SUBAGENTS, "Agent failed") })
+    }
 }

@@ -4,7 +4,9 @@
 //! Invariant: a tool call always produces a `ToolReturnValue`; bad arguments, unknown names and
 //! tool failures become error results the model can read, never a panic or a failed turn.
 
+pub mod agent;
 pub mod ask_user;
+pub mod background;
 pub mod builtin;
 pub mod context;
 pub mod diff;
@@ -37,7 +39,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 pub use context::ToolCallContext;
-pub use host::{ApprovalAsk, ClientToolCall, PlanView, Presence, QuestionOutcome, ToolHost};
+pub use host::{ApprovalAsk, ClientToolCall, Delegation, PlanView, Presence, QuestionOutcome, ToolHost};
 
 use crate::llm::ToolSpec;
 use crate::protocol::ToolReturnValue;

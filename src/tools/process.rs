@@ -268,6 +268,8 @@ pub struct CallGuard {
     pid: i32,
     marker: String,
     armed: bool,
+    /// Dropping the guard leaves the tree alone (a background task kept alive past exit).
+    spared: bool,
 }
 
 impl CallGuard {
@@ -294,7 +296,7 @@ impl CallGuard {
         reg.spawned.insert(pid);
         reg.calls.insert(pid, marker.clone());
         drop(reg);
-        Ok(Self { child: Some(child), pid, marker, armed: true })
+        Ok(Self { child: Some(child), pid, marker, armed: true, spared: false })
     }
 
     pub fn pid(&self) -> i32 {
@@ -315,6 +317,11 @@ impl CallGuard {
         }
     }
 
+    /// Dropping this guard will not kill the tree (an explicit [`CallGuard::kill`] still does).
+    pub fn spare_on_drop(&mut self) {
+        self.spared = true;
+    }
+
     /// The shell was waited for: whatever it left running (daemons) is left alone.
     pub fn finished(&mut self) {
         self.armed = false;
@@ -329,7 +336,9 @@ impl Drop for CallGuard {
         if !self.armed && self.child.is_none() {
             return;
         }
-        self.kill();
+        if !self.spared {
+            self.kill();
+        }
         // Dropping the child hands it to tokio's orphan queue; after that its pid is ours to
         // reap too (tokio tolerates finding it gone).
         drop(self.child.take());
@@ -338,15 +347,42 @@ impl Drop for CallGuard {
     }
 }
 
+/// Sessions (background tasks with `background.keep_alive_on_exit`) the server exit spares.
+fn kept_sessions() -> MutexGuard<'static, HashSet<i32>> {
+    static KEPT: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
+    KEPT.get_or_init(Mutex::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Spares the session `sid` (a background task's shell) and its members at server exit.
+pub fn keep_alive_on_exit(sid: i32) {
+    kept_sessions().insert(sid);
+}
+
+/// Forgets a spared session (its task ended or was stopped).
+pub fn forget_kept(sid: i32) {
+    kept_sessions().remove(&sid);
+}
+
 /// Kills every process kiwi's Shell calls started: the running calls' trees and every
-/// descendant of kiwi (the daemons of finished commands). Called at server exit.
+/// descendant of kiwi (the daemons of finished commands), except the members of kept sessions.
+/// Called at server exit.
 pub fn kill_all_process_groups() {
-    let calls: Vec<(i32, String)> = registry().calls.drain().collect();
+    if let Some(notice) = super::background::stop_all_at_exit() {
+        // The one line `wire-1.10.md` §9.3 asks for; stdout belongs to the protocol.
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{notice}");
+        }
+    }
+    let kept = kept_sessions().clone();
+    let calls: Vec<(i32, String)> = registry().calls.drain().filter(|(shell, _)| !kept.contains(shell)).collect();
     kill_tree(|snap| {
+        let spared: HashSet<i32> = snap.iter().filter(|p| kept.contains(&p.session)).map(|p| p.pid).collect();
         let mut all = descendants_of_kiwi(snap);
         for (shell, marker) in &calls {
             all.extend(call_members(snap, *shell, marker));
         }
+        all.retain(|pid| !spared.contains(pid));
         all
     });
 }

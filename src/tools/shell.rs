@@ -26,6 +26,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
+use super::background::Work;
+use super::background::tools::root_only;
 use super::output::OutputBuilder;
 use super::process::CallGuard;
 use super::{ToolCallContext, TypedTool, invalid_arguments};
@@ -108,10 +110,17 @@ fn default_timeout() -> i64 {
 pub struct ShellParams {
     /// The command line to execute.
     pub command: String,
-    /// Seconds to wait for the command before it is killed (1 to 300).
+    /// Seconds to wait for the command before it is killed (1 to 300; up to 86400 in the
+    /// background).
     #[serde(default = "default_timeout")]
-    #[schemars(range(min = 1, max = 300))]
+    #[schemars(range(min = 1, max = 86400))]
     pub timeout: i64,
+    /// Start the command as a background task and return at once with its task id.
+    #[serde(default)]
+    pub run_in_background: bool,
+    /// A short description of the command; required in the background.
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 /// The Shell tool with its interpreter chosen once at start-up.
@@ -158,14 +167,18 @@ impl TypedTool for Shell {
 
 impl Shell {
     async fn execute(&self, params: ShellParams, ctx: &ToolCallContext) -> ToolReturnValue {
-        if !(1..=300).contains(&params.timeout) {
+        let max = if params.run_in_background { 86_400 } else { 300 };
+        if !(1..=max).contains(&params.timeout) {
             return invalid_arguments(format!(
-                "Error validating JSON arguments: timeout must be between 1 and 300, got {}",
+                "Error validating JSON arguments: timeout must be between 1 and {max}, got {}",
                 params.timeout
             ));
         }
         if params.command.is_empty() {
             return ToolReturnValue::error("Command cannot be empty.", "Empty command");
+        }
+        if params.run_in_background {
+            return self.start_background(params, ctx).await;
         }
         let display = vec![DisplayBlock::Shell { language: "bash".into(), command: params.command.clone() }];
         if !ctx.approve("Shell", "run command", format!("Run command `{}`", params.command), display).await {
@@ -181,6 +194,48 @@ impl Shell {
                 .error(format!("Command killed by timeout ({timeout}s)"), format!("Killed by timeout ({timeout}s)")),
             Err(e) => ToolReturnValue::crashed(format!("Error running tool: {e}")),
         }
+    }
+
+    /// `run_in_background`: approval, then a `bash` task; returns at once (`wire-1.10.md` §9.1).
+    async fn start_background(&self, params: ShellParams, ctx: &ToolCallContext) -> ToolReturnValue {
+        let description = params.description.as_deref().map(str::trim).unwrap_or_default().to_string();
+        if description.is_empty() {
+            return invalid_arguments(
+                "Error validating JSON arguments: description is required when run_in_background is true".into(),
+            );
+        }
+        let Some(tasks) = ctx.host.background() else { return root_only() };
+        let display = vec![DisplayBlock::Shell { language: "bash".into(), command: params.command.clone() }];
+        let what = format!("Run background command `{}`", params.command);
+        if !ctx.approve("Shell", "run background command", what, display).await {
+            return ToolReturnValue::rejected();
+        }
+        let work = Work::Shell {
+            command: params.command.clone(),
+            shell: self.shell_path.clone(),
+            work_dir: ctx.env.work_dir.clone(),
+            scrub: secret_env_names(&ctx.env.config),
+            timeout_s: params.timeout as u64,
+        };
+        let info = match tasks.start(work, &description) {
+            Ok(info) => info,
+            Err(message) => return ToolReturnValue::error(message, "Start failed"),
+        };
+        let output = [
+            format!("task_id: {}", info.id),
+            "kind: bash".into(),
+            format!("status: {}", info.status.as_str()),
+            format!("description: {description}"),
+            format!("command: {}", params.command),
+            "automatic_notification: true".into(),
+            "next_step: You will be notified when the command finishes; carry on with other work meanwhile.".into(),
+            format!(
+                "output_hint: Use TaskOutput with task_id {} to see its output so far, TaskStop to stop it.",
+                info.id
+            ),
+        ];
+        ToolReturnValue::ok(output.join("\n"), "Background task started")
+            .with_display(vec![DisplayBlock::brief(format!("Started {}", info.id)), info.block()])
     }
 
     /// Runs the command; `Ok((output, None))` means it timed out and its group was killed.

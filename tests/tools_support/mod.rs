@@ -11,7 +11,7 @@ use kiwi::agent_env::AgentEnv;
 use kiwi::config::Config;
 use kiwi::llm::Capability;
 use kiwi::protocol::{ApprovalDecision, ApprovalRequest, DisplayBlock, Event, Request, ToolOutput, ToolReturnValue};
-use kiwi::soul::approval::ApprovalHub;
+use kiwi::soul::approval::{ApprovalHub, ApprovalOrigin};
 use kiwi::soul::host::SoulToolHost;
 use kiwi::soul::state::SessionState;
 use kiwi::soul::{ClientAnswer, EventSink, Projection, TurnResult, TurnTag};
@@ -80,7 +80,7 @@ pub fn harness_with(yolo: bool, config: Config, caps: &[Capability]) -> Harness 
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let sink = EventSink::new(Arc::new(ChannelProjection(tx)), None);
     let hub = ApprovalHub::new(Arc::new(SessionState::in_memory(yolo)));
-    let host = Arc::new(SoulToolHost::new(hub, Arc::default(), sink, "turn".into()));
+    let host = Arc::new(SoulToolHost::new(hub, Arc::default(), sink, ApprovalOrigin::main_turn("turn")));
     let ctx = ToolCallContext { tool_call_id: "tc-1".into(), raw_arguments: None, env: Arc::clone(&env), host };
     Harness { dir, env, toolset, ctx, rx }
 }

@@ -1,0 +1,118 @@
+//! Subagents (`wire-1.10.md` §8): the same soul, run nested for the `Agent` tool with its own
+//! context and wire files under `<session>/subagents/<agent_id>/`, sharing the session's model,
+//! state, approval hub, client and hooks.
+//!
+//! - [`SubagentDef`]: a subagent type as the agent file defines it (system prompt and toolset,
+//!   prepared once when the session is built, so starting a subagent costs no file reading);
+//! - [`Subagents`]: the session's types and its instances that are running now;
+//! - `run`: one run of an instance (new or resumed), its result for the model;
+//! - `wrap`: its events, wrapped for the parent's front end.
+
+pub mod background;
+pub mod defs;
+pub mod run;
+pub mod wrap;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::protocol::ApprovalSource;
+use crate::tools::Toolset;
+
+/// One subagent type.
+#[derive(Clone)]
+pub struct SubagentDef {
+    pub name: String,
+    pub description: String,
+    pub system_prompt: String,
+    pub toolset: Arc<Toolset>,
+}
+
+/// The session's subagent types, and which instances run right now (an instance runs at most
+/// once at a time).
+#[derive(Default)]
+pub struct Subagents {
+    pub defs: Vec<SubagentDef>,
+    /// Running instance id → what it is doing (`running`).
+    running: Mutex<HashMap<String, &'static str>>,
+}
+
+impl Subagents {
+    pub fn new(defs: Vec<SubagentDef>) -> Self {
+        Self { defs, running: Mutex::default() }
+    }
+
+    pub fn def(&self, name: &str) -> Option<&SubagentDef> {
+        self.defs.iter().find(|d| d.name == name)
+    }
+
+    /// Marks `agent_id` running; `Err(status)` when it already is. The claim ends when the
+    /// returned guard is dropped (also when the run is cancelled).
+    pub fn claim(self: &Arc<Self>, agent_id: &str) -> Result<RunClaim, &'static str> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(status) = running.get(agent_id) {
+            return Err(status);
+        }
+        running.insert(agent_id.to_string(), "running");
+        Ok(RunClaim { subagents: self.clone(), agent_id: agent_id.to_string() })
+    }
+}
+
+/// An instance's claim to run; released on drop.
+pub struct RunClaim {
+    subagents: Arc<Subagents>,
+    agent_id: String,
+}
+
+impl Drop for RunClaim {
+    fn drop(&mut self) {
+        self.subagents.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.agent_id);
+    }
+}
+
+/// What makes a soul a subagent: who it is, and where its approvals come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentRole {
+    pub agent_id: String,
+    pub subagent_type: String,
+    pub source_kind: ApprovalSource,
+    /// The `source_id` of its approvals: the background task's id, or `None` for a foreground
+    /// run (then each run's own id).
+    pub source_id: Option<String>,
+    /// Whose end rejects its pending approvals: the parent's turn, or the background task.
+    pub owner: String,
+}
+
+/// A new instance id: `a` + 8 lowercase hex digits.
+pub fn new_agent_id() -> String {
+    format!("a{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// Instance ids are names inside the session folder, never paths.
+pub fn is_agent_id(id: &str) -> bool {
+    id.len() == 9 && id.starts_with('a') && id[1..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_a_and_eight_hex_digits() {
+        let id = new_agent_id();
+        assert!(is_agent_id(&id), "{id}");
+        for bad in ["", "a1234567", "b12345678", "a1234567G", "a../../xx", "A12345678", "a12345678x"] {
+            assert!(!is_agent_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_instance_runs_once_at_a_time() {
+        let subagents = Arc::new(Subagents::default());
+        let claim = subagents.claim("a00000001").unwrap();
+        assert_eq!(subagents.claim("a00000001").err(), Some("running"));
+        assert!(subagents.claim("a00000002").is_ok());
+        drop(claim);
+        assert!(subagents.claim("a00000001").is_ok());
+    }
+}
