@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 
+use crate::acp::serve::{AcpOptions, serve_streams as serve_acp};
 use crate::builder::{AgentChoice, AgentSetup, BuildError, SessionRequest};
 use crate::cli::Cli;
 use crate::session::store::{SessionChoice, share_dir};
@@ -38,6 +39,8 @@ pub struct Prepared {
 /// Which front end serves a kimi command line.
 enum FrontEnd {
     Wire,
+    /// ACP: sessions are made by the client (`session/new`), not on the command line.
+    Acp,
     Print(crate::print::kimi::KimiOptions),
 }
 
@@ -48,7 +51,11 @@ pub fn main() -> ExitCode {
         crate::wire::schema::print();
         return ExitCode::SUCCESS;
     }
-    let argv: Vec<OsString> = std::env::args_os().collect();
+    let mut argv: Vec<OsString> = std::env::args_os().collect();
+    // `kiwi acp [options]` is `kiwi --acp [options]`: the options stay the top-level ones.
+    if argv.get(1).is_some_and(|a| a == "acp") {
+        argv[1] = OsString::from("--acp");
+    }
     if crate::print::dialect::from_process(&argv) == crate::print::dialect::Dialect::Claude {
         return crate::print::claude::main(&argv);
     }
@@ -71,7 +78,7 @@ pub fn main() -> ExitCode {
     let share = share_dir();
     let log_path = log_file(&share);
     let _log_guard = init_logging(cli.debug, cli.log_stderr, &log_path);
-    if std::io::stdin().is_terminal() && !cli.print_mode() {
+    if std::io::stdin().is_terminal() && !cli.print_mode() && !cli.acp {
         eprintln!(
             "kiwi speaks JSON-RPC 2.0 (the Kimi Wire protocol), one message per line on stdin and stdout; \
              try: {{\"jsonrpc\":\"2.0\",\"id\":\"1\",\"method\":\"initialize\",\"params\":{{\"protocol_version\":\"1.2\"}}}}"
@@ -119,6 +126,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         yolo: cli.yolo || cli.print_mode(),
         config_source,
         system_prompt: Default::default(),
+        mcp_configs: Vec::new(),
     };
     let diagnostics = setup.diagnostics();
     warnings.extend(diagnostics.warnings);
@@ -128,6 +136,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     warn_at_start_up(&warnings);
     let front_end = match crate::print::kimi::KimiOptions::from_cli(&cli) {
         Some(options) => FrontEnd::Print(options),
+        None if cli.acp => FrontEnd::Acp,
         None => FrontEnd::Wire,
     };
     Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes, front_end })
@@ -148,6 +157,11 @@ where
             serve_streams(&setup, request, options, input, output, signal_token)
         }
         FrontEnd::Print(options) => crate::print::kimi::run(&setup, request, options, input, output, max_line_bytes),
+        FrontEnd::Acp => {
+            let program = std::env::args().next().unwrap_or_else(|| "kiwi".into());
+            let options = AcpOptions { max_line_bytes, version: VERSION.to_string(), program };
+            return serve_acp(setup, options, input, output, signal_token);
+        }
     };
     match served {
         Ok(code) => code,
