@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, SetSessionModeRequest, StopReason,
-    ToolCallStatus,
+    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest, CreateTerminalResponse,
+    InitializeRequest, KillTerminalRequest, KillTerminalResponse, LoadSessionRequest, NewSessionRequest, PromptRequest,
+    ReleaseTerminalRequest, ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionModeRequest, StopReason, TerminalExitStatus, TerminalOutputRequest,
+    TerminalOutputResponse, ToolCallStatus, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
@@ -27,17 +29,33 @@ const TEST_BOUND: Duration = Duration::from_secs(60);
 
 type Permission = (RequestPermissionRequest, Responder<RequestPermissionResponse>);
 
+/// What the test client's fake terminal was asked, in order (`create <command>`, `wait`,
+/// `output`, `kill`, `release`). A command containing `sleep` never exits by itself.
+type TerminalLog = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
 /// The client's side of one connection.
 struct Peer {
     cx: ConnectionTo<Agent>,
     updates: UnboundedReceiver<SessionNotification>,
     permissions: UnboundedReceiver<Permission>,
+    terminal: TerminalLog,
 }
 
 impl Peer {
     async fn initialize(&self) {
         let response = self.cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await.unwrap();
         assert_eq!(response.protocol_version, ProtocolVersion::V1);
+    }
+
+    /// `initialize` announcing a client that runs terminals.
+    async fn initialize_with_terminal(&self) {
+        let request =
+            InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new().terminal(true));
+        self.cx.send_request(request).block_task().await.unwrap();
+    }
+
+    fn terminal_log(&self) -> Vec<String> {
+        self.terminal.lock().unwrap().clone()
     }
 
     async fn new_session(&self, cwd: &Path) -> String {
@@ -91,6 +109,11 @@ where
             ByteStreams::new(child.stdin.take().unwrap().compat_write(), child.stdout.take().unwrap().compat());
         let (update_tx, updates) = unbounded_channel();
         let (permission_tx, permissions) = unbounded_channel();
+        let terminal = TerminalLog::default();
+        let (log, held) = (terminal.clone(), std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
+        let sleeping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (l1, l2, l3, l4, l5) = (log.clone(), log.clone(), log.clone(), log.clone(), log);
+        let s1 = sleeping.clone();
         let run = Client
             .v1()
             .on_receive_notification(
@@ -107,8 +130,52 @@ where
                 },
                 agent_client_protocol::on_receive_request!(),
             )
+            .on_receive_request(
+                async move |request: CreateTerminalRequest, responder, _cx| {
+                    s1.store(request.command.contains("sleep"), std::sync::atomic::Ordering::SeqCst);
+                    l1.lock().unwrap().push(format!("create {}", request.command));
+                    responder.respond(CreateTerminalResponse::new("term-1"))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_: WaitForTerminalExitRequest, responder, _cx| {
+                    l2.lock().unwrap().push("wait".into());
+                    if sleeping.load(std::sync::atomic::Ordering::SeqCst) {
+                        // Never answered: the command "runs" until it is killed or released.
+                        held.lock().unwrap().push(responder);
+                        return Ok(());
+                    }
+                    responder.respond(WaitForTerminalExitResponse::new(TerminalExitStatus::new().exit_code(0)))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_: TerminalOutputRequest, responder, _cx| {
+                    l3.lock().unwrap().push("output".into());
+                    responder.respond(
+                        TerminalOutputResponse::new("from the editor's terminal\n", false)
+                            .exit_status(TerminalExitStatus::new().exit_code(0)),
+                    )
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_: KillTerminalRequest, responder, _cx| {
+                    l4.lock().unwrap().push("kill".into());
+                    responder.respond(KillTerminalResponse::new())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_: ReleaseTerminalRequest, responder, _cx| {
+                    l5.lock().unwrap().push("release".into());
+                    responder.respond(ReleaseTerminalResponse::new())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-                body(Peer { cx, updates, permissions }).await;
+                body(Peer { cx, updates, permissions, terminal }).await;
                 Ok(())
             });
         tokio::time::timeout(TEST_BOUND, run).await.expect("the test hung").unwrap();
@@ -425,5 +492,52 @@ fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
         let error = peer.cx.send_request(audio).block_task().await.unwrap_err();
         assert_eq!(i32::from(error.code), -32602);
         assert_eq!(peer.prompt(&session, "hi").await.unwrap(), StopReason::EndTurn);
+    });
+}
+
+#[test]
+fn shell_runs_in_the_clients_terminal_when_offered() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("tc-1", "echo hi"), "text: done"]);
+    let work = env.work();
+    with_client(&env, &config, &["--yolo"], move |mut peer| async move {
+        peer.initialize_with_terminal().await;
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::EndTurn);
+        // Release may trail the prompt's answer by a moment: it is sent when the call ends.
+        while !peer.terminal_log().contains(&"release".to_string()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(peer.terminal_log(), ["create echo hi", "wait", "output", "release"]);
+        let updates: Vec<Value> = peer.drain().iter().map(as_json).collect();
+        let embedded = updates.iter().find(|u| u["status"] == "in_progress").unwrap();
+        assert_eq!(embedded["content"], json!([{"type":"terminal","terminalId":"term-1"}]));
+        let last = updates.iter().rfind(|u| u["sessionUpdate"] == "tool_call_update").unwrap();
+        assert_eq!(last["status"], "completed");
+        assert!(last.get("content").is_none(), "the terminal stays what the user sees");
+    });
+}
+
+#[test]
+fn cancel_releases_the_clients_terminal() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("tc-1", "sleep 60"), "text: never"]);
+    let work = env.work();
+    with_client(&env, &config, &["--yolo"], move |peer| async move {
+        peer.initialize_with_terminal().await;
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let s = session.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(s, vec![ContentBlock::from("go".to_string())])).block_task().await
+        });
+        while !peer.terminal_log().contains(&"wait".to_string()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        peer.cancel(&session).await;
+        assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::Cancelled);
+        while !peer.terminal_log().contains(&"release".to_string()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     });
 }

@@ -5,7 +5,7 @@
 //! a `ToolCallPart` belongs to the last `ToolCall`; a result for a call this turn never announced
 //! is still shown (as a completed call with its own `tool_call`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{
@@ -30,6 +30,9 @@ pub struct EventMapper {
     turn: String,
     calls: HashMap<String, CallState>,
     last_call: Option<String>,
+    /// Calls that ran in the client's terminal: their result shows no content (the terminal is
+    /// already embedded in the call).
+    terminal_calls: HashSet<String>,
     plan_mode: Option<bool>,
     /// Replaying history: the user's own messages are shown too.
     replay: bool,
@@ -37,7 +40,15 @@ pub struct EventMapper {
 
 impl EventMapper {
     pub fn new(cwd: PathBuf, replay: bool) -> Self {
-        Self { cwd, turn: new_turn_id(), calls: HashMap::new(), last_call: None, plan_mode: None, replay }
+        Self {
+            cwd,
+            turn: new_turn_id(),
+            calls: HashMap::new(),
+            last_call: None,
+            terminal_calls: HashSet::new(),
+            plan_mode: None,
+            replay,
+        }
     }
 
     /// The ACP id of the model's tool call `id` in the current turn.
@@ -50,6 +61,11 @@ impl EventMapper {
         self.calls.get(id).map(|c| c.title.clone())
     }
 
+    /// Marks a call of this turn as running in the client's terminal.
+    pub fn mark_terminal(&mut self, id: &str) {
+        self.terminal_calls.insert(id.to_string());
+    }
+
     /// Remembers the mode the client was told about (so a status update that repeats it is quiet).
     pub fn set_plan_mode(&mut self, on: bool) {
         self.plan_mode = Some(on);
@@ -60,6 +76,7 @@ impl EventMapper {
             Event::TurnBegin { user_input } => {
                 self.turn = new_turn_id();
                 self.calls.clear();
+                self.terminal_calls.clear();
                 self.last_call = None;
                 if self.replay { user_chunks(user_input) } else { Vec::new() }
             }
@@ -112,7 +129,7 @@ impl EventMapper {
                 let status = if value.is_error { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
                 let mut fields = ToolCallUpdateFields::new().status(status);
                 let content = result_content(value);
-                if !content.is_empty() {
+                if !content.is_empty() && !self.terminal_calls.contains(&result.tool_call_id) {
                     fields = fields.content(content);
                 }
                 updates.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(acp_id, fields)));

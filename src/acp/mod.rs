@@ -6,6 +6,7 @@
 //! The JSON-RPC loop is kiwi's own (`rpc`: reader, writer, pending map); the message types are
 //! the `agent-client-protocol` crate's typed v1 schema.
 
+pub mod client_calls;
 pub mod errors;
 pub mod history;
 pub mod mapping;
@@ -17,4 +18,5 @@ pub mod prompt_input;
 pub mod serve;
 pub mod server;
 pub mod session;
+pub mod terminal_shell;
 pub mod tool_view;

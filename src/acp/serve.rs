@@ -53,6 +53,7 @@ where
             outbound,
             pending: Arc::new(PendingRequests::default()),
             ids: Arc::new(OutgoingIds::default()),
+            client_terminal: Default::default(),
         };
         let server = Arc::new(AcpServer::new(shared, options.version, options.program));
         let inbound = spawn_reader(input, options.max_line_bytes);

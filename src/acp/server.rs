@@ -232,6 +232,7 @@ impl AcpServer {
 
     fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
         let terminal_auth = request.client_capabilities.auth.terminal;
+        self.shared.client_terminal.store(request.client_capabilities.terminal, std::sync::atomic::Ordering::SeqCst);
         *lock(&self.client) = request.client_capabilities;
         let version = if request.protocol_version.as_u16() >= 1 { ProtocolVersion::V1 } else { ProtocolVersion::V0 };
         let capabilities = AgentCapabilities::new()

@@ -6,15 +6,18 @@
 //! are read back from disk, so nothing is lost).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::client_calls::ClientCalls;
 use super::errors::{self, OutgoingIds};
 use super::mapping::EventMapper;
 use super::modes::ModelChoice;
 use super::projection::AcpProjection;
+use super::terminal_shell::TerminalShell;
 use crate::builder::{AgentSetup, BuildError, BuiltSession, SessionRequest};
 use crate::protocol::HookEvent;
 use crate::rpc::pending::PendingRequests;
@@ -34,6 +37,14 @@ pub struct Shared {
     pub outbound: Outbound,
     pub pending: Arc<PendingRequests>,
     pub ids: Arc<OutgoingIds>,
+    /// The client runs terminals for us (`clientCapabilities.terminal`): Shell uses them.
+    pub client_terminal: AtomicBool,
+}
+
+impl Shared {
+    fn calls(&self) -> ClientCalls {
+        ClientCalls { outbound: self.outbound.clone(), pending: self.pending.clone(), ids: self.ids.clone() }
+    }
 }
 
 struct Live {
@@ -47,6 +58,8 @@ pub struct AcpSession {
     pub cwd: PathBuf,
     pub mapper: Arc<Mutex<EventMapper>>,
     projection: Arc<AcpProjection>,
+    /// Shell through the client's terminal, when the client offers terminals.
+    shell: Option<Arc<dyn crate::tools::Tool>>,
     live: Mutex<Option<Live>>,
     choice: Mutex<ModelChoice>,
     mcp_configs: Vec<Value>,
@@ -78,13 +91,15 @@ impl AcpSession {
             shared.ids.clone(),
             mapper.clone(),
         ));
-        let live = live(built, &projection);
+        let shell = terminal_shell(shared, &id, &mapper);
+        let live = live(built, &projection, shell.clone());
         lock(&mapper).set_plan_mode(live.driver.agent().state.plan_mode());
         Ok(Arc::new(Self {
             id,
             cwd: cwd.to_path_buf(),
             mapper,
             projection,
+            shell,
             live: Mutex::new(Some(live)),
             choice: Mutex::new(model),
             mcp_configs,
@@ -138,7 +153,7 @@ impl AcpSession {
         };
         match attempt(&next) {
             Ok(built) => {
-                *live = Some(self::live(built, &self.projection));
+                *live = Some(self::live(built, &self.projection, self.shell.clone()));
                 *lock(&self.choice) = next;
                 Ok(())
             }
@@ -146,7 +161,7 @@ impl AcpSession {
                 // Back to the model it had; if even that fails the session is gone.
                 let previous = lock(&self.choice).clone();
                 if let Ok(built) = attempt(&previous) {
-                    *live = Some(self::live(built, &self.projection));
+                    *live = Some(self::live(built, &self.projection, self.shell.clone()));
                 }
                 Err(errors::internal(e.to_string()))
             }
@@ -166,9 +181,23 @@ impl AcpSession {
     }
 }
 
-fn live(built: BuiltSession, projection: &Arc<AcpProjection>) -> Live {
+fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -> Option<Arc<dyn crate::tools::Tool>> {
+    if !shared.client_terminal.load(Ordering::SeqCst) {
+        return None;
+    }
+    let tool = TerminalShell::new(id.to_string(), shared.calls(), mapper.clone());
+    Some(Arc::new(crate::tools::Typed::new(tool)))
+}
+
+fn live(built: BuiltSession, projection: &Arc<AcpProjection>, shell: Option<Arc<dyn crate::tools::Tool>>) -> Live {
     let BuiltSession { session, soul, recorder } = built;
     let driver = TurnDriver::new(soul, EventSink::new(projection.clone(), Some(recorder)));
+    // Only an agent that has Shell gets the terminal one in its place.
+    if let Some(shell) = shell
+        && driver.agent().toolset().get("Shell").is_some()
+    {
+        driver.agent().update_toolset(|set| set.insert(shell));
+    }
     // ACP has no question form; plan mode is an ACP mode, so its tools are offered.
     driver.agent().client.handshake(Some((false, true)));
     let hooks =
