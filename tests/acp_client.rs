@@ -11,11 +11,13 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest, CreateTerminalResponse,
-    InitializeRequest, KillTerminalRequest, KillTerminalResponse, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    ReleaseTerminalRequest, ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionModeRequest, StopReason, TerminalExitStatus, TerminalOutputRequest,
-    TerminalOutputResponse, ToolCallStatus, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
+    FileSystemCapabilities, InitializeRequest, KillTerminalRequest, KillTerminalResponse, LoadSessionRequest,
+    NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
+    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionModeRequest, StopReason, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
+    ToolCallStatus, WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
@@ -32,6 +34,9 @@ type Permission = (RequestPermissionRequest, Responder<RequestPermissionResponse
 /// What the test client's fake terminal was asked, in order (`create <command>`, `wait`,
 /// `output`, `kill`, `release`). A command containing `sleep` never exits by itself.
 type TerminalLog = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// What the test client's editor holds for any file it is asked to read (unsaved edits).
+const EDITOR_BUFFER: &str = "line one from the editor\nline two\n";
 
 /// The client's side of one connection.
 struct Peer {
@@ -56,6 +61,13 @@ impl Peer {
 
     fn terminal_log(&self) -> Vec<String> {
         self.terminal.lock().unwrap().clone()
+    }
+
+    /// `initialize` announcing a client that serves file reads and writes.
+    async fn initialize_with_fs(&self) {
+        let fs = FileSystemCapabilities::new().read_text_file(true).write_text_file(true);
+        let request = InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new().fs(fs));
+        self.cx.send_request(request).block_task().await.unwrap();
     }
 
     async fn new_session(&self, cwd: &Path) -> String {
@@ -112,7 +124,8 @@ where
         let terminal = TerminalLog::default();
         let (log, held) = (terminal.clone(), std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
         let sleeping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (l1, l2, l3, l4, l5) = (log.clone(), log.clone(), log.clone(), log.clone(), log);
+        let (l1, l2, l3, l4, l5, l6, l7) =
+            (log.clone(), log.clone(), log.clone(), log.clone(), log.clone(), log.clone(), log);
         let s1 = sleeping.clone();
         let run = Client
             .v1()
@@ -171,6 +184,20 @@ where
                 async move |_: ReleaseTerminalRequest, responder, _cx| {
                     l5.lock().unwrap().push("release".into());
                     responder.respond(ReleaseTerminalResponse::new())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ReadTextFileRequest, responder, _cx| {
+                    l6.lock().unwrap().push(format!("read {}", request.path.display()));
+                    responder.respond(ReadTextFileResponse::new(EDITOR_BUFFER))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: WriteTextFileRequest, responder, _cx| {
+                    l7.lock().unwrap().push(format!("write {} {:?}", request.path.display(), request.content));
+                    responder.respond(WriteTextFileResponse::new())
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -540,4 +567,51 @@ fn cancel_releases_the_clients_terminal() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });
+}
+
+fn tool_call(id: &str, name: &str, arguments: Value) -> String {
+    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": arguments.to_string()}))
+}
+
+#[test]
+fn file_tools_read_and_write_the_clients_buffers_when_offered() {
+    let env = Env::new();
+    let work = env.work();
+    std::fs::write(work.join("a.txt"), "what the disk holds\n").unwrap();
+    let config = env.scripted_config(&[
+        &tool_call("r", "ReadFile", json!({"path": "a.txt"})),
+        &tool_call("e", "StrReplaceFile", json!({"path": "a.txt", "edit": {"old": "line two", "new": "line 2"}})),
+        &tool_call("w", "WriteFile", json!({"path": "b.txt", "content": "new file\n"})),
+        "text: done",
+    ]);
+    let w = work.clone();
+    with_client(&env, &config, &["--yolo"], move |mut peer| async move {
+        peer.initialize_with_fs().await;
+        let session = peer.new_session(&w).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::EndTurn);
+        let a = w.join("a.txt");
+        let b = w.join("b.txt");
+        assert_eq!(
+            peer.terminal_log(),
+            [
+                format!("read {}", a.display()),
+                format!("read {}", a.display()),
+                format!("read {}", a.display()),
+                format!("write {} {:?}", a.display(), "line one from the editor\nline 2\n"),
+                format!("write {} {:?}", b.display(), "new file\n"),
+            ]
+        );
+        let updates: Vec<Value> = peer.drain().iter().map(as_json).collect();
+        let read =
+            updates.iter().find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed").unwrap();
+        assert!(read["content"][0]["content"]["text"].as_str().unwrap().contains("line one from the editor"));
+        let edit = updates
+            .iter()
+            .find(|u| u["sessionUpdate"] == "tool_call_update" && u["content"][0]["type"] == "diff")
+            .unwrap();
+        assert_eq!(edit["content"][0]["newText"], "line one from the editor\nline 2");
+    });
+    // Nothing was written to the disk behind the editor's back.
+    assert_eq!(std::fs::read_to_string(work.join("a.txt")).unwrap(), "what the disk holds\n");
+    assert!(!work.join("b.txt").exists());
 }

@@ -7,6 +7,7 @@
 //! the `agent-client-protocol` crate's typed v1 schema.
 
 pub mod client_calls;
+pub mod client_fs;
 pub mod errors;
 pub mod history;
 pub mod mapping;

@@ -54,6 +54,8 @@ where
             pending: Arc::new(PendingRequests::default()),
             ids: Arc::new(OutgoingIds::default()),
             client_terminal: Default::default(),
+            client_read: Default::default(),
+            client_write: Default::default(),
         };
         let server = Arc::new(AcpServer::new(shared, options.version, options.program));
         let inbound = spawn_reader(input, options.max_line_bytes);

@@ -232,7 +232,11 @@ impl AcpServer {
 
     fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
         let terminal_auth = request.client_capabilities.auth.terminal;
-        self.shared.client_terminal.store(request.client_capabilities.terminal, std::sync::atomic::Ordering::SeqCst);
+        let caps = &request.client_capabilities;
+        let seq = std::sync::atomic::Ordering::SeqCst;
+        self.shared.client_terminal.store(caps.terminal, seq);
+        self.shared.client_read.store(caps.fs.read_text_file, seq);
+        self.shared.client_write.store(caps.fs.write_text_file, seq);
         *lock(&self.client) = request.client_capabilities;
         let version = if request.protocol_version.as_u16() >= 1 { ProtocolVersion::V1 } else { ProtocolVersion::V0 };
         let capabilities = AgentCapabilities::new()

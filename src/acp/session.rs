@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::client_calls::ClientCalls;
+use super::client_fs::AcpFiles;
 use super::errors::{self, OutgoingIds};
 use super::mapping::EventMapper;
 use super::modes::ModelChoice;
@@ -25,6 +26,7 @@ use crate::rpc::{ErrorObject, Outbound};
 use crate::session::store::{Session, SessionChoice};
 use crate::soul::hooks::{self, HookRunner};
 use crate::soul::{EventSink, TurnDriver};
+use crate::tools::client_files::ClientFiles;
 
 /// The longest a turn may take to unwind when its session closes.
 const CLOSE_GRACE: Duration = Duration::from_millis(500);
@@ -39,6 +41,9 @@ pub struct Shared {
     pub ids: Arc<OutgoingIds>,
     /// The client runs terminals for us (`clientCapabilities.terminal`): Shell uses them.
     pub client_terminal: AtomicBool,
+    /// The client serves reads / takes writes of files (`clientCapabilities.fs`).
+    pub client_read: AtomicBool,
+    pub client_write: AtomicBool,
 }
 
 impl Shared {
@@ -60,6 +65,8 @@ pub struct AcpSession {
     projection: Arc<AcpProjection>,
     /// Shell through the client's terminal, when the client offers terminals.
     shell: Option<Arc<dyn crate::tools::Tool>>,
+    /// The client's files, when the client serves them.
+    files: Option<Arc<dyn ClientFiles>>,
     live: Mutex<Option<Live>>,
     choice: Mutex<ModelChoice>,
     mcp_configs: Vec<Value>,
@@ -92,7 +99,8 @@ impl AcpSession {
             mapper.clone(),
         ));
         let shell = terminal_shell(shared, &id, &mapper);
-        let live = live(built, &projection, shell.clone());
+        let files = client_files(shared, &id);
+        let live = live(built, &projection, shell.clone(), files.clone());
         lock(&mapper).set_plan_mode(live.driver.agent().state.plan_mode());
         Ok(Arc::new(Self {
             id,
@@ -100,6 +108,7 @@ impl AcpSession {
             mapper,
             projection,
             shell,
+            files,
             live: Mutex::new(Some(live)),
             choice: Mutex::new(model),
             mcp_configs,
@@ -153,7 +162,7 @@ impl AcpSession {
         };
         match attempt(&next) {
             Ok(built) => {
-                *live = Some(self::live(built, &self.projection, self.shell.clone()));
+                *live = Some(self::live(built, &self.projection, self.shell.clone(), self.files.clone()));
                 *lock(&self.choice) = next;
                 Ok(())
             }
@@ -161,7 +170,7 @@ impl AcpSession {
                 // Back to the model it had; if even that fails the session is gone.
                 let previous = lock(&self.choice).clone();
                 if let Ok(built) = attempt(&previous) {
-                    *live = Some(self::live(built, &self.projection, self.shell.clone()));
+                    *live = Some(self::live(built, &self.projection, self.shell.clone(), self.files.clone()));
                 }
                 Err(errors::internal(e.to_string()))
             }
@@ -189,9 +198,25 @@ fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -
     Some(Arc::new(crate::tools::Typed::new(tool)))
 }
 
-fn live(built: BuiltSession, projection: &Arc<AcpProjection>, shell: Option<Arc<dyn crate::tools::Tool>>) -> Live {
+fn client_files(shared: &Shared, id: &str) -> Option<Arc<dyn ClientFiles>> {
+    let (read, write) = (shared.client_read.load(Ordering::SeqCst), shared.client_write.load(Ordering::SeqCst));
+    if !read && !write {
+        return None;
+    }
+    Some(Arc::new(AcpFiles { session_id: id.to_string(), calls: shared.calls(), read, write }))
+}
+
+fn live(
+    built: BuiltSession,
+    projection: &Arc<AcpProjection>,
+    shell: Option<Arc<dyn crate::tools::Tool>>,
+    files: Option<Arc<dyn ClientFiles>>,
+) -> Live {
     let BuiltSession { session, soul, recorder } = built;
     let driver = TurnDriver::new(soul, EventSink::new(projection.clone(), Some(recorder)));
+    if let Some(files) = files {
+        driver.agent().client.set_files(files);
+    }
     // Only an agent that has Shell gets the terminal one in its place.
     if let Some(shell) = shell
         && driver.agent().toolset().get("Shell").is_some()

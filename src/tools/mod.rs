@@ -6,6 +6,7 @@
 
 pub mod ask_user;
 pub mod builtin;
+pub mod client_files;
 pub mod context;
 pub mod diff;
 pub mod external;
