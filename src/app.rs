@@ -131,7 +131,8 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     let diagnostics = setup.diagnostics();
     warnings.extend(diagnostics.warnings);
     if let Some(reason) = diagnostics.no_model {
-        warnings.push(format!("{reason}; every prompt will fail with -32001 (LLM is not set)"));
+        let failure = if cli.acp { "-32000 (Authentication required)" } else { "-32001 (LLM is not set)" };
+        warnings.push(format!("{reason}; every prompt will fail with {failure}"));
     }
     warn_at_start_up(&warnings);
     let front_end = match crate::print::kimi::KimiOptions::from_cli(&cli) {

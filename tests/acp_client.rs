@@ -615,3 +615,58 @@ fn file_tools_read_and_write_the_clients_buffers_when_offered() {
     assert_eq!(std::fs::read_to_string(work.join("a.txt")).unwrap(), "what the disk holds\n");
     assert!(!work.join("b.txt").exists());
 }
+
+#[test]
+fn a_wire_session_loads_over_acp_and_an_acp_session_resumes_over_the_wire() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: said on the wire", "text: said over acp"]);
+    let work = env.work();
+    // Wire first: an ordinary `--session` run.
+    let mut k = env.spawn(&config, &["--session", "shared-1"]);
+    let (_, response) = k.prompt("p", json!("hello from the wire"));
+    assert_eq!(response["result"]["status"], "finished");
+    k.close_stdin();
+    assert!(k.wait_exit(Duration::from_secs(10)).expect("exit").success());
+    // ACP loads it, sees its history, and adds a turn.
+    let w = work.clone();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        peer.cx.send_request(LoadSessionRequest::new("shared-1", &w)).block_task().await.unwrap();
+        let history = peer.drain();
+        assert_eq!(texts(&history, "user_message_chunk"), "hello from the wire");
+        assert_eq!(texts(&history, "agent_message_chunk"), "said on the wire");
+        assert_eq!(peer.prompt("shared-1", "hello over acp").await.unwrap(), StopReason::EndTurn);
+    });
+    // The wire resumes it with both turns.
+    let mut k = env.spawn(&config, &["--session", "shared-1"]);
+    let (sent, _) = k.call("r", "replay", json!({}));
+    let inputs: Vec<Value> = sent
+        .iter()
+        .filter(|m| m["params"]["type"] == "TurnBegin")
+        .map(|m| m["params"]["payload"]["user_input"].clone())
+        .collect();
+    assert_eq!(inputs, [json!("hello from the wire"), json!("hello over acp")]);
+}
+
+#[test]
+fn provider_errors_and_a_missing_model_are_json_rpc_errors() {
+    let env = Env::new();
+    let config = env.scripted_config(&["error: 401 Token expired"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let error = peer.prompt(&session, "hi").await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32603);
+        assert!(serde_json::to_string(&error.data).unwrap().contains("Token expired"), "{error:?}");
+    });
+    let env = Env::new();
+    let no_model = env.named_scripted_config("none", &["text: x"], json!({"default_model": ""}));
+    let work = env.work();
+    with_client(&env, &no_model, &[], move |peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let error = peer.prompt(&session, "hi").await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32000, "authentication required: {error:?}");
+    });
+}
