@@ -1,7 +1,8 @@
 //! The process: command line, logging, configuration, and choosing the front end
 //! (`cli-and-config.md` §1.2): Claude Code's command line goes to `crate::print::claude`
-//! (`print-mode.md` C.4), kimi's to wire (`crate::wire::serve`) or to kimi's `--print`
-//! (`crate::print::kimi`). Sessions are built by `crate::builder`.
+//! (`print-mode.md` C.4), kimi's to wire (`crate::wire::serve`), to kimi's `--print`
+//! (`crate::print::kimi`) or to ACP (`kiwi acp` / `--acp`, `crate::acp::serve`). Sessions are
+//! built by `crate::builder`.
 //!
 //! Start-up happens before the first line is read; any failure exits non-zero with one readable
 //! line on stderr and nothing on stdout. The process's working directory and environment are
