@@ -206,7 +206,6 @@ fn media_placeholder(part: &ContentPart) -> Option<String> {
 /// the message.
 pub fn result_content(value: &ToolReturnValue) -> Vec<ToolCallContent> {
     let mut content: Vec<ToolCallContent> = value.display.iter().filter_map(diff_content).collect();
-    let before = content.len();
     match &value.output {
         ToolOutput::Text(text) if !text.is_empty() => content.push(text_content(text.clone())),
         ToolOutput::Parts(parts) => {
@@ -221,13 +220,14 @@ pub fn result_content(value: &ToolReturnValue) -> Vec<ToolCallContent> {
         }
         _ => {}
     }
-    if content.len() == before && !value.message.is_empty() {
+    if content.is_empty() && !value.message.is_empty() {
         content.push(text_content(value.message.clone()));
     }
     content
 }
 
-/// A diff display block as ACP diff content; a new file has no old text (`acp.md` §13.4).
+/// A diff display block as ACP diff content; a new file has no old text (`acp.md` §13.4: absent,
+/// which the schema reads like null — not `""`, an existing empty file).
 pub fn diff_content(block: &DisplayBlock) -> Option<ToolCallContent> {
     let DisplayBlock::Diff(diff) = block else { return None };
     if diff.is_summary {
@@ -266,4 +266,77 @@ fn plan_updates(display: &[DisplayBlock]) -> Vec<SessionUpdate> {
             (!entries.is_empty()).then(|| SessionUpdate::Plan(Plan::new(entries)))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn map(mapper: &mut EventMapper, event: Value) -> Vec<Value> {
+        let event: Event = serde_json::from_value(event).unwrap();
+        mapper.map(&event).iter().map(|u| serde_json::to_value(u).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_streamed_tool_call_and_its_result_map_to_the_schemas_json() {
+        let mut m = EventMapper::new(PathBuf::from("/w"), false);
+        assert!(map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"go"}})).is_empty());
+        let turn = m.acp_call_id("tc-1");
+        let call = map(
+            &mut m,
+            json!({"type":"ToolCall","payload":{"type":"function","id":"tc-1","function":{"name":"WriteFile","arguments":"{\"path\":\"a."},"extras":null}}),
+        );
+        assert_eq!(
+            call,
+            [
+                json!({"sessionUpdate":"tool_call","toolCallId":turn,"title":"WriteFile: a.","kind":"edit","name":"WriteFile"})
+            ]
+        );
+        let part = map(&mut m, json!({"type":"ToolCallPart","payload":{"arguments_part":"txt\",\"content\":\"x\"}"}}));
+        assert_eq!(
+            part,
+            [json!({"sessionUpdate":"tool_call_update","toolCallId":turn,"title":"WriteFile: a.txt",
+                    "locations":[{"path":"/w/a.txt"}],"rawInput":{"path":"a.txt","content":"x"}})]
+        );
+        let result = map(
+            &mut m,
+            json!({"type":"ToolResult","payload":{"tool_call_id":"tc-1","return_value":{"is_error":false,"output":"",
+                "message":"File successfully overwritten.","display":[
+                    {"type":"diff","path":"/w/a.txt","old_text":"","new_text":"x","old_start":1,"new_start":1,"is_summary":false},
+                    {"type":"todo","items":[{"title":"a","status":"done"},{"title":"","status":"pending"}]}],"extras":null}}}),
+        );
+        assert_eq!(
+            result,
+            [
+                json!({"sessionUpdate":"tool_call_update","toolCallId":turn,"status":"completed",
+                       "content":[{"type":"diff","path":"/w/a.txt","newText":"x"}]}),
+                json!({"sessionUpdate":"plan","entries":[{"content":"a","priority":"medium","status":"completed"}]}),
+            ]
+        );
+    }
+
+    #[test]
+    fn chunks_modes_and_usage() {
+        let mut m = EventMapper::new(PathBuf::from("/w"), true);
+        assert_eq!(
+            map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"hi"}})),
+            [json!({"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}})]
+        );
+        assert_eq!(
+            map(&mut m, json!({"type":"ContentPart","payload":{"type":"think","think":"hm","encrypted":null}})),
+            [json!({"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}})]
+        );
+        let status = json!({"type":"StatusUpdate","payload":{"context_usage":0.5,"context_tokens":50,"max_context_tokens":100,
+            "token_usage":null,"message_id":null,"plan_mode":true,"mcp_status":null}});
+        assert_eq!(
+            map(&mut m, status.clone()),
+            [
+                json!({"sessionUpdate":"current_mode_update","currentModeId":"plan"}),
+                json!({"sessionUpdate":"usage_update","used":50,"size":100}),
+            ]
+        );
+        // The same mode again is not news.
+        assert_eq!(map(&mut m, status), [json!({"sessionUpdate":"usage_update","used":50,"size":100})]);
+    }
 }
