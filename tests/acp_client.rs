@@ -670,3 +670,32 @@ fn provider_errors_and_a_missing_model_are_json_rpc_errors() {
         assert_eq!(i32::from(error.code), -32000, "authentication required: {error:?}");
     });
 }
+
+/// Raw frames, for what the crate has no type for: the legacy `models` member and
+/// `session/set_model`.
+#[test]
+fn legacy_models_and_set_model_for_older_clients() {
+    let env = Env::new();
+    let config = env.scripted_config_with(
+        &["text: ok"],
+        json!({"models": {"other": {"provider": "scripted_provider", "model": "scripted_echo", "max_context_size": 1000}}}),
+    );
+    let mut k = common::Kiwi::spawn(env.acp_command(&config, &[]));
+    let (_, init) = k.call("i", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    assert_eq!(init["result"]["protocolVersion"], 1);
+    let (_, created) = k.call("n", "session/new", json!({"cwd": env.work(), "mcpServers": []}));
+    let result = &created["result"];
+    assert_eq!(result["models"]["currentModelId"], "scripted");
+    assert_eq!(
+        result["models"]["availableModels"],
+        json!([{"modelId":"other","name":"scripted_echo"},{"modelId":"scripted","name":"scripted_echo"}])
+    );
+    let session = result["sessionId"].clone();
+    let (_, changed) = k.call("m", "session/set_model", json!({"sessionId": session, "modelId": "other"}));
+    assert_eq!(changed["result"], json!({}));
+    let (_, missing) = k.call("x", "session/set_model", json!({"sessionId": session, "modelId": "gone"}));
+    assert_eq!(missing["error"]["data"], json!({"model_id": "Model not found"}));
+    let (_, prompt) =
+        k.call("p", "session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}));
+    assert_eq!(prompt["result"]["stopReason"], "end_turn");
+}

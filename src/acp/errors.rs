@@ -27,6 +27,10 @@ pub fn session_not_found() -> ErrorObject {
     error(INVALID_PARAMS, "Invalid params", json!({ "session_id": "Session not found" }))
 }
 
+pub fn model_not_found() -> ErrorObject {
+    error(INVALID_PARAMS, "Invalid params", json!({ "model_id": "Model not found" }))
+}
+
 pub fn internal(reason: impl Into<String>) -> ErrorObject {
     error(INTERNAL, "Internal error", json!({ "error": reason.into() }))
 }

@@ -147,3 +147,90 @@ mod tests {
         assert_eq!(parse_mode("yolo"), None);
     }
 }
+
+/// The legacy `models` member of session answers (`acp.md` §4.4, §12.6), still read by older
+/// clients that predate config options.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LegacyModels {
+    pub available_models: Vec<LegacyModel>,
+    pub current_model_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LegacyModel {
+    pub model_id: String,
+    pub name: String,
+}
+
+/// `session/set_model` (legacy): `modelId` is `<key>` or `<key>,thinking`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModelRequest {
+    pub session_id: String,
+    pub model_id: String,
+}
+
+const THINKING_SUFFIX: &str = ",thinking";
+
+fn always_thinks(model: &str) -> bool {
+    let m = model.to_lowercase();
+    m.contains("thinking") || m.contains("reason")
+}
+
+pub fn legacy_models(config: &Config, choice: &ModelChoice) -> Option<LegacyModels> {
+    let current = choice.model.as_ref()?;
+    let mut available = Vec::new();
+    for (key, m) in &config.models {
+        if always_thinks(&m.model) {
+            available.push(LegacyModel { model_id: format!("{key}{THINKING_SUFFIX}"), name: m.model.clone() });
+            continue;
+        }
+        available.push(LegacyModel { model_id: key.clone(), name: m.model.clone() });
+        if m.capabilities.iter().any(|c| c == "thinking" || c == "always_thinking") {
+            available.push(LegacyModel {
+                model_id: format!("{key}{THINKING_SUFFIX}"),
+                name: format!("{} (thinking)", m.model),
+            });
+        }
+    }
+    let suffix = if choice.thinking { THINKING_SUFFIX } else { "" };
+    Some(LegacyModels { available_models: available, current_model_id: format!("{current}{suffix}") })
+}
+
+/// The model choice a legacy model id names; `None` for a model that is not configured.
+pub fn parse_legacy_model(config: &Config, id: &str) -> Option<ModelChoice> {
+    let (key, thinking) = match id.strip_suffix(THINKING_SUFFIX) {
+        Some(key) => (key, true),
+        None => (id, false),
+    };
+    config.models.contains_key(key).then(|| ModelChoice { model: Some(key.to_string()), thinking })
+}
+
+#[cfg(test)]
+mod legacy_tests {
+    use super::*;
+
+    #[test]
+    fn legacy_models_list_thinking_variants() {
+        let config: Config = serde_json::from_value(serde_json::json!({
+            "default_model": "k",
+            "models": {"k": {"provider": "p", "model": "kimi", "max_context_size": 1, "capabilities": ["thinking"]},
+                       "r": {"provider": "p", "model": "r1-reasoner", "max_context_size": 1}}
+        }))
+        .unwrap();
+        let models = legacy_models(&config, &ModelChoice::of(&config, None, Some(true))).unwrap();
+        assert_eq!(
+            serde_json::to_value(models).unwrap(),
+            serde_json::json!({"availableModels":[
+                {"modelId":"k","name":"kimi"},{"modelId":"k,thinking","name":"kimi (thinking)"},
+                {"modelId":"r,thinking","name":"r1-reasoner"}],"currentModelId":"k,thinking"})
+        );
+        assert_eq!(
+            parse_legacy_model(&config, "k,thinking"),
+            Some(ModelChoice { model: Some("k".into()), thinking: true })
+        );
+        assert_eq!(parse_legacy_model(&config, "nope"), None);
+    }
+}

@@ -132,7 +132,7 @@ impl AcpServer {
                 let session = self.open(&cwd, SessionChoice::New, &request.mcp_servers)?;
                 let (modes, options) = session_modes(&self.shared, &session);
                 let response = NewSessionResponse::new(session.id.clone()).modes(modes).config_options(options);
-                out.respond(id, &response).await;
+                out.respond(id, &with_models(&self.shared, &session, response)).await;
                 self.announce_commands(&session).await;
             }
             "session/load" => {
@@ -155,7 +155,8 @@ impl AcpServer {
                     match replayed {
                         Ok(()) => {
                             let (modes, options) = session_modes(&server.shared, &session);
-                            out.respond(&id, &LoadSessionResponse::new().modes(modes).config_options(options)).await;
+                            let response = LoadSessionResponse::new().modes(modes).config_options(options);
+                            out.respond(&id, &with_models(&server.shared, &session, response)).await;
                             server.announce_commands(&session).await;
                         }
                         Err(e) => {
@@ -170,7 +171,8 @@ impl AcpServer {
                 let cwd = absolute_dir(&request.cwd)?;
                 let session = self.reopen(&request.session_id.0, &cwd, &request.mcp_servers)?;
                 let (modes, options) = session_modes(&self.shared, &session);
-                out.respond(id, &ResumeSessionResponse::new().modes(modes).config_options(options)).await;
+                let response = ResumeSessionResponse::new().modes(modes).config_options(options);
+                out.respond(id, &with_models(&self.shared, &session, response)).await;
                 self.announce_commands(&session).await;
             }
             "session/list" => {
@@ -224,6 +226,18 @@ impl AcpServer {
                 }
                 let options = modes::config_options(config, &session.model_choice());
                 out.respond(id, &SetSessionConfigOptionResponse::new(options)).await;
+            }
+            // Legacy (removed from the schema; older clients' model picker).
+            "session/set_model" => {
+                let request: modes::SetModelRequest = parse(params)?;
+                let session = self.session(&request.session_id)?;
+                let Some(next) = modes::parse_legacy_model(&self.shared.setup.config, &request.model_id) else {
+                    return Err(errors::model_not_found());
+                };
+                if next != session.model_choice() {
+                    session.change_model(&self.shared, next)?;
+                }
+                out.respond(id, &json!({})).await;
             }
             other => return Err(errors::method_not_found(other)),
         }
@@ -328,6 +342,19 @@ fn session_modes(
 {
     let plan = session.driver().is_some_and(|d| d.agent().state.plan_mode());
     (modes::mode_state(plan), modes::config_options(&shared.setup.config, &session.model_choice()))
+}
+
+/// A session answer with the legacy `models` member beside the schema's members.
+#[derive(serde::Serialize)]
+struct WithModels<T: serde::Serialize> {
+    #[serde(flatten)]
+    response: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    models: Option<modes::LegacyModels>,
+}
+
+fn with_models<T: serde::Serialize>(shared: &Shared, session: &AcpSession, response: T) -> WithModels<T> {
+    WithModels { response, models: modes::legacy_models(&shared.setup.config, &session.model_choice()) }
 }
 
 fn parse<T: DeserializeOwned>(params: Value) -> Result<T, ErrorObject> {
