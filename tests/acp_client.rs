@@ -282,6 +282,9 @@ fn approve_once_runs_the_command_and_shows_its_output() {
         let result = updates.iter().map(as_json).rfind(|u| u["sessionUpdate"] == "tool_call_update").unwrap();
         assert_eq!(result["status"], "completed");
         assert_eq!(result["content"], json!([{"type":"content","content":{"type":"text","text":"hi\n"}}]));
+        let statuses: Vec<Value> =
+            updates.iter().map(as_json).map(|u| u["status"].clone()).filter(|s| !s.is_null()).collect();
+        assert_eq!(statuses, [json!("in_progress"), json!("completed")], "approved, then running, then done");
         assert_eq!(texts(&updates, "agent_message_chunk"), "done");
     });
 }

@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    PromptResponse, SessionNotification, SessionUpdate, StopReason, ToolCallContent, ToolCallUpdate,
+    PromptResponse, SessionNotification, SessionUpdate, StopReason, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields,
 };
 use futures::future::BoxFuture;
@@ -61,7 +61,7 @@ impl AcpProjection {
         };
         let fields =
             ToolCallUpdateFields::new().title(title.unwrap_or_else(|| approval.description.clone())).content(content);
-        let params = permission::request(&self.session_id, ToolCallUpdate::new(tool_call_id, fields));
+        let params = permission::request(&self.session_id, ToolCallUpdate::new(tool_call_id.clone(), fields));
         let id = self.ids.next();
         let Ok(raw) = self.pending.register(id.clone()) else {
             let _ = reply.send(reject());
@@ -69,7 +69,9 @@ impl AcpProjection {
         };
         match Outbound::request_frame(&id, permission::METHOD, &params) {
             Some(frame) => {
-                tokio::spawn(await_permission(raw, reply, self.pending.clone()));
+                let started =
+                    Started { outbound: self.outbound.clone(), session_id: self.session_id.clone(), tool_call_id };
+                tokio::spawn(await_permission(raw, reply, self.pending.clone(), started));
                 if !self.outbound.send_raw(frame).await {
                     self.pending.resolve(&id, Err(errors::internal("the output is closed")));
                 }
@@ -155,10 +157,18 @@ fn unanswerable(request: &Request) -> ClientAnswer {
     }
 }
 
+/// Where to say that an approved call starts running (`in_progress`, `acp.md` §13.4).
+struct Started {
+    outbound: Outbound,
+    session_id: String,
+    tool_call_id: String,
+}
+
 async fn await_permission(
     answer: oneshot::Receiver<RawAnswer>,
     mut reply: oneshot::Sender<ClientAnswer>,
     pending: Arc<PendingRequests>,
+    started: Started,
 ) {
     let raw = tokio::select! {
         raw = answer => raw,
@@ -176,5 +186,11 @@ async fn await_permission(
         }
         Err(_) => return,
     };
+    if decision.is_approved() {
+        // Sent before the soul hears the answer, so it precedes the call's result.
+        let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+        let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(started.tool_call_id, fields));
+        send_update(&started.outbound, &started.session_id, update).await;
+    }
     let _ = reply.send(ClientAnswer::Approval { decision, feedback: String::new() });
 }
