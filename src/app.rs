@@ -1,7 +1,8 @@
 //! The process: command line, logging, configuration, and choosing the front end
 //! (`cli-and-config.md` §1.2): Claude Code's command line goes to `crate::print::claude`
-//! (`print-mode.md` C.4), kimi's to wire (`crate::wire::serve`) or to kimi's `--print`
-//! (`crate::print::kimi`). Sessions are built by `crate::builder`.
+//! (`print-mode.md` C.4), kimi's to wire (`crate::wire::serve`), to kimi's `--print`
+//! (`crate::print::kimi`) or to ACP (`kiwi acp` / `--acp`, `crate::acp::serve`). Sessions are
+//! built by `crate::builder`.
 //!
 //! Start-up happens before the first line is read; any failure exits non-zero with one readable
 //! line on stderr and nothing on stdout. The process's working directory and environment are
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 
+use crate::acp::serve::{AcpOptions, serve_streams as serve_acp};
 use crate::builder::{AgentChoice, AgentSetup, BuildError, SessionRequest};
 use crate::cli::Cli;
 use crate::session::store::{SessionChoice, share_dir};
@@ -38,6 +40,8 @@ pub struct Prepared {
 /// Which front end serves a kimi command line.
 enum FrontEnd {
     Wire,
+    /// ACP: sessions are made by the client (`session/new`), not on the command line.
+    Acp,
     Print(crate::print::kimi::KimiOptions),
 }
 
@@ -48,7 +52,11 @@ pub fn main() -> ExitCode {
         crate::wire::schema::print();
         return ExitCode::SUCCESS;
     }
-    let argv: Vec<OsString> = std::env::args_os().collect();
+    let mut argv: Vec<OsString> = std::env::args_os().collect();
+    // `kiwi acp [options]` is `kiwi --acp [options]`: the options stay the top-level ones.
+    if argv.get(1).is_some_and(|a| a == "acp") {
+        argv[1] = OsString::from("--acp");
+    }
     if crate::print::dialect::from_process(&argv) == crate::print::dialect::Dialect::Claude {
         return crate::print::claude::main(&argv);
     }
@@ -71,7 +79,7 @@ pub fn main() -> ExitCode {
     let share = share_dir();
     let log_path = log_file(&share);
     let _log_guard = init_logging(cli.debug, cli.log_stderr, &log_path);
-    if std::io::stdin().is_terminal() && !cli.print_mode() {
+    if std::io::stdin().is_terminal() && !cli.print_mode() && !cli.acp {
         eprintln!(
             "kiwi speaks JSON-RPC 2.0 (the Kimi Wire protocol), one message per line on stdin and stdout; \
              try: {{\"jsonrpc\":\"2.0\",\"id\":\"1\",\"method\":\"initialize\",\"params\":{{\"protocol_version\":\"1.2\"}}}}"
@@ -122,15 +130,18 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         yolo: cli.yolo || cli.print_mode(),
         config_source,
         system_prompt: Default::default(),
+        mcp_configs: Vec::new(),
     };
     let diagnostics = setup.diagnostics();
     warnings.extend(diagnostics.warnings);
     if let Some(reason) = diagnostics.no_model {
-        warnings.push(format!("{reason}; every prompt will fail with -32001 (LLM is not set)"));
+        let failure = if cli.acp { "-32000 (Authentication required)" } else { "-32001 (LLM is not set)" };
+        warnings.push(format!("{reason}; every prompt will fail with {failure}"));
     }
     warn_at_start_up(&warnings);
     let front_end = match crate::print::kimi::KimiOptions::from_cli(&cli) {
         Some(options) => FrontEnd::Print(options),
+        None if cli.acp => FrontEnd::Acp,
         None => FrontEnd::Wire,
     };
     Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes, front_end })
@@ -151,6 +162,11 @@ where
             serve_streams(&setup, request, options, input, output, signal_token)
         }
         FrontEnd::Print(options) => crate::print::kimi::run(&setup, request, options, input, output, max_line_bytes),
+        FrontEnd::Acp => {
+            let program = std::env::args().next().unwrap_or_else(|| "kiwi".into());
+            let options = AcpOptions { max_line_bytes, version: VERSION.to_string(), program };
+            return serve_acp(setup, options, input, output, signal_token);
+        }
     };
     match served {
         Ok(code) => code,

@@ -58,6 +58,9 @@ pub struct AgentSetup {
     pub config_source: String,
     /// A replaced or extended system prompt (Claude's `--system-prompt` / `--append-system-prompt`).
     pub system_prompt: PromptEdit,
+    /// MCP config documents (the `mcp.json` shape, `{"mcpServers": {...}}`) for the sessions this
+    /// setup builds; ACP puts the servers its client names for a session here.
+    pub mcp_configs: Vec<serde_json::Value>,
 }
 
 /// What the config's model selection will do, in words: for the start-up log and stderr.

@@ -24,7 +24,7 @@ pub struct Cli {
     /// Non-interactive print mode: run the prompt(s) and print the answer (approves every action).
     #[arg(long)]
     pub print: bool,
-    /// Agent Client Protocol mode (not available in kiwi yet).
+    /// Serve the Agent Client Protocol on stdin/stdout (for IDEs such as Zed; also `kiwi acp`).
     #[arg(long)]
     pub acp: bool,
 
@@ -171,9 +171,6 @@ impl Cli {
         if modes.len() > 1 {
             return Err(format!("Cannot combine {}.", modes.join(", ")));
         }
-        if self.acp {
-            return Err("--acp is not available in kiwi yet; use --wire.".into());
-        }
         if self.agent.is_some() && self.agent_file.is_some() {
             return Err("Cannot combine --agent and --agent-file.".into());
         }
@@ -300,7 +297,8 @@ mod tests {
         assert!(parse(&["--output-format", "text"]).unwrap_err().contains("only for print mode"));
         assert!(parse(&["--print", "--input-format", "xml"]).unwrap_err().contains("Invalid value for --input-format"));
         assert!(parse(&["--print", "--output-format", "stream-json", "--final-message-only"]).is_ok());
-        assert!(parse(&["--acp"]).is_err());
+        assert!(parse(&["--acp"]).is_ok());
+        assert_eq!(parse(&["--acp", "--wire"]).unwrap_err(), "Cannot combine --acp, --wire.");
         assert!(parse(&["--mcp-config", "{"]).unwrap_err().starts_with("Invalid JSON"));
     }
 }

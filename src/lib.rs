@@ -45,6 +45,7 @@
 /// kiwi's version (`--version`, `initialize`'s `server.version`, the start-up log line).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+pub mod acp;
 pub mod agent_env;
 pub mod app;
 pub mod auth;

@@ -6,6 +6,9 @@
 //! unsupported; a handshake without capabilities keeps the flags it found.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::tools::client_files::ClientFiles;
 
 /// The question tool, hidden from the model unless the client answers questions.
 pub const QUESTION_TOOL: &str = "AskUserQuestion";
@@ -17,6 +20,17 @@ pub struct ClientState {
     initialized: AtomicBool,
     supports_question: AtomicBool,
     supports_plan_mode: AtomicBool,
+    /// The client's files (ACP clients that offer `fs`), for the file tools.
+    files: FilesSlot,
+}
+
+#[derive(Default)]
+struct FilesSlot(RwLock<Option<Arc<dyn ClientFiles>>>);
+
+impl std::fmt::Debug for FilesSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FilesSlot")
+    }
 }
 
 impl ClientState {
@@ -39,6 +53,15 @@ impl ClientState {
 
     pub fn supports_plan_mode(&self) -> bool {
         self.supports_plan_mode.load(Ordering::SeqCst)
+    }
+
+    /// The client serves file contents from now on.
+    pub fn set_files(&self, files: Arc<dyn ClientFiles>) {
+        *self.files.0.write().unwrap_or_else(|p| p.into_inner()) = Some(files);
+    }
+
+    pub fn files(&self) -> Option<Arc<dyn ClientFiles>> {
+        self.files.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether the model is shown the tool `name` (hidden tools still run when called).

@@ -100,6 +100,10 @@ impl SoulToolHost {
 }
 
 impl ToolHost for SoulToolHost {
+    fn client_files(&self) -> Option<Arc<dyn crate::tools::client_files::ClientFiles>> {
+        self.client.files()
+    }
+
     fn request_approval(&self, ask: ApprovalAsk) -> BoxFuture<'_, bool> {
         Box::pin(async move {
             if self.granted.lock().unwrap_or_else(|p| p.into_inner()).contains(&ask.tool_call_id) {

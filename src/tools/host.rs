@@ -118,6 +118,12 @@ pub trait ToolHost: Send + Sync {
         Vec::new()
     }
 
+    /// The client's files, when the client serves them (ACP): the file tools read and write
+    /// through it instead of the disk.
+    fn client_files(&self) -> Option<std::sync::Arc<dyn super::client_files::ClientFiles>> {
+        None
+    }
+
     fn set_todos(&self, _todos: Vec<TodoItem>) {}
 
     /// The session's background tasks; `None` where tasks cannot be managed (a subagent).

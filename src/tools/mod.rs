@@ -8,6 +8,7 @@ pub mod agent;
 pub mod ask_user;
 pub mod background;
 pub mod builtin;
+pub mod client_files;
 pub mod context;
 pub mod diff;
 pub mod external;

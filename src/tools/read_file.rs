@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::client_files::ClientFileAccess;
 use super::file_type::{self, Kind};
 use super::output::truncate_line;
 use super::{ToolCallContext, TypedTool, invalid_arguments, paths};
@@ -74,7 +75,8 @@ impl TypedTool for ReadFile {
                 ));
             }
             let work_dir = ctx.env.work_dir.clone();
-            match tokio::task::spawn_blocking(move || read_file(&work_dir, &params)).await {
+            let client = ctx.host.client_files().map(ClientFileAccess::new).filter(|c| c.can_read());
+            match tokio::task::spawn_blocking(move || read_file(&work_dir, &params, client.as_ref())).await {
                 Ok(result) => result,
                 Err(e) => ToolReturnValue::crashed(format!("Error running tool: {e}")),
             }
@@ -102,7 +104,9 @@ pub(crate) fn check_path(work_dir: &Path, path: &str, verb: &str) -> Result<std:
     Ok(resolved)
 }
 
-fn read_file(work_dir: &Path, params: &ReadFileParams) -> ToolReturnValue {
+/// With `client`, the text comes from the client (its buffer, unsaved edits included); the local
+/// file still decides whether it exists and is text.
+fn read_file(work_dir: &Path, params: &ReadFileParams, client: Option<&ClientFileAccess>) -> ToolReturnValue {
     let given = params.path.as_str();
     let path = match check_path(work_dir, given, "read a file") {
         Ok(p) => p,
@@ -145,13 +149,19 @@ fn read_file(work_dir: &Path, params: &ReadFileParams) -> ToolReturnValue {
         }
         Kind::Text => {}
     }
-    let file = match file_type::open_regular(&path) {
-        Ok(f) => f,
-        Err(e) => return failed(given, e),
+    let source: Box<dyn BufRead> = match client {
+        Some(client) => match client.read_text(&path) {
+            Ok(text) => Box::new(std::io::Cursor::new(text.into_bytes())),
+            Err(e) => return failed(given, e),
+        },
+        None => match file_type::open_regular(&path) {
+            Ok(f) => Box::new(BufReader::new(f)),
+            Err(e) => return failed(given, e),
+        },
     };
     let offset = params.line_offset as usize;
     let n_lines = params.n_lines as usize;
-    let mut reader = UniversalLines::new(BufReader::new(file));
+    let mut reader = UniversalLines::new(source);
     let mut out = String::new();
     let mut count = 0usize;
     let mut n_bytes = 0usize;

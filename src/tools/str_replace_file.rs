@@ -24,6 +24,7 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::client_files::ClientFileAccess;
 use super::diff::diff_blocks_until;
 use super::read_file::check_path;
 use super::write_file::common::{
@@ -103,9 +104,10 @@ impl TypedTool for StrReplaceFile {
                 Err(e) => return e,
             };
             let edits = Arc::new(params.edit.into_vec());
+            let client = ctx.host.client_files().map(ClientFileAccess::new);
             let prepared = {
-                let (given, edits) = (given.clone(), Arc::clone(&edits));
-                off_thread(move |stop| prepare(&work_dir, &lexical, &given, &edits, stop)).await
+                let (given, edits, client) = (given.clone(), Arc::clone(&edits), client.clone());
+                off_thread(move |stop| prepare(&work_dir, &lexical, &given, &edits, client.as_ref(), stop)).await
             };
             let prepared = match prepared {
                 Ok(p) => p,
@@ -115,16 +117,25 @@ impl TypedTool for StrReplaceFile {
             if !ctx.approve("StrReplaceFile", prepared.action, description, prepared.blocks.clone()).await {
                 return ToolReturnValue::rejected();
             }
-            off_thread(move |stop| commit(prepared, &given, &edits, stop)).await.unwrap_or_else(|r| *r)
+            off_thread(move |stop| commit(prepared, &given, &edits, client.as_ref(), stop)).await.unwrap_or_else(|r| *r)
         })
     }
 }
 
 /// Before approval: resolve, read (bounded, UTF-8 only), apply the edits, diff.
-fn prepare(work_dir: &Path, lexical: &Path, given: &str, edits: &[Edit], stop: &AtomicBool) -> Step<Prepared> {
+fn prepare(
+    work_dir: &Path,
+    lexical: &Path,
+    given: &str,
+    edits: &[Edit],
+    client: Option<&ClientFileAccess>,
+    stop: &AtomicBool,
+) -> Step<Prepared> {
     let refusal = |e| Editor::Replace.refusal(e, given);
     let real = disk::resolve_existing(lexical).map_err(refusal)?;
-    let old = disk::read_regular(&real, MAX_EDIT_BYTES).map_err(refusal)?.ok_or_else(|| refusal(DiskError::Missing))?;
+    let old = disk::read_through(&real, MAX_EDIT_BYTES, client)
+        .map_err(refusal)?
+        .ok_or_else(|| refusal(DiskError::Missing))?;
     let original = utf8_text(&old.bytes).ok_or_else(|| not_utf8(given))?;
     let edited = edits::apply(&original, edits, MAX_EDIT_BYTES).map_err(|size| too_large_result(given, size))?;
     if edited.text == original {
@@ -146,8 +157,14 @@ fn too_large_result(given: &str, size: u64) -> Box<ToolReturnValue> {
 
 /// After approval: read the file again, follow a concurrent change when the edits still apply
 /// exactly, and replace the file atomically.
-fn commit(p: Prepared, given: &str, edits: &[Edit], stop: &AtomicBool) -> Step<ToolReturnValue> {
-    let current = match disk::read_regular(&p.real, MAX_EDIT_BYTES) {
+fn commit(
+    p: Prepared,
+    given: &str,
+    edits: &[Edit],
+    client: Option<&ClientFileAccess>,
+    stop: &AtomicBool,
+) -> Step<ToolReturnValue> {
+    let current = match disk::read_through(&p.real, MAX_EDIT_BYTES, client) {
         Ok(Some(s)) => s,
         Ok(None) => return Err(changed(given, "edit")),
         Err(e) => return Err(Editor::Replace.refusal(e, given)),
@@ -168,7 +185,7 @@ fn commit(p: Prepared, given: &str, edits: &[Edit], stop: &AtomicBool) -> Step<T
         }
     };
     disk::check_writable(&p.real).map_err(|e| Editor::Replace.write_failed(given, &e, true))?;
-    disk::write_atomic(&p.real, text.as_bytes(), Some(&current.meta))
+    disk::write_through(&p.real, text.as_bytes(), Some(&current.meta), client)
         .map_err(|e| Editor::Replace.write_failed(given, &e, true))?;
     let blocks = match followed {
         None => p.blocks,

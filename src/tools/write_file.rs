@@ -35,6 +35,7 @@ use super::diff::diff_blocks_until;
 use super::read_file::check_path;
 use super::{ToolCallContext, TypedTool};
 use crate::protocol::{DisplayBlock, ToolReturnValue};
+use crate::tools::client_files::ClientFileAccess;
 
 // `Serialize` lets schemars show the model `"default": "overwrite"` (tools.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -89,9 +90,11 @@ impl TypedTool for WriteFile {
             };
             let mode = params.mode;
             let content = Arc::new(params.content);
+            let client = ctx.host.client_files().map(ClientFileAccess::new);
             let prepared = {
-                let (given, content) = (given.clone(), Arc::clone(&content));
-                off_thread(move |stop| prepare(&work_dir, &lexical, &given, &content, mode, stop)).await
+                let (given, content, client) = (given.clone(), Arc::clone(&content), client.clone());
+                off_thread(move |stop| prepare(&work_dir, &lexical, &given, &content, mode, client.as_ref(), stop))
+                    .await
             };
             let prepared = match prepared {
                 Ok(p) => p,
@@ -101,7 +104,9 @@ impl TypedTool for WriteFile {
             if !ctx.approve("WriteFile", prepared.action, description, prepared.blocks.clone()).await {
                 return ToolReturnValue::rejected();
             }
-            off_thread(move |stop| commit(prepared, &given, &content, mode, stop)).await.unwrap_or_else(|r| *r)
+            off_thread(move |stop| commit(prepared, &given, &content, mode, client.as_ref(), stop))
+                .await
+                .unwrap_or_else(|r| *r)
         })
     }
 }
@@ -113,13 +118,14 @@ fn prepare(
     given: &str,
     content: &str,
     mode: WriteMode,
+    client: Option<&ClientFileAccess>,
     stop: &AtomicBool,
 ) -> Step<Prepared> {
     if content.len() as u64 > MAX_EDIT_BYTES {
         return Err(too_large(format!("The content is {} bytes", content.len())));
     }
     let real = disk::resolve_for_write(lexical).map_err(|e| Editor::Write.refusal(e, given))?;
-    let old = disk::read_regular(&real, MAX_EDIT_BYTES).map_err(|e| Editor::Write.refusal(e, given))?;
+    let old = disk::read_through(&real, MAX_EDIT_BYTES, client).map_err(|e| Editor::Write.refusal(e, given))?;
     let old_text = match (&old, mode) {
         (None, _) => String::new(),
         (Some(s), WriteMode::Append) => appendable(s, given, content)?,
@@ -150,8 +156,15 @@ fn appendable(file: &Snapshot, given: &str, content: &str) -> Step<String> {
 
 /// After approval: read the file again, check it is still what was approved (overwrite) or
 /// append to what it is now, and replace it atomically.
-fn commit(p: Prepared, given: &str, content: &str, mode: WriteMode, stop: &AtomicBool) -> Step<ToolReturnValue> {
-    let current = disk::read_regular(&p.real, MAX_EDIT_BYTES).map_err(|e| Editor::Write.refusal(e, given))?;
+fn commit(
+    p: Prepared,
+    given: &str,
+    content: &str,
+    mode: WriteMode,
+    client: Option<&ClientFileAccess>,
+    stop: &AtomicBool,
+) -> Step<ToolReturnValue> {
+    let current = disk::read_through(&p.real, MAX_EDIT_BYTES, client).map_err(|e| Editor::Write.refusal(e, given))?;
     let unchanged = current.as_ref().map(|s| &s.bytes) == p.old.as_ref().map(|s| &s.bytes);
     let appended;
     let bytes: &[u8] = match mode {
@@ -175,7 +188,8 @@ fn commit(p: Prepared, given: &str, content: &str, mode: WriteMode, stop: &Atomi
     if current.is_some() {
         disk::check_writable(&p.real).map_err(|e| Editor::Write.write_failed(given, &e, true))?;
     }
-    disk::write_atomic(&p.real, bytes, like).map_err(|e| Editor::Write.write_failed(given, &e, current.is_some()))?;
+    disk::write_through(&p.real, bytes, like, client)
+        .map_err(|e| Editor::Write.write_failed(given, &e, current.is_some()))?;
     let blocks = if unchanged {
         p.blocks
     } else {

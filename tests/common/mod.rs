@@ -123,6 +123,17 @@ impl Env {
         cmd
     }
 
+    /// `kiwi acp` with the config; ACP sessions name their work dir themselves (`session/new`).
+    pub fn acp_command(&self, config: &Path, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiwi"));
+        cmd.arg("acp").arg("--config-file").arg(config).args(extra);
+        cmd.env("HOME", self.home()).env("KIMI_SHARE_DIR", self.share());
+        for var in SCRUBBED_ENV {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+
     pub fn spawn(&self, config: &Path, extra: &[&str]) -> Kiwi {
         Kiwi::spawn(self.command(config, extra))
     }

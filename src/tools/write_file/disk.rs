@@ -15,6 +15,8 @@
 
 use std::ffi::OsString;
 use std::fs::{File, Metadata, OpenOptions};
+
+use crate::tools::client_files::ClientFileAccess;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -118,6 +120,39 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Option<Snapshot>, DiskErr
         return Err(DiskError::TooLarge(bytes.len() as u64));
     }
     Ok(Some(Snapshot { bytes, meta }))
+}
+
+/// [`read_regular`], with the text from the client when it serves files (`acp.md` §12.4): the
+/// local file still decides existence, type and size, the client what it holds (unsaved edits).
+pub fn read_through(path: &Path, limit: u64, client: Option<&ClientFileAccess>) -> Result<Option<Snapshot>, DiskError> {
+    let snapshot = read_regular(path, limit)?;
+    match (client.filter(|c| c.can_read()), snapshot) {
+        (Some(client), Some(mut snapshot)) => {
+            let text = client.read_text(path)?;
+            if text.len() as u64 > limit {
+                return Err(DiskError::TooLarge(text.len() as u64));
+            }
+            snapshot.bytes = text.into_bytes();
+            Ok(Some(snapshot))
+        }
+        (_, snapshot) => Ok(snapshot),
+    }
+}
+
+/// [`write_atomic`], or a write into the client's buffer when it takes writes (text only).
+pub fn write_through(
+    path: &Path,
+    bytes: &[u8],
+    like: Option<&Metadata>,
+    client: Option<&ClientFileAccess>,
+) -> std::io::Result<()> {
+    match client.filter(|c| c.can_write()) {
+        Some(client) => {
+            let text = String::from_utf8(bytes.to_vec()).map_err(|_| std::io::Error::from(ErrorKind::InvalidData))?;
+            client.write_text(path, text)
+        }
+        None => write_atomic(path, bytes, like),
+    }
 }
 
 /// Opens `path` read-only with `O_NONBLOCK` (a FIFO or device does not block the open) and

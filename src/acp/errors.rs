@@ -1,0 +1,64 @@
+//! ACP's errors (`acp.md` §11) and the ids of the requests kiwi sends the client.
+//!
+//! Messages are the fixed JSON-RPC texts; what went wrong is in `data`, as the reference does
+//! (`{"error": ...}` for turn failures, `{"session_id": "Session not found"}` for lookups).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde_json::json;
+
+use crate::rpc::{ErrorObject, RequestId};
+use crate::soul::TurnError;
+
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL: i64 = -32603;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const AUTH_REQUIRED: i64 = -32000;
+
+fn error(code: i64, message: &str, data: serde_json::Value) -> ErrorObject {
+    ErrorObject { code, message: message.into(), data }
+}
+
+pub fn invalid_params(reason: impl Into<String>) -> ErrorObject {
+    error(INVALID_PARAMS, "Invalid params", json!({ "error": reason.into() }))
+}
+
+pub fn session_not_found() -> ErrorObject {
+    error(INVALID_PARAMS, "Invalid params", json!({ "session_id": "Session not found" }))
+}
+
+pub fn model_not_found() -> ErrorObject {
+    error(INVALID_PARAMS, "Invalid params", json!({ "model_id": "Model not found" }))
+}
+
+pub fn internal(reason: impl Into<String>) -> ErrorObject {
+    error(INTERNAL, "Internal error", json!({ "error": reason.into() }))
+}
+
+pub fn method_not_found(method: &str) -> ErrorObject {
+    error(METHOD_NOT_FOUND, "Method not found", json!({ "method": method }))
+}
+
+pub fn auth_required(reason: Option<&str>) -> ErrorObject {
+    let data = reason.map(|r| json!({ "error": r })).unwrap_or_default();
+    error(AUTH_REQUIRED, "Authentication required", data)
+}
+
+/// How a failed turn answers its prompt (`acp.md` §13.1, with the recommended provider mapping).
+pub fn turn_error(e: &TurnError) -> ErrorObject {
+    match e {
+        TurnError::LlmNotSet { reason } => auth_required(reason.as_deref()),
+        other => internal(other.to_string()),
+    }
+}
+
+/// Ids of kiwi's own requests to the client: `kiwi-1`, `kiwi-2`, … (strings never collide with a
+/// client's integers, and the prefix makes logs readable).
+#[derive(Debug, Default)]
+pub struct OutgoingIds(AtomicI64);
+
+impl OutgoingIds {
+    pub fn next(&self) -> RequestId {
+        RequestId::Str(format!("kiwi-{}", self.0.fetch_add(1, Ordering::Relaxed) + 1))
+    }
+}

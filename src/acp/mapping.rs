@@ -1,0 +1,342 @@
+//! The core's events as ACP `session/update`s (`acp.md` §13): one mapping for live turns and for
+//! the history replayed by `session/load`, so a loaded session looks like it did live.
+//!
+//! Invariants: ACP tool call ids are `<turn id>/<model's id>` (model ids can repeat across turns);
+//! a `ToolCallPart` belongs to the last `ToolCall`; a result for a call this turn never announced
+//! is still shown (as a completed call with its own `tool_call`).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, CurrentModeUpdate, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, ToolCall as AcpToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    UsageUpdate,
+};
+
+use super::modes;
+use super::tool_view;
+use crate::protocol::{ContentPart, DisplayBlock, Event, TodoStatus, ToolOutput, ToolReturnValue, UserInput};
+
+struct CallState {
+    name: String,
+    arguments: String,
+    title: String,
+}
+
+/// Per-session mapping state.
+pub struct EventMapper {
+    cwd: PathBuf,
+    turn: String,
+    calls: HashMap<String, CallState>,
+    last_call: Option<String>,
+    /// Calls that ran in the client's terminal: their result shows no content (the terminal is
+    /// already embedded in the call).
+    terminal_calls: HashSet<String>,
+    plan_mode: Option<bool>,
+    /// Replaying history: the user's own messages are shown too.
+    replay: bool,
+}
+
+impl EventMapper {
+    pub fn new(cwd: PathBuf, replay: bool) -> Self {
+        Self {
+            cwd,
+            turn: new_turn_id(),
+            calls: HashMap::new(),
+            last_call: None,
+            terminal_calls: HashSet::new(),
+            plan_mode: None,
+            replay,
+        }
+    }
+
+    /// The ACP id of the model's tool call `id` in the current turn.
+    pub fn acp_call_id(&self, id: &str) -> String {
+        format!("{}/{id}", self.turn)
+    }
+
+    /// The title of a known call (for permission requests).
+    pub fn call_title(&self, id: &str) -> Option<String> {
+        self.calls.get(id).map(|c| c.title.clone())
+    }
+
+    /// Marks a call of this turn as running in the client's terminal.
+    pub fn mark_terminal(&mut self, id: &str) {
+        self.terminal_calls.insert(id.to_string());
+    }
+
+    /// Remembers the mode the client was told about (so a status update that repeats it is quiet).
+    pub fn set_plan_mode(&mut self, on: bool) {
+        self.plan_mode = Some(on);
+    }
+
+    pub fn map(&mut self, event: &Event) -> Vec<SessionUpdate> {
+        match event {
+            Event::TurnBegin { user_input } => {
+                self.turn = new_turn_id();
+                self.calls.clear();
+                self.terminal_calls.clear();
+                self.last_call = None;
+                if self.replay { user_chunks(user_input) } else { Vec::new() }
+            }
+            Event::SteerInput { user_input } => user_chunks(user_input),
+            Event::ContentPart(part) => content_part(part).into_iter().collect(),
+            Event::ToolCall(call) => {
+                let arguments = call.function.arguments.clone().unwrap_or_default();
+                let name = call.function.name.clone();
+                let title = tool_view::title(&name, &arguments, &self.cwd);
+                let mut update = AcpToolCall::new(self.acp_call_id(&call.id), title.clone())
+                    .name(name.clone())
+                    .kind(tool_view::kind(&name))
+                    .status(ToolCallStatus::Pending);
+                if let Some(input) = tool_view::parsed(&arguments) {
+                    update = update.locations(tool_view::locations(&name, &input, &self.cwd)).raw_input(input);
+                }
+                self.calls.insert(call.id.clone(), CallState { name, arguments, title });
+                self.last_call = Some(call.id.clone());
+                vec![SessionUpdate::ToolCall(update)]
+            }
+            Event::ToolCallPart(part) => {
+                let Some(fragment) = part.arguments_part.as_deref().filter(|f| !f.is_empty()) else {
+                    return Vec::new();
+                };
+                let Some(id) = self.last_call.clone() else { return Vec::new() };
+                let acp_id = self.acp_call_id(&id);
+                let Some(call) = self.calls.get_mut(&id) else { return Vec::new() };
+                call.arguments.push_str(fragment);
+                let title = tool_view::title(&call.name, &call.arguments, &self.cwd);
+                let input = tool_view::parsed(&call.arguments);
+                if title == call.title && input.is_none() {
+                    return Vec::new();
+                }
+                call.title = title.clone();
+                let mut fields = ToolCallUpdateFields::new().title(title);
+                if let Some(input) = input {
+                    fields = fields.locations(tool_view::locations(&call.name, &input, &self.cwd)).raw_input(input);
+                }
+                vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(acp_id, fields))]
+            }
+            Event::ToolResult(result) => {
+                let mut updates = Vec::new();
+                let acp_id = self.acp_call_id(&result.tool_call_id);
+                if !self.calls.contains_key(&result.tool_call_id) {
+                    // A call whose announcement we never saw (e.g. a record from another writer):
+                    // announce it so the update has something to patch.
+                    updates.push(SessionUpdate::ToolCall(AcpToolCall::new(acp_id.clone(), "Tool")));
+                }
+                let value = &result.return_value;
+                let status = if value.is_error { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
+                let mut fields = ToolCallUpdateFields::new().status(status);
+                let content = result_content(value);
+                if !content.is_empty() && !self.terminal_calls.contains(&result.tool_call_id) {
+                    fields = fields.content(content);
+                }
+                updates.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(acp_id, fields)));
+                updates.extend(plan_updates(&value.display));
+                updates
+            }
+            Event::StatusUpdate(status) => {
+                let mut updates = Vec::new();
+                if let Some(on) = status.plan_mode
+                    && self.plan_mode != Some(on)
+                {
+                    self.plan_mode = Some(on);
+                    updates.push(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(modes::mode_id(on))));
+                }
+                if let (Some(used), Some(size)) = (status.context_tokens, status.max_context_tokens)
+                    && size > 0
+                {
+                    updates.push(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
+                }
+                updates
+            }
+            // The plan `ExitPlanMode` presents before asking: shown as the agent's words.
+            Event::PlanDisplay { content, .. } => {
+                vec![SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(content.clone())))]
+            }
+            // Subagent events are mapped when the subagent core lands; the rest has no ACP form
+            // (`acp.md` §13.1: turn/step markers, compaction, hooks, retries, approvals' echoes).
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn new_turn_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn user_chunks(input: &UserInput) -> Vec<SessionUpdate> {
+    input
+        .to_parts()
+        .iter()
+        .filter_map(|part| {
+            let block = match part {
+                ContentPart::Text { text } => ContentBlock::from(text.clone()),
+                other => ContentBlock::from(media_placeholder(other)?),
+            };
+            Some(SessionUpdate::UserMessageChunk(ContentChunk::new(block)))
+        })
+        .collect()
+}
+
+fn content_part(part: &ContentPart) -> Option<SessionUpdate> {
+    Some(match part {
+        ContentPart::Text { text } => {
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text.clone())))
+        }
+        ContentPart::Think { think, .. } => {
+            SessionUpdate::AgentThoughtChunk(ContentChunk::new(ContentBlock::from(think.clone())))
+        }
+        other => SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(media_placeholder(other)?))),
+    })
+}
+
+/// Media parts are shown by kind (`acp.md` §13.1).
+fn media_placeholder(part: &ContentPart) -> Option<String> {
+    match part {
+        ContentPart::ImageUrl { .. } => Some("[ImageURLPart]".into()),
+        ContentPart::AudioUrl { .. } => Some("[AudioURLPart]".into()),
+        ContentPart::VideoUrl { .. } => Some("[VideoURLPart]".into()),
+        _ => None,
+    }
+}
+
+/// A tool result's `content` (`acp.md` §13.2): diffs first, then the model-facing output, else
+/// the message.
+pub fn result_content(value: &ToolReturnValue) -> Vec<ToolCallContent> {
+    let mut content: Vec<ToolCallContent> = value.display.iter().filter_map(diff_content).collect();
+    match &value.output {
+        ToolOutput::Text(text) if !text.is_empty() => content.push(text_content(text.clone())),
+        ToolOutput::Parts(parts) => {
+            for part in parts {
+                let text = match part {
+                    ContentPart::Text { text } => text.clone(),
+                    ContentPart::Think { think, .. } => think.clone(),
+                    other => media_placeholder(other).unwrap_or_default(),
+                };
+                content.push(text_content(text));
+            }
+        }
+        _ => {}
+    }
+    if content.is_empty() && !value.message.is_empty() {
+        content.push(text_content(value.message.clone()));
+    }
+    content
+}
+
+/// A diff display block as ACP diff content; a new file has no old text (`acp.md` §13.4: absent,
+/// which the schema reads like null — not `""`, an existing empty file).
+pub fn diff_content(block: &DisplayBlock) -> Option<ToolCallContent> {
+    let DisplayBlock::Diff(diff) = block else { return None };
+    if diff.is_summary {
+        return None;
+    }
+    let new_file = diff.old_text.is_empty() && diff.old_start <= 1 && !diff.new_text.is_empty();
+    let mut item = Diff::new(PathBuf::from(&diff.path), diff.new_text.clone());
+    if !new_file {
+        item = item.old_text(diff.old_text.clone());
+    }
+    Some(ToolCallContent::Diff(item))
+}
+
+pub fn text_content(text: String) -> ToolCallContent {
+    ToolCallContent::from(ContentBlock::from(text))
+}
+
+/// A `plan` update for each todo block with at least one titled item (`acp.md` §13.3).
+fn plan_updates(display: &[DisplayBlock]) -> Vec<SessionUpdate> {
+    display
+        .iter()
+        .filter_map(|block| {
+            let DisplayBlock::Todo { items } = block else { return None };
+            let entries: Vec<PlanEntry> = items
+                .iter()
+                .filter(|i| !i.title.is_empty())
+                .map(|i| {
+                    let status = match i.status {
+                        TodoStatus::Pending => PlanEntryStatus::Pending,
+                        TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                        TodoStatus::Done => PlanEntryStatus::Completed,
+                    };
+                    PlanEntry::new(i.title.clone(), PlanEntryPriority::Medium, status)
+                })
+                .collect();
+            (!entries.is_empty()).then(|| SessionUpdate::Plan(Plan::new(entries)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn map(mapper: &mut EventMapper, event: Value) -> Vec<Value> {
+        let event: Event = serde_json::from_value(event).unwrap();
+        mapper.map(&event).iter().map(|u| serde_json::to_value(u).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_streamed_tool_call_and_its_result_map_to_the_schemas_json() {
+        let mut m = EventMapper::new(PathBuf::from("/w"), false);
+        assert!(map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"go"}})).is_empty());
+        let turn = m.acp_call_id("tc-1");
+        let call = map(
+            &mut m,
+            json!({"type":"ToolCall","payload":{"type":"function","id":"tc-1","function":{"name":"WriteFile","arguments":"{\"path\":\"a."},"extras":null}}),
+        );
+        assert_eq!(
+            call,
+            [
+                json!({"sessionUpdate":"tool_call","toolCallId":turn,"title":"WriteFile: a.","kind":"edit","name":"WriteFile"})
+            ]
+        );
+        let part = map(&mut m, json!({"type":"ToolCallPart","payload":{"arguments_part":"txt\",\"content\":\"x\"}"}}));
+        assert_eq!(
+            part,
+            [json!({"sessionUpdate":"tool_call_update","toolCallId":turn,"title":"WriteFile: a.txt",
+                    "locations":[{"path":"/w/a.txt"}],"rawInput":{"path":"a.txt","content":"x"}})]
+        );
+        let result = map(
+            &mut m,
+            json!({"type":"ToolResult","payload":{"tool_call_id":"tc-1","return_value":{"is_error":false,"output":"",
+                "message":"File successfully overwritten.","display":[
+                    {"type":"diff","path":"/w/a.txt","old_text":"","new_text":"x","old_start":1,"new_start":1,"is_summary":false},
+                    {"type":"todo","items":[{"title":"a","status":"done"},{"title":"","status":"pending"}]}],"extras":null}}}),
+        );
+        assert_eq!(
+            result,
+            [
+                json!({"sessionUpdate":"tool_call_update","toolCallId":turn,"status":"completed",
+                       "content":[{"type":"diff","path":"/w/a.txt","newText":"x"}]}),
+                json!({"sessionUpdate":"plan","entries":[{"content":"a","priority":"medium","status":"completed"}]}),
+            ]
+        );
+    }
+
+    #[test]
+    fn chunks_modes_and_usage() {
+        let mut m = EventMapper::new(PathBuf::from("/w"), true);
+        assert_eq!(
+            map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"hi"}})),
+            [json!({"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}})]
+        );
+        assert_eq!(
+            map(&mut m, json!({"type":"ContentPart","payload":{"type":"think","think":"hm","encrypted":null}})),
+            [json!({"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}})]
+        );
+        let status = json!({"type":"StatusUpdate","payload":{"context_usage":0.5,"context_tokens":50,"max_context_tokens":100,
+            "token_usage":null,"message_id":null,"plan_mode":true,"mcp_status":null}});
+        assert_eq!(
+            map(&mut m, status.clone()),
+            [
+                json!({"sessionUpdate":"current_mode_update","currentModeId":"plan"}),
+                json!({"sessionUpdate":"usage_update","used":50,"size":100}),
+            ]
+        );
+        // The same mode again is not news.
+        assert_eq!(map(&mut m, status), [json!({"sessionUpdate":"usage_update","used":50,"size":100})]);
+    }
+}

@@ -1,0 +1,236 @@
+//! Session modes and config options (`acp.md` §4.9, §4.10): plan mode is the ACP mode `plan`
+//! beside `default`; the model and thinking are select options (category `model` and
+//! `thought_level`), so current Zed builds render them as pickers.
+
+use agent_client_protocol::v1::schema::{
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode, SessionModeState,
+};
+
+use crate::config::Config;
+
+pub const DEFAULT_MODE: &str = "default";
+pub const PLAN_MODE: &str = "plan";
+pub const MODEL_OPTION: &str = "model";
+pub const THINKING_OPTION: &str = "thinking";
+const ON: &str = "on";
+const OFF: &str = "off";
+
+pub fn mode_id(plan_mode: bool) -> &'static str {
+    if plan_mode { PLAN_MODE } else { DEFAULT_MODE }
+}
+
+/// Whether a mode id means plan mode; `None` for an id we do not offer.
+pub fn parse_mode(id: &str) -> Option<bool> {
+    match id {
+        DEFAULT_MODE => Some(false),
+        PLAN_MODE => Some(true),
+        _ => None,
+    }
+}
+
+pub fn mode_state(plan_mode: bool) -> SessionModeState {
+    SessionModeState::new(
+        mode_id(plan_mode),
+        vec![
+            SessionMode::new(DEFAULT_MODE, "Default")
+                .description("Works on the task, asking before it acts.".to_string()),
+            SessionMode::new(PLAN_MODE, "Plan")
+                .description("Explores and writes a plan; changes nothing until the plan is approved.".to_string()),
+        ],
+    )
+}
+
+/// The model a session runs (`-m`, else the config's default) and whether thinking is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelChoice {
+    pub model: Option<String>,
+    pub thinking: bool,
+}
+
+impl ModelChoice {
+    pub fn of(config: &Config, model: Option<&str>, thinking: Option<bool>) -> Self {
+        let model = model.map(str::to_string).or_else(|| Some(config.default_model.clone()).filter(|m| !m.is_empty()));
+        Self { model, thinking: thinking.unwrap_or(config.default_thinking) }
+    }
+}
+
+pub fn config_options(config: &Config, choice: &ModelChoice) -> Vec<SessionConfigOption> {
+    let mut options = Vec::new();
+    if let Some(current) = &choice.model {
+        let models: Vec<SessionConfigSelectOption> = config
+            .models
+            .iter()
+            .map(|(key, m)| {
+                let name = m.display_name.clone().unwrap_or_else(|| key.clone());
+                SessionConfigSelectOption::new(key.clone(), name).description(m.model.clone())
+            })
+            .collect();
+        if !models.is_empty() {
+            options.push(
+                SessionConfigOption::select(MODEL_OPTION, "Model", current.clone(), models)
+                    .category(SessionConfigOptionCategory::Model),
+            );
+        }
+    }
+    options.push(
+        SessionConfigOption::select(
+            THINKING_OPTION,
+            "Thinking",
+            if choice.thinking { ON } else { OFF },
+            vec![SessionConfigSelectOption::new(OFF, "Off"), SessionConfigSelectOption::new(ON, "On")],
+        )
+        .category(SessionConfigOptionCategory::ThoughtLevel),
+    );
+    options
+}
+
+/// A requested option change applied to `choice`; `Err` is the readable reason it is refused.
+pub fn apply(config: &Config, choice: &ModelChoice, id: &str, value: &str) -> Result<ModelChoice, String> {
+    let mut next = choice.clone();
+    match id {
+        MODEL_OPTION => {
+            if !config.models.contains_key(value) {
+                return Err(format!("unknown model `{value}`"));
+            }
+            next.model = Some(value.to_string());
+        }
+        THINKING_OPTION => {
+            next.thinking = match value {
+                ON => true,
+                OFF => false,
+                _ => return Err(format!("thinking is `on` or `off`, not `{value}`")),
+            }
+        }
+        _ => return Err(format!("unknown config option `{id}`")),
+    }
+    Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        serde_json::from_value(serde_json::json!({
+            "default_model": "a",
+            "models": {"a": {"provider": "p", "model": "m-a", "max_context_size": 1},
+                       "b": {"provider": "p", "model": "m-b", "max_context_size": 1}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn options_serialize_as_the_schema_says() {
+        let config = config();
+        let choice = ModelChoice::of(&config, None, None);
+        let json = serde_json::to_value(config_options(&config, &choice)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!([
+                {"id":"model","name":"Model","category":"model","type":"select","currentValue":"a",
+                 "options":[{"value":"a","name":"a","description":"m-a"},{"value":"b","name":"b","description":"m-b"}]},
+                {"id":"thinking","name":"Thinking","category":"thought_level","type":"select","currentValue":"off",
+                 "options":[{"value":"off","name":"Off"},{"value":"on","name":"On"}]}
+            ])
+        );
+    }
+
+    #[test]
+    fn bad_changes_are_refused() {
+        let config = config();
+        let choice = ModelChoice::of(&config, None, None);
+        assert_eq!(apply(&config, &choice, "model", "b").unwrap().model.as_deref(), Some("b"));
+        assert!(apply(&config, &choice, "model", "zz").unwrap_err().contains("unknown model"));
+        assert!(apply(&config, &choice, "thinking", "maybe").is_err());
+        assert!(apply(&config, &choice, "speed", "on").is_err());
+        assert_eq!(parse_mode("plan"), Some(true));
+        assert_eq!(parse_mode("yolo"), None);
+    }
+}
+
+/// The legacy `models` member of session answers (`acp.md` §4.4, §12.6), still read by older
+/// clients that predate config options.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LegacyModels {
+    pub available_models: Vec<LegacyModel>,
+    pub current_model_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LegacyModel {
+    pub model_id: String,
+    pub name: String,
+}
+
+/// `session/set_model` (legacy): `modelId` is `<key>` or `<key>,thinking`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModelRequest {
+    pub session_id: String,
+    pub model_id: String,
+}
+
+const THINKING_SUFFIX: &str = ",thinking";
+
+fn always_thinks(model: &str) -> bool {
+    let m = model.to_lowercase();
+    m.contains("thinking") || m.contains("reason")
+}
+
+pub fn legacy_models(config: &Config, choice: &ModelChoice) -> Option<LegacyModels> {
+    let current = choice.model.as_ref()?;
+    let mut available = Vec::new();
+    for (key, m) in &config.models {
+        if always_thinks(&m.model) {
+            available.push(LegacyModel { model_id: format!("{key}{THINKING_SUFFIX}"), name: m.model.clone() });
+            continue;
+        }
+        available.push(LegacyModel { model_id: key.clone(), name: m.model.clone() });
+        if m.capabilities.iter().any(|c| c == "thinking" || c == "always_thinking") {
+            available.push(LegacyModel {
+                model_id: format!("{key}{THINKING_SUFFIX}"),
+                name: format!("{} (thinking)", m.model),
+            });
+        }
+    }
+    let suffix = if choice.thinking { THINKING_SUFFIX } else { "" };
+    Some(LegacyModels { available_models: available, current_model_id: format!("{current}{suffix}") })
+}
+
+/// The model choice a legacy model id names; `None` for a model that is not configured.
+pub fn parse_legacy_model(config: &Config, id: &str) -> Option<ModelChoice> {
+    let (key, thinking) = match id.strip_suffix(THINKING_SUFFIX) {
+        Some(key) => (key, true),
+        None => (id, false),
+    };
+    config.models.contains_key(key).then(|| ModelChoice { model: Some(key.to_string()), thinking })
+}
+
+#[cfg(test)]
+mod legacy_tests {
+    use super::*;
+
+    #[test]
+    fn legacy_models_list_thinking_variants() {
+        let config: Config = serde_json::from_value(serde_json::json!({
+            "default_model": "k",
+            "models": {"k": {"provider": "p", "model": "kimi", "max_context_size": 1, "capabilities": ["thinking"]},
+                       "r": {"provider": "p", "model": "r1-reasoner", "max_context_size": 1}}
+        }))
+        .unwrap();
+        let models = legacy_models(&config, &ModelChoice::of(&config, None, Some(true))).unwrap();
+        assert_eq!(
+            serde_json::to_value(models).unwrap(),
+            serde_json::json!({"availableModels":[
+                {"modelId":"k","name":"kimi"},{"modelId":"k,thinking","name":"kimi (thinking)"},
+                {"modelId":"r,thinking","name":"r1-reasoner"}],"currentModelId":"k,thinking"})
+        );
+        assert_eq!(
+            parse_legacy_model(&config, "k,thinking"),
+            Some(ModelChoice { model: Some("k".into()), thinking: true })
+        );
+        assert_eq!(parse_legacy_model(&config, "nope"), None);
+    }
+}

@@ -1,0 +1,196 @@
+//! ACP's projection of one session's events: each event becomes zero or more `session/update`
+//! notifications (through the shared [`EventMapper`]), an approval becomes a
+//! `session/request_permission` whose answer is read here, and a turn's outcome becomes the answer
+//! to the `session/prompt` that started it (`acp.md` §13).
+//!
+//! Invariants: the prompt's answer is queued after every update of its turn (the projection runs
+//! inline in the emitting task); a permission request whose turn is cancelled is forgotten at
+//! once (the approval counts as rejected; the client's late `cancelled` answer finds nobody).
+
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{
+    PromptResponse, SessionNotification, SessionUpdate, StopReason, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields,
+};
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+
+use super::errors::{self, OutgoingIds};
+use super::mapping::{EventMapper, diff_content, text_content};
+use super::permission;
+use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, HookAction, Request, ToolReturnValue};
+use crate::rpc::pending::{PendingRequests, RawAnswer};
+use crate::rpc::{Outbound, RequestId};
+use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
+
+pub struct AcpProjection {
+    session_id: String,
+    outbound: Outbound,
+    pending: Arc<PendingRequests>,
+    ids: Arc<OutgoingIds>,
+    mapper: Arc<Mutex<EventMapper>>,
+}
+
+impl AcpProjection {
+    pub fn new(
+        session_id: String,
+        outbound: Outbound,
+        pending: Arc<PendingRequests>,
+        ids: Arc<OutgoingIds>,
+        mapper: Arc<Mutex<EventMapper>>,
+    ) -> Self {
+        Self { session_id, outbound, pending, ids, mapper }
+    }
+
+    fn mapper(&self) -> std::sync::MutexGuard<'_, EventMapper> {
+        self.mapper.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn permission(&self, approval: ApprovalRequest) -> oneshot::Receiver<ClientAnswer> {
+        let (reply, answer) = oneshot::channel();
+        let (tool_call_id, title) = {
+            let mapper = self.mapper();
+            (mapper.acp_call_id(&approval.tool_call_id), mapper.call_title(&approval.tool_call_id))
+        };
+        let diffs: Vec<ToolCallContent> = approval.display.iter().filter_map(diff_content).collect();
+        let content = if diffs.is_empty() {
+            vec![text_content(format!("Requesting approval to perform: {}", approval.description))]
+        } else {
+            diffs
+        };
+        let fields =
+            ToolCallUpdateFields::new().title(title.unwrap_or_else(|| approval.description.clone())).content(content);
+        let params = permission::request(&self.session_id, ToolCallUpdate::new(tool_call_id.clone(), fields));
+        let id = self.ids.next();
+        let Ok(raw) = self.pending.register(id.clone()) else {
+            let _ = reply.send(reject());
+            return answer;
+        };
+        match Outbound::request_frame(&id, permission::METHOD, &params) {
+            Some(frame) => {
+                let started =
+                    Started { outbound: self.outbound.clone(), session_id: self.session_id.clone(), tool_call_id };
+                tokio::spawn(await_permission(raw, reply, self.pending.clone(), started));
+                if !self.outbound.send_raw(frame).await {
+                    self.pending.resolve(&id, Err(errors::internal("the output is closed")));
+                }
+            }
+            None => {
+                self.pending.resolve(&id, Err(errors::internal("cannot send the request")));
+                let _ = reply.send(reject());
+            }
+        }
+        answer
+    }
+}
+
+impl Projection for AcpProjection {
+    fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let updates = self.mapper().map(event);
+            for update in updates {
+                send_update(&self.outbound, &self.session_id, update).await;
+            }
+        })
+    }
+
+    #[allow(clippy::async_yields_async)]
+    fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+        Box::pin(async move {
+            match request {
+                Request::ApprovalRequest(approval) => self.permission(approval).await,
+                other => {
+                    let (reply, answer) = oneshot::channel();
+                    let _ = reply.send(unanswerable(&other));
+                    answer
+                }
+            }
+        })
+    }
+
+    fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let Some(id) = tag.take::<RequestId>() else {
+                tracing::error!("a turn ended without the id of its prompt");
+                return;
+            };
+            let stop = match result {
+                Ok(TurnOutcome::Finished) => StopReason::EndTurn,
+                Ok(TurnOutcome::Cancelled) => StopReason::Cancelled,
+                Ok(TurnOutcome::MaxStepsReached(_)) => StopReason::MaxTurnRequests,
+                Err(e) => {
+                    self.outbound.error(Some(&id), &errors::turn_error(&e)).await;
+                    return;
+                }
+            };
+            self.outbound.respond(&id, &PromptResponse::new(stop)).await;
+        })
+    }
+}
+
+/// One `session/update` notification.
+pub async fn send_update(outbound: &Outbound, session_id: &str, update: SessionUpdate) {
+    let notification = SessionNotification::new(session_id.to_string(), update);
+    if let Some(frame) = Outbound::notification_frame("session/update", &notification) {
+        outbound.send_raw(frame).await;
+    }
+}
+
+fn reject() -> ClientAnswer {
+    ClientAnswer::Approval { decision: ApprovalDecision::Reject, feedback: String::new() }
+}
+
+/// Requests ACP has no method for get the answer a client without the feature would give.
+fn unanswerable(request: &Request) -> ClientAnswer {
+    match request {
+        Request::ApprovalRequest(_) => reject(),
+        // ACP registers no external tools; a call to one is the model's mistake.
+        Request::ToolCallRequest(call) => ClientAnswer::ToolResult(ToolReturnValue::error(
+            format!("The tool `{}` is not available in this session.", call.name),
+            "Tool not available",
+        )),
+        // ACP clients have no question form in the stable protocol: dismissed.
+        Request::QuestionRequest(_) => ClientAnswer::Questions(None),
+        // No ACP client subscribes to hooks.
+        Request::HookRequest(_) => ClientAnswer::Hook { action: HookAction::Allow, reason: String::new() },
+    }
+}
+
+/// Where to say that an approved call starts running (`in_progress`, `acp.md` §13.4).
+struct Started {
+    outbound: Outbound,
+    session_id: String,
+    tool_call_id: String,
+}
+
+async fn await_permission(
+    answer: oneshot::Receiver<RawAnswer>,
+    mut reply: oneshot::Sender<ClientAnswer>,
+    pending: Arc<PendingRequests>,
+    started: Started,
+) {
+    let raw = tokio::select! {
+        raw = answer => raw,
+        // The turn was cancelled: forget the request; the client's answer finds nobody.
+        () = reply.closed() => {
+            pending.prune();
+            return;
+        }
+    };
+    let decision = match raw {
+        Ok(Ok(value)) => permission::decision(value),
+        Ok(Err(e)) => {
+            tracing::info!("the client answered a permission request with an error: {}", e.message);
+            ApprovalDecision::Reject
+        }
+        Err(_) => return,
+    };
+    if decision.is_approved() {
+        // Sent before the soul hears the answer, so it precedes the call's result.
+        let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+        let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(started.tool_call_id, fields));
+        send_update(&started.outbound, &started.session_id, update).await;
+    }
+    let _ = reply.send(ClientAnswer::Approval { decision, feedback: String::new() });
+}

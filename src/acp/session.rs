@@ -1,0 +1,247 @@
+//! One ACP session: an ordinary kiwi session (built by the session builder, recorded into its
+//! `wire.jsonl`) with its own turn driver, projection and model choice. Many live in one process.
+//!
+//! Invariants: the session folder's lock is held while the session is open here; changing the
+//! model rebuilds the agent over the same folder only while no turn runs (the context and state
+//! are read back from disk, so nothing is lost).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::client_calls::ClientCalls;
+use super::client_fs::AcpFiles;
+use super::errors::{self, OutgoingIds};
+use super::mapping::EventMapper;
+use super::modes::ModelChoice;
+use super::projection::AcpProjection;
+use super::terminal_shell::TerminalShell;
+use crate::builder::{AgentSetup, BuildError, BuiltSession, SessionRequest};
+use crate::protocol::HookEvent;
+use crate::rpc::pending::PendingRequests;
+use crate::rpc::{ErrorObject, Outbound};
+use crate::session::store::{Session, SessionChoice};
+use crate::soul::hooks::{self, HookRunner};
+use crate::soul::{EventSink, TurnDriver};
+use crate::tools::client_files::ClientFiles;
+
+/// The longest a turn may take to unwind when its session closes.
+const CLOSE_GRACE: Duration = Duration::from_millis(500);
+/// The longest the `SessionEnd` hooks may delay a close.
+const SESSION_END_BOUND: Duration = Duration::from_secs(5);
+
+/// What every session of the server shares.
+pub struct Shared {
+    pub setup: AgentSetup,
+    pub outbound: Outbound,
+    pub pending: Arc<PendingRequests>,
+    pub ids: Arc<OutgoingIds>,
+    /// The client runs terminals for us (`clientCapabilities.terminal`): Shell uses them.
+    pub client_terminal: AtomicBool,
+    /// The client serves reads / takes writes of files (`clientCapabilities.fs`).
+    pub client_read: AtomicBool,
+    pub client_write: AtomicBool,
+}
+
+impl Shared {
+    fn calls(&self) -> ClientCalls {
+        ClientCalls { outbound: self.outbound.clone(), pending: self.pending.clone(), ids: self.ids.clone() }
+    }
+}
+
+struct Live {
+    session: Session,
+    driver: Arc<TurnDriver>,
+    hooks: HookRunner,
+}
+
+pub struct AcpSession {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub mapper: Arc<Mutex<EventMapper>>,
+    projection: Arc<AcpProjection>,
+    /// Shell through the client's terminal, when the client offers terminals.
+    shell: Option<Arc<dyn crate::tools::Tool>>,
+    /// The client's files, when the client serves them.
+    files: Option<Arc<dyn ClientFiles>>,
+    live: Mutex<Option<Live>>,
+    choice: Mutex<ModelChoice>,
+    mcp_configs: Vec<Value>,
+}
+
+impl AcpSession {
+    /// Opens (creates or resumes) a session in `cwd`.
+    pub fn open(
+        shared: &Shared,
+        cwd: &Path,
+        choice: SessionChoice,
+        mcp_configs: Vec<Value>,
+    ) -> Result<Arc<Self>, ErrorObject> {
+        let model = ModelChoice::of(&shared.setup.config, shared.setup.model.as_deref(), shared.setup.thinking);
+        let setup = session_setup(&shared.setup, &model, &mcp_configs);
+        let built =
+            setup.build(SessionRequest { work_dir: cwd.to_path_buf(), session: choice, trace: None }).map_err(|e| {
+                match e {
+                    BuildError::Usage(m) => errors::invalid_params(m),
+                    BuildError::Fatal(m) => errors::internal(m),
+                }
+            })?;
+        let id = built.session.id.clone();
+        let mapper = Arc::new(Mutex::new(EventMapper::new(cwd.to_path_buf(), false)));
+        let projection = Arc::new(AcpProjection::new(
+            id.clone(),
+            shared.outbound.clone(),
+            shared.pending.clone(),
+            shared.ids.clone(),
+            mapper.clone(),
+        ));
+        let shell = terminal_shell(shared, &id, &mapper);
+        let files = client_files(shared, &id);
+        let live = live(built, &projection, shell.clone(), files.clone());
+        lock(&mapper).set_plan_mode(live.driver.agent().state.plan_mode());
+        Ok(Arc::new(Self {
+            id,
+            cwd: cwd.to_path_buf(),
+            mapper,
+            projection,
+            shell,
+            files,
+            live: Mutex::new(Some(live)),
+            choice: Mutex::new(model),
+            mcp_configs,
+        }))
+    }
+
+    /// The turn driver; `None` only while the agent is being rebuilt (or after close).
+    pub fn driver(&self) -> Option<Arc<TurnDriver>> {
+        lock(&self.live).as_ref().map(|l| l.driver.clone())
+    }
+
+    pub fn wire_path(&self) -> Option<PathBuf> {
+        lock(&self.live).as_ref().map(|l| l.session.wire_path())
+    }
+
+    pub fn model_choice(&self) -> ModelChoice {
+        lock(&self.choice).clone()
+    }
+
+    pub fn resumed(&self) -> bool {
+        lock(&self.live).as_ref().is_some_and(|l| l.session.resumed)
+    }
+
+    /// `SessionStart` hooks (not visible to the client, as on the wire).
+    pub async fn start_hooks(&self) {
+        let runner = lock(&self.live).as_ref().map(|l| (l.hooks.clone(), l.session.resumed));
+        if let Some((hooks, resumed)) = runner {
+            let source = if resumed { "resume" } else { "startup" };
+            hooks.run(HookEvent::SessionStart, source, hooks::input([("source", Value::from(source))])).await;
+        }
+    }
+
+    /// Rebuilds the agent with another model choice; refused while a turn runs.
+    pub fn change_model(&self, shared: &Shared, next: ModelChoice) -> Result<(), ErrorObject> {
+        let mut live = lock(&self.live);
+        let Some(current) = live.as_ref() else { return Err(errors::session_not_found()) };
+        if current.driver.is_busy() {
+            return Err(errors::internal("a prompt is running in this session; change the model after it"));
+        }
+        let work_dir = current.session.work_dir.clone();
+        let id = current.session.id.clone();
+        // The folder lock must be free before the session is opened again.
+        let old = live.take();
+        drop(old);
+        let attempt = |choice: &ModelChoice| {
+            session_setup(&shared.setup, choice, &self.mcp_configs).build(SessionRequest {
+                work_dir: work_dir.clone(),
+                session: SessionChoice::Id(id.clone()),
+                trace: None,
+            })
+        };
+        match attempt(&next) {
+            Ok(built) => {
+                *live = Some(self::live(built, &self.projection, self.shell.clone(), self.files.clone()));
+                *lock(&self.choice) = next;
+                Ok(())
+            }
+            Err(e) => {
+                // Back to the model it had; if even that fails the session is gone.
+                let previous = lock(&self.choice).clone();
+                if let Ok(built) = attempt(&previous) {
+                    *live = Some(self::live(built, &self.projection, self.shell.clone(), self.files.clone()));
+                }
+                Err(errors::internal(e.to_string()))
+            }
+        }
+    }
+
+    /// Cancels what runs, runs the `SessionEnd` hooks and releases the session folder.
+    pub async fn close(&self) {
+        let live = lock(&self.live).take();
+        let Some(live) = live else { return };
+        live.driver.shutdown(CLOSE_GRACE).await;
+        let run = live.hooks.run(HookEvent::SessionEnd, "exit", hooks::input([("reason", Value::from("exit"))]));
+        if tokio::time::timeout(SESSION_END_BOUND, run).await.is_err() {
+            tracing::info!("SessionEnd hooks did not finish in {SESSION_END_BOUND:?}");
+        }
+        live.session.finish();
+    }
+}
+
+fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -> Option<Arc<dyn crate::tools::Tool>> {
+    if !shared.client_terminal.load(Ordering::SeqCst) {
+        return None;
+    }
+    let tool = TerminalShell::new(id.to_string(), shared.calls(), mapper.clone());
+    Some(Arc::new(crate::tools::Typed::new(tool)))
+}
+
+fn client_files(shared: &Shared, id: &str) -> Option<Arc<dyn ClientFiles>> {
+    let (read, write) = (shared.client_read.load(Ordering::SeqCst), shared.client_write.load(Ordering::SeqCst));
+    if !read && !write {
+        return None;
+    }
+    Some(Arc::new(AcpFiles { session_id: id.to_string(), calls: shared.calls(), read, write }))
+}
+
+fn live(
+    built: BuiltSession,
+    projection: &Arc<AcpProjection>,
+    shell: Option<Arc<dyn crate::tools::Tool>>,
+    files: Option<Arc<dyn ClientFiles>>,
+) -> Live {
+    let BuiltSession { session, soul, recorder } = built;
+    let driver = TurnDriver::new(soul, EventSink::new(projection.clone(), Some(recorder)));
+    if let Some(files) = files {
+        driver.agent().client.set_files(files);
+    }
+    // Only an agent that has Shell gets the terminal one in its place.
+    if let Some(shell) = shell
+        && driver.agent().toolset().get("Shell").is_some()
+    {
+        driver.agent().update_toolset(|set| set.insert(shell));
+    }
+    // ACP has no question form; plan mode is an ACP mode, so its tools are offered.
+    driver.agent().client.handshake(Some((false, true)));
+    let hooks =
+        HookRunner::new(driver.agent().hooks.clone(), driver.sink().clone(), &session.id, session.work_dir.clone())
+            .hidden();
+    Live { session, driver, hooks }
+}
+
+fn session_setup(base: &AgentSetup, choice: &ModelChoice, mcp_configs: &[Value]) -> AgentSetup {
+    let mut setup = base.clone();
+    setup.model = choice.model.clone();
+    // Thinking is only forced when it differs from what the config would choose anyway.
+    setup.thinking = Some(choice.thinking).filter(|t| base.thinking.is_some() || *t != base.config.default_thinking);
+    if !mcp_configs.is_empty() {
+        setup.mcp_configs = mcp_configs.to_vec();
+    }
+    setup
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

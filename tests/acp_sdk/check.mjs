@@ -1,0 +1,94 @@
+// Drives `kiwi acp` with the official ACP TypeScript SDK (@agentclientprotocol/sdk): a prompt
+// with a permission, a cancel during a permission, and a load that replays the history in a
+// second process. Run by tests/acp_sdk.rs; prints "<n> passed, <m> failed".
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+
+const bin = process.env.KIWI_BIN;
+const work = process.env.KIWI_WORK;
+let passed = 0;
+let failed = 0;
+
+function check(name, ok, detail) {
+  if (ok) {
+    passed += 1;
+    console.log(`ok - ${name}`);
+  } else {
+    failed += 1;
+    console.log(`FAILED - ${name}: ${JSON.stringify(detail)}`);
+  }
+}
+
+// One kiwi process and a client app around it; `onPermission` decides each permission request.
+function connect(onPermission, updates) {
+  const child = spawn(bin, ["acp"], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
+  const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  const app = client({ name: "kiwi-acp-check" })
+    .onNotification(methods.client.session.update, ({ params }) => {
+      updates.push(params);
+    })
+    .onRequest(methods.client.session.requestPermission, async ({ params, agent }) => onPermission(params, agent));
+  return { child, stream, app };
+}
+
+const kinds = (updates) => updates.map((u) => u.update.sessionUpdate);
+const text = (updates, kind) =>
+  updates.filter((u) => u.update.sessionUpdate === kind).map((u) => u.update.content?.text ?? "").join("");
+
+async function main() {
+  let sessionId;
+  {
+    const updates = [];
+    let asked = 0;
+    let policy = "approve";
+    const { child, stream, app } = connect(async (params, agent) => {
+      asked += 1;
+      check("permission options have stable ids",
+        params.options.map((o) => o.optionId).join(",") === "approve,approve_for_session,reject", params.options);
+      if (policy === "cancel") {
+        await agent.notify(methods.agent.session.cancel, { sessionId: params.sessionId });
+        return { outcome: { outcome: "cancelled" } };
+      }
+      return { outcome: { outcome: "selected", optionId: "approve" } };
+    }, updates);
+    await app.connectWith(stream, async (agent) => {
+      const init = await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+      check("initialize answers protocol 1 with loadSession", init.protocolVersion === 1 && init.agentCapabilities.loadSession === true, init);
+      const created = await agent.request(methods.agent.session.new, { cwd: work, mcpServers: [] });
+      sessionId = created.sessionId;
+      check("session/new offers the plan mode", created.modes.availableModes.some((m) => m.id === "plan"), created.modes);
+      const first = await agent.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "hi" }] });
+      check("prompt ends the turn", first.stopReason === "end_turn" && asked === 1, first);
+      const done = updates.filter((u) => u.update.sessionUpdate === "tool_call_update" && u.update.status === "completed");
+      check("the approved command ran", done.length === 1 && done[0].update.content[0].content.text === "hi\n", done);
+      check("the answer streamed", text(updates, "agent_message_chunk") === "shell done", kinds(updates));
+      policy = "cancel";
+      const second = await agent.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "again" }] });
+      check("cancel during a permission answers cancelled", second.stopReason === "cancelled", second);
+    });
+    child.kill();
+  }
+  {
+    const updates = [];
+    const { child, stream, app } = connect(async () => ({ outcome: { outcome: "cancelled" } }), updates);
+    await app.connectWith(stream, async (agent) => {
+      await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+      const loaded = await agent.request(methods.agent.session.load, { sessionId, cwd: work, mcpServers: [] });
+      check("load answers with the modes", loaded.modes?.currentModeId === "default", loaded);
+      check("load replayed the user's words", text(updates, "user_message_chunk") === "hiagain", kinds(updates));
+      check("load replayed the agent's words", text(updates, "agent_message_chunk") === "shell done", kinds(updates));
+      check("load replayed the tool calls", kinds(updates).filter((k) => k === "tool_call").length === 2, kinds(updates));
+    });
+    child.kill();
+  }
+}
+
+try {
+  await main();
+} catch (e) {
+  failed += 1;
+  console.log(`FAILED - exception: ${e?.stack ?? e}`);
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
