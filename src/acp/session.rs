@@ -62,14 +62,8 @@ pub struct AcpSession {
     pub id: String,
     pub cwd: PathBuf,
     pub mapper: Arc<Mutex<EventMapper>>,
-    projection: Arc<AcpProjection>,
-    /// Shell through the client's terminal, when the client offers terminals.
-    shell: Option<Arc<dyn crate::tools::Tool>>,
-    /// The client's files, when the client serves them.
-    files: Option<Arc<dyn ClientFiles>>,
     live: Mutex<Option<Live>>,
     choice: Mutex<ModelChoice>,
-    mcp_configs: Vec<Value>,
 }
 
 impl AcpSession {
@@ -100,18 +94,14 @@ impl AcpSession {
         ));
         let shell = terminal_shell(shared, &id, &mapper);
         let files = client_files(shared, &id);
-        let live = live(built, &projection, shell.clone(), files.clone());
+        let live = live(built, &projection, shell, files);
         lock(&mapper).set_plan_mode(live.driver.agent().state.plan_mode());
         Ok(Arc::new(Self {
             id,
             cwd: cwd.to_path_buf(),
             mapper,
-            projection,
-            shell,
-            files,
             live: Mutex::new(Some(live)),
             choice: Mutex::new(model),
-            mcp_configs,
         }))
     }
 
@@ -141,40 +131,22 @@ impl AcpSession {
         }
     }
 
-    /// Rebuilds the agent with another model choice; refused while a turn runs.
+    /// Switches the session to another model choice (the session, its MCP servers and its
+    /// tools stay as they are); refused while a turn runs.
     pub fn change_model(&self, shared: &Shared, next: ModelChoice) -> Result<(), ErrorObject> {
-        let mut live = lock(&self.live);
+        let live = lock(&self.live);
         let Some(current) = live.as_ref() else { return Err(errors::session_not_found()) };
         if current.driver.is_busy() {
             return Err(errors::internal("a prompt is running in this session; change the model after it"));
         }
-        let work_dir = current.session.work_dir.clone();
-        let id = current.session.id.clone();
-        // The folder lock must be free before the session is opened again.
-        let old = live.take();
-        drop(old);
-        let attempt = |choice: &ModelChoice| {
-            session_setup(&shared.setup, choice, &self.mcp_configs).build(SessionRequest {
-                work_dir: work_dir.clone(),
-                session: SessionChoice::Id(id.clone()),
-                trace: None,
-            })
-        };
-        match attempt(&next) {
-            Ok(built) => {
-                *live = Some(self::live(built, &self.projection, self.shell.clone(), self.files.clone()));
-                *lock(&self.choice) = next;
-                Ok(())
-            }
-            Err(e) => {
-                // Back to the model it had; if even that fails the session is gone.
-                let previous = lock(&self.choice).clone();
-                if let Ok(built) = attempt(&previous) {
-                    *live = Some(self::live(built, &self.projection, self.shell.clone(), self.files.clone()));
-                }
-                Err(errors::internal(e.to_string()))
-            }
-        }
+        let base = &shared.setup;
+        // Thinking is only forced when it differs from what the config would choose anyway.
+        let thinking = Some(next.thinking).filter(|t| base.thinking.is_some() || *t != base.config.default_thinking);
+        let agent = current.driver.agent();
+        let model = base.model_switch(agent, next.model.as_deref(), thinking).map_err(errors::internal)?;
+        agent.env.model.set(model);
+        *lock(&self.choice) = next;
+        Ok(())
     }
 
     /// Cancels what runs, runs the `SessionEnd` hooks and releases the session folder.
