@@ -155,8 +155,12 @@ impl EventMapper {
             Event::PlanDisplay { content, .. } => {
                 vec![SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(content.clone())))]
             }
-            // Subagent events are mapped when the subagent core lands; the rest has no ACP form
-            // (`acp.md` §13.1: turn/step markers, compaction, hooks, retries, approvals' echoes).
+            // A subagent works inside its parent's `Agent` tool call: the client sees that call
+            // and its final result, not the subagent's own steps (`acp.md` §13.1). Its approvals
+            // still reach the client, as permission requests of their own.
+            Event::SubagentEvent(_) => Vec::new(),
+            // The rest has no ACP form (`acp.md` §13.1: turn/step markers, compaction, hooks,
+            // retries, approvals' echoes).
             _ => Vec::new(),
         }
     }
@@ -338,5 +342,13 @@ mod tests {
         );
         // The same mode again is not news.
         assert_eq!(map(&mut m, status), [json!({"sessionUpdate":"usage_update","used":50,"size":100})]);
+    }
+
+    #[test]
+    fn subagent_steps_stay_inside_the_parent_call() {
+        let mut m = EventMapper::new(PathBuf::from("/w"), false);
+        let inner = json!({"type":"SubagentEvent","payload":{"parent_tool_call_id":"t","agent_id":"a1",
+            "subagent_type":"explore","event":{"type":"ContentPart","payload":{"type":"text","text":"x"}}}});
+        assert!(map(&mut m, inner).is_empty());
     }
 }
