@@ -97,6 +97,7 @@ fn in_process() {
         yolo: true,
         config_source: config_path.display().to_string(),
         system_prompt: PromptEdit::default(),
+        mcp_configs: Vec::new(),
     };
     let built = setup
         .build(SessionRequest { work_dir: env.work(), session: SessionChoice::New, trace: None })
