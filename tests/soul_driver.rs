@@ -87,6 +87,7 @@ fn world(scripts: &[&str]) -> World {
         yolo: false,
         config_source: "test".into(),
         system_prompt: Default::default(),
+        mcp_configs: Vec::new(),
     };
     let request = SessionRequest { work_dir: work, session: SessionChoice::New, trace: None };
     let BuiltSession { session, soul, recorder } = setup.build(request).unwrap();

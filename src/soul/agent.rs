@@ -8,6 +8,7 @@ use crate::agent_env::AgentEnv;
 use crate::blueprint::skills::{Skill, skill_commands};
 use crate::config::LoopControl;
 use crate::llm::{Capability, SharedProvider};
+use crate::mcp::McpManager;
 use crate::soul::approval::ApprovalHub;
 use crate::soul::client::ClientState;
 use crate::soul::dmail::DMailBox;
@@ -38,6 +39,8 @@ pub struct Agent {
     pub dmail: Option<Arc<DMailBox>>,
     /// Why there is no model, when there is none (told to the client with every -32001).
     pub no_model_reason: Option<String>,
+    /// The session's MCP servers, when any are configured.
+    pub mcp: Option<Arc<McpManager>>,
 }
 
 /// Everything start-up decides about an agent.
@@ -53,6 +56,7 @@ pub struct AgentParts {
     pub dmail: Option<Arc<DMailBox>>,
     /// Why no model could be built, if none could.
     pub no_model_reason: Option<String>,
+    pub mcp: Option<Arc<McpManager>>,
 }
 
 impl Agent {
@@ -78,6 +82,7 @@ impl Agent {
             skills: parts.skills,
             dmail: parts.dmail,
             no_model_reason: parts.no_model_reason,
+            mcp: parts.mcp,
         }
     }
 

@@ -146,6 +146,8 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         yolo: false,
         config_source,
         system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
+        // Claude's `--mcp-config` servers are reported as failed in `init` (see below), not run.
+        mcp_configs: Vec::new(),
     };
     Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }))
 }
