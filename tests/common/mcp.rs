@@ -3,6 +3,7 @@
 //! `cargo test` builds every example before running tests, so the server is normally already in
 //! `target/<profile>/examples/`. When a single test target was asked for (`cargo test --test
 //! mcp_wire`) it may be missing; then it is built with the same cargo, once per test process.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
