@@ -213,3 +213,64 @@ fn sha8(text: &str) -> String {
     use sha2::{Digest, Sha256};
     Sha256::digest(text.as_bytes()).iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
+
+/// Where the SDK tests must run (CI): a skip then fails (the policy of `tests/sdk_client.rs`).
+const REQUIRE_SDK_VAR: &str = "KIWI_REQUIRE_SDK_TESTS";
+
+fn skip_sdk(reason: &str) {
+    let required = std::env::var(REQUIRE_SDK_VAR).is_ok_and(|v| !v.is_empty() && v != "0");
+    assert!(!required, "the SDK MCP test cannot run ({reason}) and {REQUIRE_SDK_VAR} is set");
+    eprintln!("skipping the SDK MCP test: {reason} (set {REQUIRE_SDK_VAR}=1 to make this a failure)");
+}
+
+#[test]
+fn the_npm_sdk_tests_mcp_servers_through_kiwi() {
+    use std::process::Command;
+    if let Err(e) = Command::new("node").arg("--version").output() {
+        return skip_sdk(&format!("Node.js cannot be run: {e}"));
+    }
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
+    if !sdk.join("node_modules/@moonshot-ai/kimi-agent-sdk").exists() {
+        // An unreachable registry is a reason to skip; `npm ci` alone would retry for minutes.
+        let ping = Command::new("npm")
+            .args(["ping", "--fetch-timeout=10000", "--fetch-retries=0", "--loglevel=error"])
+            .current_dir(&sdk)
+            .output();
+        match ping {
+            Err(e) => return skip_sdk(&format!("npm cannot be run: {e}")),
+            Ok(p) if !p.status.success() => return skip_sdk("the npm registry is not reachable"),
+            Ok(_) => {}
+        }
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&sdk)
+            .status()
+            .expect("run npm ci");
+        assert!(status.success(), "npm ci failed in tests/sdk");
+    }
+    let env = Env::new();
+    let share = share(&env);
+    let server = mcp::test_server();
+    kiwi(&share, &["mcp", "add", "srv", server.to_str().unwrap()]);
+    kiwi(&share, &["mcp", "add", "dies", "--", server.to_str().unwrap(), "--exit"]);
+    kiwi(&share, &["mcp", "add", "-t", "http", "remote", "http://127.0.0.1:1/mcp"]);
+    let output = Command::new("node")
+        .arg(sdk.join("mcp.mjs"))
+        .current_dir(&sdk)
+        .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
+        .env("KIMI_SHARE_DIR", &share)
+        .env("HOME", env.home())
+        .output()
+        .expect("run node");
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{out}{}", String::from_utf8_lossy(&output.stderr));
+    let seen: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{out}: {e}"));
+    assert_eq!(seen["ok"]["success"], true, "{seen}");
+    let shown = seen["ok"]["output"].as_str().unwrap();
+    assert!(shown.starts_with("Testing connection to 'srv'...\n✓ Connected to 'srv'\n  Available tools: 9"), "{shown}");
+    assert_eq!(seen["failed"]["success"], false);
+    assert!(seen["failed"]["output"].as_str().unwrap().contains("✗ Connection failed: "), "{seen}");
+    assert_eq!(seen["missing"], serde_json::json!({"success": false, "output": "MCP server 'nope' not found."}));
+    assert_eq!(seen["reset"], "resolved");
+    assert!(seen["auth"].as_str().unwrap().contains("MCP server 'srv' is not a remote server."), "{seen}");
+}
