@@ -266,3 +266,29 @@ fn alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+#[test]
+fn cancelling_the_wait_leaves_the_servers_connecting() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: after", &call("c1", "echo", json!({"text": "late"})), "text: done"]);
+    // Slow enough that the second prompt starts while the server is still connecting.
+    let servers = mcp::config_arg(&[("slow", mcp::stdio_entry(&["--delay-ms", "3000"]))]);
+    let mut k = env.spawn(&config, &["--yolo", "--mcp-config", &servers]);
+    k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
+    loop {
+        let m = k.next();
+        if m["params"]["type"] == "MCPLoadingBegin" {
+            break;
+        }
+    }
+    k.send(json!({"jsonrpc":"2.0","id":"c0","method":"cancel","params":{}}));
+    let (_, response) = k.until_response(&json!("p0"));
+    assert_eq!(response["result"]["status"], "cancelled");
+    // The next turn waits again, and the server does connect.
+    let (events, response) = k.prompt("p1", json!("again"));
+    assert_eq!(response["result"]["status"], "finished");
+    assert_eq!(types(&events)[..3], ["TurnBegin", "StatusUpdate", "MCPLoadingBegin"]);
+    assert_eq!(payloads(&events, "StatusUpdate")[1]["mcp_status"]["servers"][0]["status"], "connected");
+    let (events, _) = k.prompt("p2", json!("call"));
+    assert_eq!(tool_results(&events)[0]["output"][0]["text"], "pong:late");
+}
