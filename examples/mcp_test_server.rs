@@ -5,7 +5,10 @@
 //! * `--hang`: read stdin but never answer anything (a server that hangs in `initialize`);
 //! * `--exit`: exit at once with status 3 (a server that fails to start);
 //! * `--garbage`: answer every line with a line that is not JSON-RPC;
-//! * `--pid-file PATH`: write the process id there (orphan checks).
+//! * `--pid-file PATH`: write the process id there (orphan checks);
+//! * `--http`: serve Streamable HTTP on 127.0.0.1 (a free port) instead of stdio, and print the
+//!   endpoint URL as the first line of stdout;
+//! * `--require-header NAME:VALUE` (with `--http`): answer 401 to requests without that header.
 //!
 //! Tools: `echo {text}` → `pong:<text>`; `image` → a tiny PNG and a text; `audio`; `fail` → an
 //! `isError` result; `boom` → a JSON-RPC error `server exploded`; `crash` → the process exits
@@ -129,6 +132,51 @@ async fn main() {
         }
         return;
     }
+    if has("--http") {
+        let required = value("--require-header").map(|h| {
+            let (n, v) = h.split_once(':').expect("NAME:VALUE");
+            (n.trim().to_ascii_lowercase(), v.trim().to_string())
+        });
+        return serve_http(required).await;
+    }
     let service = TestServer.serve(rmcp::transport::io::stdio()).await.expect("serve on stdio");
     let _ = service.waiting().await;
+}
+
+async fn serve_http(required: Option<(String, String)>) {
+    use http_body_util::BodyExt;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    use tower_service::Service;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
+    let port = listener.local_addr().expect("local address").port();
+    println!("http://127.0.0.1:{port}/mcp");
+    let service = StreamableHttpService::new(
+        || Ok(TestServer),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default(),
+    );
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let (service, required) = (service.clone(), required.clone());
+        tokio::spawn(async move {
+            let handler = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let (mut service, required) = (service.clone(), required.clone());
+                async move {
+                    if let Some((name, want)) = &required
+                        && request.headers().get(name.as_str()).and_then(|v| v.to_str().ok()) != Some(want.as_str())
+                    {
+                        let body = http_body_util::Full::new(bytes::Bytes::new()).boxed();
+                        let mut denied = hyper::Response::new(body);
+                        *denied.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                        return Ok::<_, std::convert::Infallible>(denied);
+                    }
+                    service.call(request).await
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, handler).await;
+        });
+    }
 }

@@ -292,3 +292,38 @@ fn cancelling_the_wait_leaves_the_servers_connecting() {
     let (events, _) = k.prompt("p2", json!("call"));
     assert_eq!(tool_results(&events)[0]["output"][0]["text"], "pong:late");
 }
+
+#[test]
+fn streamable_http_servers_with_a_bearer_token_and_headers() {
+    let server = mcp::HttpServer::start(&["--require-header", "authorization:Bearer tok"]);
+    let headers = mcp::HttpServer::start(&["--require-header", "x-team:kiwi"]);
+    let env = Env::new();
+    let config = env.scripted_config_with(
+        &[&call("c1", "echo", json!({"text": "over http"})), &call("c2", "image", json!({})), "text: done"],
+        json!({"models": {"scripted": {"capabilities": ["image_in"]}}}),
+    );
+    let servers = mcp::config_arg(&[
+        ("bearer", json!({"url": server.url, "transport": "http", "auth": "tok"})),
+        ("headers", json!({"url": headers.url, "headers": {"X-Team": "kiwi"}})),
+        ("denied", json!({"url": server.url, "transport": "streamable-http"})),
+    ]);
+    let mut k = env.spawn(&config, &["--mcp-config", &servers]);
+    let (events, response) = k.prompt("p0", json!("first"));
+    // The server without the token was refused (401) and fails this one turn.
+    assert_eq!(response["error"]["code"], -32603, "{events:?}");
+    let last = &payloads(&events, "StatusUpdate")[1]["mcp_status"];
+    let states: Vec<&str> = last["servers"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
+    assert_eq!(states, ["connected", "connected", "failed"]);
+    k.send(json!({"jsonrpc":"2.0","id":"p1","method":"prompt","params":{"user_input":"go"}}));
+    let (_, request) = k.until_request();
+    assert_eq!(request["params"]["payload"]["action"], "mcp:echo");
+    approve(&mut k, &request);
+    let (mut events, request) = k.until_request();
+    approve(&mut k, &request);
+    let (rest, response) = k.until_response(&json!("p1"));
+    assert_eq!(response["result"]["status"], "finished");
+    events.extend(rest);
+    let results = tool_results(&events);
+    assert_eq!(results[0]["output"], json!([{"type": "text", "text": "pong:over http"}]));
+    assert_eq!(results[1]["output"][1]["text"], "a picture");
+}

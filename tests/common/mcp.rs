@@ -45,3 +45,33 @@ pub fn config_arg(servers: &[(&str, Value)]) -> String {
     let map: serde_json::Map<String, Value> = servers.iter().map(|(n, e)| (n.to_string(), e.clone())).collect();
     json!({ "mcpServers": map }).to_string()
 }
+
+/// The test server serving Streamable HTTP on 127.0.0.1; killed when dropped.
+pub struct HttpServer {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl HttpServer {
+    /// `args` go after `--http` (e.g. `--require-header`, `authorization:Bearer tok`).
+    pub fn start(args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(test_server())
+            .arg("--http")
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut url = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+        HttpServer { child, url: url.trim().to_string() }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
