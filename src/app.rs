@@ -130,7 +130,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         yolo: cli.yolo || cli.print_mode(),
         config_source,
         system_prompt: Default::default(),
-        mcp_configs: Vec::new(),
+        mcp_configs: mcp_documents(&cli, share)?,
     };
     let diagnostics = setup.diagnostics();
     warnings.extend(diagnostics.warnings);
@@ -145,6 +145,31 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         None => FrontEnd::Wire,
     };
     Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes, front_end })
+}
+
+/// The MCP config documents of the command line (`cli-subcommands.md` §2.1): the
+/// `--mcp-config-file` files in order, or `<share_dir>/mcp.json` when there are none and it
+/// exists, then each `--mcp-config`. Checked here so that a bad one stops the start-up.
+fn mcp_documents(cli: &Cli, share: &Path) -> Result<Vec<serde_json::Value>, StartError> {
+    let default_file = share.join("mcp.json");
+    let files: Vec<PathBuf> = if cli.mcp_config_file.is_empty() {
+        if default_file.is_file() { vec![default_file] } else { Vec::new() }
+    } else {
+        cli.mcp_config_file.clone()
+    };
+    let mut documents = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| StartError::Fatal(format!("Cannot read {}: {e}", path.display())))?;
+        let doc = serde_json::from_str(&text)
+            .map_err(|e| StartError::Usage(format!("Invalid JSON in MCP config file '{}': {e}", path.display())))?;
+        documents.push(doc);
+    }
+    for text in &cli.mcp_config {
+        documents.push(serde_json::from_str(text).map_err(|e| StartError::Usage(format!("Invalid JSON: {e}")))?);
+    }
+    crate::mcp::server_table(&documents).map_err(|e| StartError::Fatal(format!("Invalid MCP config: {e}")))?;
+    Ok(documents)
 }
 
 /// Serves the wire protocol on `input` / `output` (stdin and stdout for the binary; pipes for

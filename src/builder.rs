@@ -17,6 +17,7 @@ use crate::blueprint::spec::{load_agent_spec, load_builtin_agent_spec};
 use crate::blueprint::system_prompt::{BuiltinArgs, load_system_prompt};
 use crate::config::{self, Config};
 use crate::llm::build::TraceSink;
+use crate::mcp::{self, McpManager};
 use crate::session::SessionError;
 use crate::session::context_prompt;
 use crate::session::store::{Session, SessionChoice, home_dir};
@@ -60,6 +61,8 @@ pub struct AgentSetup {
     pub system_prompt: PromptEdit,
     /// MCP config documents (the `mcp.json` shape, `{"mcpServers": {...}}`) for the sessions this
     /// setup builds; ACP puts the servers its client names for a session here.
+    /// MCP config documents (`{"mcpServers": {NAME: {...}}}` each), merged in order; every built
+    /// session connects to their servers itself and stops them when it is dropped.
     pub mcp_configs: Vec<serde_json::Value>,
 }
 
@@ -224,6 +227,7 @@ impl AgentSetup {
         if !invalid.is_empty() {
             return Err(BuildError::Fatal(format!("Invalid tools: [{}]", invalid.join(", "))));
         }
+        let mcp = self.mcp_manager(&work_dir)?;
         let rendered = load_system_prompt(&spec, builtins).map_err(|e| BuildError::Fatal(e.to_string()))?;
         let rendered = self.system_prompt.apply(rendered);
         // A session keeps the prompt it started with (`wire-1.10.md` §10.3).
@@ -240,6 +244,7 @@ impl AgentSetup {
             skills,
             dmail,
             subagents,
+            mcp,
         }));
         let recorder = WireLog::new(&session.wire_path());
         Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })
@@ -287,6 +292,19 @@ impl AgentSetup {
         }
         tracing::info!("session {} switches to model {}", agent.env.session_id, key.unwrap_or("from the environment"));
         Ok(model)
+    }
+
+    /// The session's MCP servers (none configured: no manager). Nothing connects yet: the first
+    /// agent turn starts the connections.
+    fn mcp_manager(&self, work_dir: &std::path::Path) -> Result<Option<Arc<McpManager>>, BuildError> {
+        let table =
+            mcp::server_table(&self.mcp_configs).map_err(|e| BuildError::Fatal(format!("Invalid MCP config: {e}")))?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        let env = mcp::LinkEnv { work_dir: work_dir.to_path_buf(), stderr: mcp::StderrTo::Log, oauth_token: None };
+        let timeout = std::time::Duration::from_millis(self.config.mcp.client.tool_call_timeout_ms);
+        Ok(Some(Arc::new(McpManager::new(table, env, &self.share_dir, timeout))))
     }
 }
 

@@ -127,6 +127,54 @@ pub enum Command {
     Logout(JsonFlag),
     /// Print version information.
     Info(JsonFlag),
+    /// Manage the MCP servers of <share_dir>/mcp.json.
+    #[command(subcommand, subcommand_required = true)]
+    Mcp(McpCommand),
+}
+
+/// `kiwi mcp …` (`cli-subcommands.md` §1).
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Add a server (or replace the one of the same name).
+    Add(McpAdd),
+    /// Remove a server.
+    Remove(McpName),
+    /// List the configured servers.
+    List,
+    /// Authorize kiwi with an OAuth-protected remote server.
+    Auth(McpName),
+    /// Forget the OAuth tokens stored for a remote server.
+    #[command(name = "reset-auth")]
+    ResetAuth(McpName),
+    /// Connect to a server once and list its tools.
+    Test(McpName),
+}
+
+#[derive(Debug, Args)]
+pub struct McpName {
+    /// The server's name in mcp.json.
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct McpAdd {
+    /// How kiwi talks to the server.
+    #[arg(long, short = 't', default_value = "stdio", value_parser = ["stdio", "http"])]
+    pub transport: String,
+    /// KEY=VALUE for a stdio server's environment (repeatable).
+    #[arg(long, short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// KEY:VALUE header for an http server (repeatable).
+    #[arg(long, short = 'H', value_name = "KEY:VALUE")]
+    pub header: Vec<String>,
+    /// http only: `oauth`, or a bearer token.
+    #[arg(long, short = 'a')]
+    pub auth: Option<String>,
+    /// The server's name.
+    pub name: String,
+    /// http: the URL; stdio: the command and its arguments (put arguments starting with `-` after `--`).
+    #[arg(value_name = "TARGET_OR_COMMAND")]
+    pub target: Vec<String>,
 }
 
 /// The one option the account subcommands take.

@@ -27,6 +27,8 @@
 //! - [`agent_env`]: what a running agent works in (work dir, session, config, model).
 //! - [`tools`]: the built-in tools and client-owned tools; they reach the agent loop only through
 //!   [`tools::ToolHost`].
+//! - [`mcp`]: the MCP client: server definitions, stdio and Streamable HTTP connections, MCP
+//!   tools as tools, the per-session connection status.
 //! - [`blueprint`]: what an agent is built from: agent files, system prompts, skills, flows.
 //! - [`soul`]: the running agent: the turn driver, steps, approvals, context, compaction, slash
 //!   commands. Knows nothing of JSON-RPC; front ends implement [`soul::Projection`].
@@ -37,7 +39,7 @@
 //!   each a projection plus a run loop over the same turn driver.
 //! - [`startup`]: logging, config loading and start-up errors, shared by every front end's process.
 //! - [`cli`], [`app`]: the command line and the process (logging, config, choosing the front end).
-//! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`).
+//! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`, `mcp`).
 //! - [`net`]: the one place HTTP clients are built.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -55,6 +57,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod llm;
+pub mod mcp;
 pub mod net;
 pub mod print;
 pub mod protocol;

@@ -2,6 +2,8 @@
 //! provider (`print-mode.md` Part B, C.2-C.4).
 
 mod common;
+#[path = "common/mcp.rs"]
+mod mcp;
 #[path = "common/mock_llm.rs"]
 mod mock_llm;
 mod print_support;
@@ -379,15 +381,43 @@ fn command_line_choices() {
     let lines = r.lines();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["errors"], json!(["No conversation found with session ID: no-such-session"]));
-    // MCP is not implemented: said so, never silently accepted.
+    // A bad --mcp-config is one line on stderr and an error result, not a silent run.
     let config = d.scripted(&["text: ok"]);
-    let mcp = r#"{"mcpServers":{"files":{"command":"x"}}}"#;
-    let r = run(d.command(&config, &args(STREAM, &["--mcp-config", mcp, "q"])), "");
+    let r = run(d.command(&config, &args(STREAM, &["--mcp-config", r#"{"mcpServers":{"x":{"url":5}}}"#, "q"])), "");
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Invalid MCP config: "), "{}", r.stderr);
+}
+
+/// B.1 `--mcp-config`: Claude-shaped server definitions run through kiwi's MCP client; `init`
+/// lists them and the model can call their tools.
+#[test]
+fn mcp_config_servers_are_served() {
+    let d = Dirs::new();
+    let call =
+        format!("tool_call: {}", json!({"id": "m1", "name": "echo", "arguments": json!({"text": "hi"}).to_string()}));
+    let config = d.scripted(&[&call, "text: done"]);
+    let server = json!({"mcpServers": {"tester": {"type": "stdio", "command": mcp::test_server().to_str().unwrap()}}});
+    let server = server.to_string();
+    let r = run(
+        d.command(
+            &config,
+            &args(STREAM, &["--mcp-config", &server, "--strict-mcp-config", "--dangerously-skip-permissions", "go"]),
+        ),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     let lines = r.lines();
-    assert_eq!(lines[0]["subtype"], "warning");
-    assert!(lines[0]["message"].as_str().unwrap().contains("does not implement MCP"));
-    assert_eq!(lines[1]["mcp_servers"], json!([{"name":"files","status":"failed"}]));
-    assert!(r.stderr.contains("does not implement MCP"));
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(init["mcp_servers"][0]["name"], "tester");
+    let result = lines
+        .iter()
+        .filter(|l| l["type"] == "user")
+        .flat_map(|l| l["message"]["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result")
+        .expect("a tool_result");
+    assert_eq!(result["tool_use_id"], "m1");
+    assert!(result.to_string().contains("pong:hi"), "{result}");
+    assert_eq!(results(&lines)[0]["result"], "done");
 }
 
 #[test]

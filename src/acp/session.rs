@@ -208,9 +208,9 @@ fn session_setup(base: &AgentSetup, choice: &ModelChoice, mcp_configs: &[Value])
     setup.model = choice.model.clone();
     // Thinking is only forced when it differs from what the config would choose anyway.
     setup.thinking = Some(choice.thinking).filter(|t| base.thinking.is_some() || *t != base.config.default_thinking);
-    if !mcp_configs.is_empty() {
-        setup.mcp_configs = mcp_configs.to_vec();
-    }
+    // The user's own servers (`mcp.json`, `--mcp-config`) and then the client's for this
+    // session: a client server with the same name replaces the user's.
+    setup.mcp_configs.extend(mcp_configs.iter().cloned());
     setup
 }
 

@@ -1,5 +1,5 @@
-//! The subcommands that are not a server: `login`, `logout`, `info` (`cli-subcommands.md` §3,
-//! §4). Unlike the wire server, stdout here belongs to the command: one message per line, text or
+//! The subcommands that are not a server: `login`, `logout`, `info`, `mcp` (`cli-subcommands.md`
+//! §1, §3, §4). Unlike the wire server, stdout here belongs to the command: one message per line, text or
 //! (with `--json`) one JSON object per line, written only by [`print_line`].
 //!
 //! Invariants:
@@ -14,6 +14,8 @@ mod info;
 mod login;
 mod logout;
 pub mod managed;
+mod mcp;
+mod mcp_remote;
 
 use std::io::Write as _;
 use std::path::Path;
@@ -33,6 +35,13 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
         Command::Info(flag) => info::run(flag.json),
         Command::Login(flag) => account(&share, flag.json, Account::Login),
         Command::Logout(flag) => account(&share, flag.json, Account::Logout),
+        Command::Mcp(command) => {
+            if let Err(e) = std::fs::create_dir_all(&share) {
+                return mcp::fail(&format!("Cannot create {}: {e}", share.display()));
+            }
+            let _logging = init_logging(&share);
+            mcp::run(command, &share)
+        }
     }
 }
 

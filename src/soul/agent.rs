@@ -8,6 +8,7 @@ use crate::agent_env::AgentEnv;
 use crate::blueprint::skills::{Skill, skill_commands};
 use crate::config::LoopControl;
 use crate::llm::{Capability, SharedProvider};
+use crate::mcp::McpManager;
 use crate::soul::approval::ApprovalHub;
 use crate::soul::client::ClientState;
 use crate::soul::dmail::DMailBox;
@@ -41,6 +42,8 @@ pub struct Agent {
     pub subagents: Arc<Subagents>,
     /// The session's background tasks (managed by the main agent only).
     pub background: Arc<BackgroundTasks>,
+    /// The session's MCP servers, when any are configured.
+    pub mcp: Option<Arc<McpManager>>,
 }
 
 /// Everything start-up decides about an agent.
@@ -55,6 +58,7 @@ pub struct AgentParts {
     pub dmail: Option<Arc<DMailBox>>,
     /// The agent file's subagent types (see `soul::subagent::defs`).
     pub subagents: Vec<SubagentDef>,
+    pub mcp: Option<Arc<McpManager>>,
 }
 
 impl Agent {
@@ -81,6 +85,7 @@ impl Agent {
             dmail: parts.dmail,
             subagents: Arc::new(Subagents::new(parts.subagents)),
             background,
+            mcp: parts.mcp,
         }
     }
 
@@ -101,6 +106,8 @@ impl Agent {
             dmail: None,
             subagents: parent.subagents.clone(),
             background: parent.background.clone(),
+            // Subagents never get MCP tools (`tools.md` §10).
+            mcp: None,
         }
     }
 

@@ -19,6 +19,7 @@ pub mod error;
 pub mod flow_runner;
 pub mod hooks;
 pub mod host;
+pub mod mcp_wait;
 pub mod mode_commands;
 pub mod plan;
 pub mod repeats;

@@ -116,6 +116,7 @@ impl Soul {
     pub async fn agent_run(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<AgentRun, TurnError> {
         let Some(llm) = self.agent.llm() else { return Err(self.agent.llm_not_set()) };
         self.check_capabilities(&parts)?;
+        self.wait_for_mcp(sink).await?;
         // A D-Mail left over from a cancelled or failed turn must not rewind this one.
         if let Some(mailbox) = &self.agent.dmail {
             mailbox.take();

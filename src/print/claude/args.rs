@@ -92,6 +92,8 @@ pub struct ClaudeArgs {
     pub system_prompt_file: Option<PathBuf>,
     pub append_system_prompt: Option<String>,
     pub mcp_config: Vec<String>,
+    /// `--strict-mcp-config`: only the `--mcp-config` servers, not the user's `mcp.json`.
+    pub strict_mcp_config: bool,
     pub continue_: bool,
     pub resume: Option<String>,
     pub session_id: Option<String>,
@@ -132,6 +134,7 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--system-prompt-file"], Arity::Value),
     (&["--append-system-prompt"], Arity::Value),
     (&["--mcp-config"], Arity::Value),
+    (&["--strict-mcp-config"], Arity::Switch),
     (&["-c", "--continue"], Arity::Switch),
     (&["-r", "--resume"], Arity::Value),
     (&["--session-id"], Arity::Value),
@@ -143,7 +146,6 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["-d", "--debug"], Arity::Switch),
     (&["--log-stderr"], Arity::Switch),
     // Accepted and ignored: kiwi has no equivalent, and none changes what a run means.
-    (&["--strict-mcp-config"], Arity::Switch),
     (&["--fork-session"], Arity::Switch),
     (&["--include-hook-events"], Arity::Switch),
     (&["--session-mirror"], Arity::Switch),
@@ -284,6 +286,7 @@ impl ClaudeArgs {
             "--system-prompt-file" => self.system_prompt_file = Some(PathBuf::from(v)),
             "--append-system-prompt" => self.append_system_prompt = Some(v),
             "--mcp-config" => self.mcp_config.push(v),
+            "--strict-mcp-config" => self.strict_mcp_config = true,
             "--continue" => self.continue_ = true,
             "--resume" => self.resume = Some(v),
             "--session-id" => self.session_id = Some(v),
@@ -328,7 +331,7 @@ impl ClaudeArgs {
             && tool != "stdio"
         {
             return Err(UsageError(format!(
-                "--permission-prompt-tool {tool:?} is not available in kiwi: MCP is not implemented; use stdio"
+                "--permission-prompt-tool {tool:?} is not available in kiwi: only stdio (control requests) is supported"
             )));
         }
         if self.system_prompt.is_some() && self.system_prompt_file.is_some() {
@@ -425,7 +428,7 @@ mod tests {
             (&["--resume", ".."], "Invalid session id"),
             (&["--session-id=a/b"], "Invalid session id"),
             (&["--resume", "a", "--session-id", "b"], "Choose one of"),
-            (&["--permission-prompt-tool", "mcp__x__y"], "MCP is not implemented"),
+            (&["--permission-prompt-tool", "mcp__x__y"], "only stdio"),
             (&["--mcp-config", "{nope"], "Invalid --mcp-config"),
             (&["a", "b"], "too many arguments"),
             (&["--verbose=yes"], "takes no value"),

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod input;
 pub mod lines;
+pub mod mcp;
 pub mod permission;
 pub mod projection;
 pub mod retry;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::args::{ClaudeArgs, InputFormat, OutputFormat, UsageError};
 use super::input::spawn_reader;
-use super::lines::{McpServerStatus, OutLine, ResultLine, ResultSubtype, SystemLine, WarningLine};
+use super::lines::{OutLine, ResultLine, ResultSubtype, SystemLine, WarningLine};
 use super::permission::Policy;
 use super::projection::{ClaudeProjection, Settings};
 use super::run::RunLoop;
@@ -146,7 +146,8 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         yolo: false,
         config_source,
         system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
-        mcp_configs: Vec::new(),
+        mcp_configs: super::mcp::documents(&args.mcp_config, args.strict_mcp_config, share)
+            .map_err(StartError::Fatal)?,
     };
     Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }))
 }
@@ -254,14 +255,7 @@ async fn run(
 ) -> u8 {
     let BuiltSession { session, soul, recorder } = built;
     let agent = soul.agent.clone();
-    let mut warnings = filter_tools(&agent, args);
-    let mcp_servers = mcp_server_names(&args.mcp_config);
-    if !mcp_servers.is_empty() {
-        warnings.push(format!(
-            "MCP servers are configured ({}) but kiwi does not implement MCP yet: their tools are not available.",
-            mcp_servers.join(", ")
-        ));
-    }
+    let warnings = filter_tools(&agent, args);
     let streaming = args.output_format == OutputFormat::StreamJson;
     let can_ask =
         args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == InputFormat::StreamJson;
@@ -283,7 +277,7 @@ async fn run(
         partial: args.include_partial_messages,
         state_frames: std::env::var(SESSION_STATE_ENV).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
         cwd,
-        mcp_servers: mcp_servers.iter().map(|n| McpServerStatus { name: n.clone(), status: "failed".into() }).collect(),
+        mcp_servers: super::mcp::init_servers(agent.mcp.as_ref().map(|m| m.snapshot())),
     };
     let projection = Arc::new(ClaudeProjection::new(
         out.clone(),
@@ -365,22 +359,4 @@ fn filter_tools(agent: &crate::soul::Agent, args: &ClaudeArgs) -> Vec<String> {
         *set = Toolset::new(kept);
     });
     warnings
-}
-
-/// Names of the servers in `--mcp-config` values (JSON text or a file, `{"mcpServers":{...}}`).
-fn mcp_server_names(configs: &[String]) -> Vec<String> {
-    let mut names = Vec::new();
-    for config in configs {
-        let text = if Path::new(config).is_file() {
-            std::fs::read_to_string(config).unwrap_or_default()
-        } else {
-            config.clone()
-        };
-        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        match value.get("mcpServers").and_then(serde_json::Value::as_object) {
-            Some(servers) => names.extend(servers.keys().cloned()),
-            None => names.push(config.chars().take(40).collect()),
-        }
-    }
-    names
 }

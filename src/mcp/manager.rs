@@ -1,0 +1,208 @@
+//! The MCP servers of one session (`cli-subcommands.md` §2.3-§2.5): their statuses, the one
+//! background job that connects them all concurrently, the snapshot a turn reports, and the
+//! connection error that exactly one turn collects.
+//!
+//! Choices: the job starts when the first agent turn asks for it ([`McpManager::start`]), not
+//! at build time. `initialize` therefore never waits, and a turn that starts while servers are
+//! still connecting (always the first one) shows the `MCPLoading*` bracket however fast the
+//! servers are, which is what clients expect (the spec allows deferring the start to the first
+//! turn). Cancelling a turn stops only its wait: the job keeps running and the next turn waits
+//! again. A connection attempt gets `mcp.client.tool_call_timeout_ms` (the spec sets no limit
+//! for stdio; a server that never answers must not hold every turn). Dropping the manager (the session closes) stops the job and every server process.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::config::{RemoteAuth, ServerEntry, ServerTable};
+use super::link::{LinkEnv, ServerLink};
+use super::oauth_store;
+use super::tool::McpTool;
+use crate::protocol::{McpServerState, McpServerStatus, McpStatus};
+use crate::tools::Tool;
+
+/// Where the tools of a server that connected go (the session's toolset).
+pub type RegisterTools = Arc<dyn Fn(Vec<Arc<dyn Tool>>) + Send + Sync>;
+
+struct Slot {
+    link: Arc<ServerLink>,
+    status: McpServerState,
+    tools: Vec<String>,
+    error: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    slots: Vec<Slot>,
+    started: bool,
+    running: bool,
+    /// `Failed to connect MCP servers: …`, until a turn collects it.
+    uncollected_error: Option<String>,
+}
+
+pub struct McpManager {
+    state: Arc<Mutex<State>>,
+    done: tokio::sync::watch::Sender<bool>,
+    timeout: Duration,
+    stop: CancellationToken,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl McpManager {
+    /// Registers every server of `table`: `unauthorized` for OAuth servers without stored
+    /// tokens (never connected), `pending` for the rest.
+    pub fn new(table: ServerTable, base: LinkEnv, share_dir: &Path, tool_call_timeout: Duration) -> Self {
+        let slots = table
+            .into_iter()
+            .map(|(name, entry)| {
+                let mut env = base.clone();
+                let mut status = McpServerState::Pending;
+                if let ServerEntry::Remote(remote) = &entry
+                    && remote.auth == RemoteAuth::OAuth
+                {
+                    env.oauth_token = oauth_store::access_token(share_dir, &remote.url);
+                    if env.oauth_token.is_none() {
+                        tracing::warn!(
+                            "MCP server {name} needs OAuth and has no stored tokens (run `kiwi mcp auth {name}`)"
+                        );
+                        status = McpServerState::Unauthorized;
+                    }
+                }
+                Slot { link: Arc::new(ServerLink::new(name, entry, env)), status, tools: Vec::new(), error: None }
+            })
+            .collect();
+        let (done, _) = tokio::sync::watch::channel(false);
+        Self {
+            state: Arc::new(Mutex::new(State { slots, ..State::default() })),
+            done,
+            timeout: tool_call_timeout,
+            stop: CancellationToken::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        lock(&self.state).slots.is_empty()
+    }
+
+    /// Starts connecting every pending server in the background, once. Needs a tokio runtime.
+    pub fn start(&self, register: RegisterTools) {
+        let mut state = lock(&self.state);
+        if state.started {
+            return;
+        }
+        state.started = true;
+        let mut attempts = Vec::new();
+        for (i, slot) in state.slots.iter_mut().enumerate() {
+            if slot.status == McpServerState::Pending {
+                slot.status = McpServerState::Connecting;
+                attempts.push((i, slot.link.clone()));
+            }
+        }
+        if attempts.is_empty() {
+            return;
+        }
+        state.running = true;
+        drop(state);
+        let shared = self.state.clone();
+        let done = self.done.clone();
+        let stop = self.stop.clone();
+        let timeout = self.timeout;
+        tokio::spawn(async move {
+            let connect_all = futures::future::join_all(attempts.into_iter().map(|(i, link)| {
+                let (shared, register) = (shared.clone(), register.clone());
+                async move {
+                    // The spec has no connect limit for stdio; kiwi uses the tool call limit so
+                    // that a server that never answers `initialize` cannot hold turns forever.
+                    let outcome = match tokio::time::timeout(timeout, link.connect()).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis())),
+                    };
+                    let mut state = lock(&shared);
+                    let slot = &mut state.slots[i];
+                    match outcome {
+                        Ok(tools) => {
+                            tracing::info!("MCP server {} connected with {} tools", link.name, tools.len());
+                            slot.tools = tools.iter().map(|t| t.name.to_string()).collect();
+                            slot.status = McpServerState::Connected;
+                            let tools: Vec<Arc<dyn Tool>> =
+                                tools.iter().map(|t| Arc::new(McpTool::new(link.clone(), t, timeout)) as _).collect();
+                            drop(state);
+                            register(tools);
+                        }
+                        Err(e) => {
+                            tracing::error!("MCP server {} failed to connect: {e}", link.name);
+                            slot.status = McpServerState::Failed;
+                            slot.error = Some(e);
+                        }
+                    }
+                }
+            }));
+            tokio::select! {
+                _ = connect_all => {}
+                () = stop.cancelled() => return,
+            }
+            let mut state = lock(&shared);
+            state.running = false;
+            let failed: Vec<String> = state
+                .slots
+                .iter()
+                .filter_map(|s| s.error.as_ref().map(|e| format!("{:?}: {:?}", s.link.name, e)))
+                .collect();
+            if !failed.is_empty() {
+                state.uncollected_error = Some(format!("Failed to connect MCP servers: {{{}}}", failed.join(", ")));
+            }
+            drop(state);
+            let _ = done.send(true);
+        });
+    }
+
+    /// Whether the connection job is still running.
+    pub fn loading(&self) -> bool {
+        lock(&self.state).running
+    }
+
+    /// Waits for the connection job; returns at once when none runs. Cancel-safe: dropping the
+    /// wait leaves the job running.
+    pub async fn wait(&self) {
+        if !self.loading() {
+            return;
+        }
+        let mut rx = self.done.subscribe();
+        let _ = rx.wait_for(|finished| *finished).await;
+    }
+
+    /// The connection failure no turn has reported yet; a second call returns `None`.
+    pub fn take_error(&self) -> Option<String> {
+        lock(&self.state).uncollected_error.take()
+    }
+
+    /// `mcp_status` now.
+    pub fn snapshot(&self) -> McpStatus {
+        let state = lock(&self.state);
+        let servers: Vec<McpServerStatus> = state
+            .slots
+            .iter()
+            .map(|s| McpServerStatus { name: s.link.name.clone(), status: s.status, tools: s.tools.clone() })
+            .collect();
+        McpStatus {
+            loading: state.running,
+            connected: servers.iter().filter(|s| s.status == McpServerState::Connected).count() as u32,
+            total: servers.len() as u32,
+            tools: servers.iter().map(|s| s.tools.len() as u32).sum(),
+            servers,
+        }
+    }
+}
+
+impl Drop for McpManager {
+    fn drop(&mut self) {
+        // The job holds the links of servers still connecting; stopping it drops them (and
+        // their processes) now rather than when they would have answered.
+        self.stop.cancel();
+    }
+}
