@@ -285,7 +285,8 @@ fn the_fifth_background_command_is_refused() {
 }
 
 const LONG: &str = "The background subagent finished its investigation and reports that everything it was asked to \
-     check is in order; nothing needed changing, and no command failed along the way. This is long enough.";
+     check is in order; nothing needed changing, and no command failed along the way. This is long enough to need \
+     no second round (200 characters or more).";
 
 #[test]
 fn a_background_subagent_finishes_and_is_notified() {
@@ -357,8 +358,8 @@ fn a_background_subagent_asks_for_approval_as_a_background_agent() {
     for r in &requests {
         answer(&mut k, r, "approve");
     }
-    let (_, response) = k.until_response(&json!("p0"));
-    assert_eq!(response["result"]["status"], "finished");
+    let (events, response) = k.until_response(&json!("p0"));
+    assert_eq!(response["result"]["status"], "finished", "{response}\n{events:#?}");
     k.close_stdin();
     assert!(k.wait_exit(common::TIMEOUT).is_some());
 }
