@@ -3,6 +3,8 @@
 //! command, load with replay, modes, config options, and two sessions in one process.
 
 mod common;
+#[path = "common/mock_llm.rs"]
+mod mock_llm;
 
 use std::future::Future;
 use std::path::Path;
@@ -254,6 +256,39 @@ fn a_prompt_streams_text_and_thoughts_then_ends_the_turn() {
         assert_eq!(texts(&updates, "agent_thought_chunk"), "pondering");
         assert_eq!(texts(&updates, "agent_message_chunk"), "Hello");
     });
+}
+
+/// A Chat Completions stream that says `text`, then finishes with `finish_reason`.
+fn chat_stream(text: &str, finish_reason: &str) -> mock_llm::MockResponse {
+    let first = json!({"id": "c1", "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]});
+    let last = json!({"id": "c1", "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason,
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}]});
+    mock_llm::MockResponse::sse(format!("data: {first}\n\ndata: {last}\n\ndata: [DONE]\n\n"))
+}
+
+#[test]
+fn a_cut_or_filtered_answer_ends_with_max_tokens_or_refusal() {
+    let env = Env::new();
+    let rt = mock_llm::background_runtime();
+    let mock = rt.block_on(mock_llm::MockLlm::start());
+    mock.push(chat_stream("half an ans", "length"));
+    mock.push(chat_stream("I would rather", "content_filter"));
+    mock.push(chat_stream("All done.", "stop"));
+    let config = env.provider_config("kimi", "kimi-k2", &format!("{}/v1", mock.base_url()), json!({}));
+    let work = env.work();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "write a long essay").await.unwrap(), StopReason::MaxTokens);
+        assert_eq!(texts(&peer.drain(), "agent_message_chunk"), "half an ans");
+        assert_eq!(peer.prompt(&session, "something forbidden").await.unwrap(), StopReason::Refusal);
+        assert_eq!(texts(&peer.drain(), "agent_message_chunk"), "I would rather");
+        // The reason belongs to its turn only.
+        assert_eq!(peer.prompt(&session, "something fine").await.unwrap(), StopReason::EndTurn);
+    });
+    assert_eq!(mock.request_count(), 3);
 }
 
 #[test]

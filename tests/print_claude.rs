@@ -185,6 +185,26 @@ fn provider_errors_end_with_an_api_error_result() {
     assert_eq!(results(&lines).len(), 1);
 }
 
+#[test]
+fn a_cut_answer_has_the_max_tokens_stop_reason() {
+    let d = Dirs::new();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let mock = rt.block_on(mock_llm::MockLlm::start());
+    let chunk = json!({"id": "c1", "choices": [{"index": 0, "delta": {"content": "half"}, "finish_reason": "length"}]});
+    mock.push(mock_llm::MockResponse::sse(format!("data: {chunk}\n\ndata: [DONE]\n\n")));
+    let config = d.config(json!({
+        "default_model": "m",
+        "models": {"m": {"provider": "p", "model": "kimi-k2", "max_context_size": 1000}},
+        "providers": {"p": {"type": "kimi", "base_url": format!("{}/v1", mock.base_url()), "api_key": "sk"}}
+    }));
+    let r = run(d.command(&config, &args(STREAM, &["hi"])), "");
+    assert_eq!(r.code, Some(0));
+    let lines = r.lines();
+    let result = lines.last().unwrap();
+    assert_eq!((result["subtype"].as_str(), result["is_error"].as_bool()), (Some("success"), Some(false)));
+    assert_eq!((result["result"].as_str(), result["stop_reason"].as_str()), (Some("half"), Some("max_tokens")));
+}
+
 /// B.3: a provider retry shows as `system/api_retry` before the step's answer.
 #[test]
 fn provider_retries_are_api_retry_lines() {

@@ -44,7 +44,7 @@ impl Projection for TestProjection {
     fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
         let tag = tag.take::<&'static str>().unwrap_or("?");
         let outcome = match result {
-            Ok(TurnOutcome::Finished) => "finished".to_string(),
+            Ok(TurnOutcome::Finished(_)) => "finished".to_string(),
             Ok(TurnOutcome::Cancelled) => "cancelled".to_string(),
             Ok(TurnOutcome::MaxStepsReached(n)) => format!("max_steps:{n}"),
             Err(e) => format!("error:{e}"),

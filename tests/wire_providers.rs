@@ -1144,3 +1144,32 @@ fn llm_requests_and_retries_are_logged_without_secrets() {
     assert!(lines[2].contains(&format!("LLM request POST {url}: 200 OK in ")) && lines[2].ends_with("(retry 1)"));
     assert!(!log.contains("sk-mock-key"), "the API key reached the log");
 }
+
+/// The wire has no word for a cut answer: a turn whose answer hit the token limit is `finished`
+/// as before (only ACP and Claude print report the reason).
+#[test]
+fn a_cut_answer_still_finishes_on_the_wire() {
+    let sse = [
+        ("message_start", json!({"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 5}}})),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "half"}}),
+        ),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 9}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    let body: String = sse.iter().map(|(event, data)| format!("event: {event}\ndata: {data}\n\n")).collect();
+    let mut w = world(ANTHROPIC, vec![MockResponse::sse(body)], &[], &[]);
+    let (events, resp) = w.kiwi.prompt("p1", json!("hi"));
+    assert_eq!(resp["result"], json!({"status": "finished"}), "{:?}", types(&events));
+    // The block's empty start and its delta: two parts, then nothing new before `TurnEnd`.
+    assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "ContentPart", "StatusUpdate", "TurnEnd"]);
+}

@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use super::errors::{self, OutgoingIds};
 use super::mapping::{EventMapper, diff_content, text_content};
 use super::permission;
+use crate::llm::ModelStop;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, HookAction, Request, ToolReturnValue};
 use crate::rpc::pending::{PendingRequests, RawAnswer};
 use crate::rpc::{Outbound, RequestId};
@@ -116,7 +117,9 @@ impl Projection for AcpProjection {
                 return;
             };
             let stop = match result {
-                Ok(TurnOutcome::Finished) => StopReason::EndTurn,
+                Ok(TurnOutcome::Finished(None)) => StopReason::EndTurn,
+                Ok(TurnOutcome::Finished(Some(ModelStop::MaxTokens))) => StopReason::MaxTokens,
+                Ok(TurnOutcome::Finished(Some(ModelStop::Refusal))) => StopReason::Refusal,
                 Ok(TurnOutcome::Cancelled) => StopReason::Cancelled,
                 Ok(TurnOutcome::MaxStepsReached(_)) => StopReason::MaxTurnRequests,
                 Err(e) => {

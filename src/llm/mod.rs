@@ -47,6 +47,19 @@ pub enum StreamEvent {
     MessageId(String),
     /// Token usage of the call (last one wins).
     Usage(TokenUsage),
+    /// The model stopped for a reason other than finishing its answer or calling tools (last
+    /// one wins). A normal stop reports nothing.
+    Stop(ModelStop),
+}
+
+/// Why the model stopped early, as far as a client needs to know (ACP's `max_tokens` /
+/// `refusal` stop reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelStop {
+    /// The answer was cut off at the output token limit.
+    MaxTokens,
+    /// The provider refused or filtered the answer.
+    Refusal,
 }
 
 pub type ChatStream = BoxStream<'static, Result<StreamEvent, ChatError>>;

@@ -61,7 +61,7 @@ impl Soul {
                         Err(e) => {
                             tracing::warn!("cannot read {}: {e}", skill.path.display());
                             say(sink, &format!("Failed to load skill \"/{name}\".")).await;
-                            Ok(TurnOutcome::Finished)
+                            Ok(TurnOutcome::Finished(None))
                         }
                     };
                 }
@@ -69,14 +69,14 @@ impl Soul {
                     && let Some(flow) = self.agent.skill(flow_name).and_then(|s| s.flow()).cloned()
                 {
                     if !args.is_empty() {
-                        return Ok(TurnOutcome::Finished);
+                        return Ok(TurnOutcome::Finished(None));
                     }
                     return self.run_flow(&flow, sink).await;
                 }
                 say(sink, &format!("Unknown slash command \"/{name}\".")).await;
             }
         }
-        Ok(TurnOutcome::Finished)
+        Ok(TurnOutcome::Finished(None))
     }
 
     /// `/init`: a nested turn on a throw-away context, then a note with the new `AGENTS.md`.
@@ -92,13 +92,13 @@ impl Soul {
         };
         self.context = real;
         let outcome = result?;
-        if outcome != TurnOutcome::Finished {
+        if !matches!(outcome, TurnOutcome::Finished(_)) {
             return Ok(outcome);
         }
         sink.emit(Event::TurnEnd {}).await;
         let agents_md = std::fs::read_to_string(self.agent.env.work_dir.join("AGENTS.md")).ok();
         self.context.append(Message::user_text(init_done_note(agents_md.as_deref().map(str::trim))));
-        Ok(TurnOutcome::Finished)
+        Ok(TurnOutcome::Finished(None))
     }
 }
 

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::llm::{Capability, ChatError};
+use crate::llm::{Capability, ChatError, ModelStop};
 
 #[derive(Debug, Error)]
 pub enum TurnError {
@@ -55,7 +55,9 @@ fn capability_message(model: &str, missing: &[Capability]) -> String {
 /// How a turn ended when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnOutcome {
-    Finished,
+    /// The turn completed; with the reason when the model's last answer was cut by its token
+    /// limit or refused (front ends that can say so do; the wire still says `finished`).
+    Finished(Option<ModelStop>),
     MaxStepsReached(u32),
     /// Cancelled by the front end (the soul's future was dropped; only the driver reports it).
     Cancelled,

@@ -63,7 +63,7 @@ impl Soul {
             steps += sub.run.steps();
             match sub.run {
                 AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
-                AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished),
+                AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
                 AgentRun::Done { .. } => {}
             }
             if current.kind == NodeKind::Decision {
@@ -82,7 +82,7 @@ impl Soul {
                 node = flow.next(&current.id, None).cloned();
             }
         }
-        Ok(TurnOutcome::Finished)
+        Ok(TurnOutcome::Finished(None))
     }
 
     /// The Ralph loop: the prompt once as given, then again and again until the model says STOP.
@@ -100,7 +100,7 @@ impl Soul {
         steps += first.run.steps();
         match first.run {
             AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
-            AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished),
+            AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
             AgentRun::Done { .. } => {}
         }
         let choices = [RALPH_CONTINUE.to_string(), RALPH_STOP.to_string()];
@@ -119,11 +119,11 @@ impl Soul {
             steps += sub.run.steps();
             match sub.run {
                 AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
-                AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished),
+                AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
                 AgentRun::Done { .. } => {}
             }
             match extract_choice(&sub.reply).as_deref() {
-                Some(c) if c == RALPH_STOP => return Ok(TurnOutcome::Finished),
+                Some(c) if c == RALPH_STOP => return Ok(TurnOutcome::Finished(None)),
                 Some(c) if c == RALPH_CONTINUE => retry = false,
                 _ => retry = true,
             }

@@ -30,7 +30,7 @@ use super::retry::backoff;
 use super::sink::EventSink;
 use super::tool_message::tool_message;
 use crate::blueprint::prompts::dmail_note;
-use crate::llm::{ChatError, ChatRequest, Message, Role, SharedProvider, StreamEvent, ToolSpec};
+use crate::llm::{ChatError, ChatRequest, Message, ModelStop, Role, SharedProvider, StreamEvent, ToolSpec};
 use crate::protocol::{
     ContentPart, Event, HookEvent, ResultKind, StatusUpdate, StepRetry, TokenUsage, ToolCall, ToolResult,
     ToolReturnValue,
@@ -42,6 +42,8 @@ pub enum StepOutcome {
     /// The turn ends: no tool calls, or the user rejected one.
     Stop {
         rejected: bool,
+        /// Why the model's answer ended early (limit, refusal); `None` after a rejection.
+        model_stop: Option<ModelStop>,
     },
 }
 
@@ -53,6 +55,7 @@ struct Attempt {
     calls: Vec<ToolCall>,
     usage: Option<TokenUsage>,
     message_id: Option<String>,
+    stop: Option<ModelStop>,
     /// Each call's identity (`repeats::call_key`), in call order.
     keys: Vec<String>,
     /// For a call identical to an earlier one of this step: that call's index (it does not run).
@@ -210,7 +213,8 @@ impl Soul {
             tracing::info!("the turn ends: the same tool call was repeated {} times in a row", repeats::STOP_AT);
         }
         if rejected || !has_calls || repeated_too_often {
-            Ok(StepOutcome::Stop { rejected })
+            let model_stop = if rejected { None } else { attempt.stop };
+            Ok(StepOutcome::Stop { rejected, model_stop })
         } else {
             Ok(StepOutcome::Continue)
         }
@@ -234,6 +238,7 @@ impl Soul {
             calls: Vec::new(),
             usage: None,
             message_id: None,
+            stop: None,
             keys: Vec::new(),
             copy_of: Vec::new(),
             running: FuturesUnordered::new(),
@@ -243,8 +248,10 @@ impl Soul {
         loop {
             let Some(item) = stream.next().await else { break };
             let event = item?;
-            if !matches!(event, StreamEvent::ToolCallPart(_) | StreamEvent::MessageId(_) | StreamEvent::Usage(_))
-                && let Some(i) = open_call.take()
+            if !matches!(
+                event,
+                StreamEvent::ToolCallPart(_) | StreamEvent::MessageId(_) | StreamEvent::Usage(_) | StreamEvent::Stop(_)
+            ) && let Some(i) = open_call.take()
             {
                 self.queue_tool(&mut attempt, i, toolset, host, hooks);
             }
@@ -273,6 +280,7 @@ impl Soul {
                 }
                 StreamEvent::MessageId(id) => attempt.message_id = Some(id),
                 StreamEvent::Usage(usage) => attempt.usage = Some(usage),
+                StreamEvent::Stop(stop) => attempt.stop = Some(stop),
             }
         }
         if let Some(i) = open_call.take() {

@@ -12,7 +12,7 @@ use super::sink::EventSink;
 use super::slash;
 use super::step::StepOutcome;
 use super::tool_message::required_capabilities;
-use crate::llm::{Capability, Message};
+use crate::llm::{Capability, Message, ModelStop};
 use serde_json::Value;
 
 use super::hooks;
@@ -22,8 +22,9 @@ use crate::soul::error::TurnResult;
 /// How one agent run (the step loop over one user message) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentRun {
-    /// The model stopped calling tools, or a tool call was rejected.
-    Done { steps: u32, rejected: bool },
+    /// The model stopped calling tools, or a tool call was rejected. `stop`: why the model's
+    /// last answer ended early, if it did.
+    Done { steps: u32, rejected: bool, stop: Option<ModelStop> },
     /// The step limit was hit.
     MaxSteps { steps: u32 },
 }
@@ -54,7 +55,7 @@ impl Soul {
         let result = if submitted.blocked {
             let reason = if submitted.reason.is_empty() { "Prompt blocked by hook.".into() } else { submitted.reason };
             sink.emit(Event::ContentPart(ContentPart::text(reason))).await;
-            Ok(TurnOutcome::Finished)
+            Ok(TurnOutcome::Finished(None))
         } else {
             self.turn_body(input, sink).await
         };
@@ -73,7 +74,7 @@ impl Soul {
                 self.turn_outcome(run)
             }
         };
-        if outcome == TurnOutcome::Finished && slash::parse(&text).is_none() {
+        if matches!(outcome, TurnOutcome::Finished(_)) && slash::parse(&text).is_none() {
             self.agent.state.title_from_first_prompt(&text);
         }
         Ok(outcome)
@@ -97,7 +98,7 @@ impl Soul {
 
     pub(super) fn turn_outcome(&self, run: AgentRun) -> TurnOutcome {
         match run {
-            AgentRun::Done { .. } => TurnOutcome::Finished,
+            AgentRun::Done { stop, .. } => TurnOutcome::Finished(stop),
             AgentRun::MaxSteps { .. } => TurnOutcome::MaxStepsReached(self.agent.loop_control.max_steps_per_turn),
         }
     }
@@ -143,10 +144,10 @@ impl Soul {
                     self.take_steers(queued, sink).await?;
                 }
                 // Input steered during the step keeps the turn going for one more step.
-                Ok(StepOutcome::Stop { rejected }) => {
+                Ok(StepOutcome::Stop { rejected, model_stop }) => {
                     let queued = self.turn.inbox.take_all_or_close();
                     if !self.take_steers(queued, sink).await? {
-                        return Ok(AgentRun::Done { steps: step_no, rejected });
+                        return Ok(AgentRun::Done { steps: step_no, rejected, stop: model_stop });
                     }
                 }
                 Err(e) => {

@@ -75,7 +75,7 @@ impl Projection for WireProjection {
                 return;
             };
             match result {
-                Ok(TurnOutcome::Finished) => self.outbound.respond(&id, &PromptResult::Finished).await,
+                Ok(TurnOutcome::Finished(_)) => self.outbound.respond(&id, &PromptResult::Finished).await,
                 Ok(TurnOutcome::Cancelled) => self.outbound.respond(&id, &PromptResult::Cancelled).await,
                 Ok(TurnOutcome::MaxStepsReached(steps)) => {
                     self.outbound.respond(&id, &PromptResult::MaxStepsReached { steps }).await

@@ -26,7 +26,7 @@ use super::responses::split_data_url;
 use super::sse::{ChunkMapper, Flow, SseEvent, SseStream};
 use crate::llm::settings::LlmSettings;
 use crate::llm::settings::ThinkingEffort;
-use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, Role, StreamEvent};
+use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, ModelStop, Role, StreamEvent};
 use crate::protocol::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 
 /// kimi-cli's default `max_tokens` for this provider.
@@ -373,6 +373,9 @@ struct Delta<'a> {
     signature: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     partial_json: Option<Cow<'a, str>>,
+    /// Only in `message_delta`.
+    #[serde(borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -397,6 +400,15 @@ pub(crate) struct AnthropicMapper {
 impl AnthropicMapper {
     pub fn new(status: u16) -> Self {
         Self { status, id: None, usage: None }
+    }
+}
+
+/// `message_delta.delta.stop_reason`: only a limit or a refusal is reported.
+fn model_stop(reason: &str) -> Option<ModelStop> {
+    match reason {
+        "max_tokens" => Some(ModelStop::MaxTokens),
+        "refusal" => Some(ModelStop::Refusal),
+        _ => None,
     }
 }
 
@@ -468,6 +480,9 @@ impl ChunkMapper for AnthropicMapper {
                 }
             }
             "message_delta" => {
+                if let Some(stop) = data.delta.and_then(|d| d.stop_reason).and_then(|r| model_stop(&r)) {
+                    out.push_back(StreamEvent::Stop(stop));
+                }
                 if let Some(u) = data.usage {
                     let stored = self.usage.get_or_insert_with(Usage::default);
                     stored.input_tokens = u.input_tokens.or(stored.input_tokens);
@@ -503,6 +518,36 @@ mod tests {
         assert!(tool_input(&call).is_err());
         let call = ToolCall::new("c", "Shell", None);
         assert_eq!(tool_input(&call).unwrap(), Value::Object(Map::new()));
+    }
+
+    fn map_all(events: &[(&str, &str)]) -> Vec<StreamEvent> {
+        let mut m = AnthropicMapper::new(200);
+        let mut out = VecDeque::new();
+        for (event, data) in events {
+            m.on_event(SseEvent { event, data }, &mut out).unwrap();
+        }
+        m.finish(&mut out);
+        out.into_iter().collect()
+    }
+
+    #[test]
+    fn limit_and_refusal_stops_are_reported() {
+        let start =
+            ("message_start", r#"{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5}}}"#);
+        for (reason, expected) in [
+            ("max_tokens", Some(ModelStop::MaxTokens)),
+            ("refusal", Some(ModelStop::Refusal)),
+            ("end_turn", None),
+            ("tool_use", None),
+        ] {
+            let delta = format!(
+                r#"{{"type":"message_delta","delta":{{"stop_reason":"{reason}","stop_sequence":null}},"usage":{{"output_tokens":7}}}}"#
+            );
+            let events = map_all(&[start, ("message_delta", &delta), ("message_stop", r#"{"type":"message_stop"}"#)]);
+            let stops: Vec<&StreamEvent> = events.iter().filter(|e| matches!(e, StreamEvent::Stop(_))).collect();
+            assert_eq!(stops, expected.map(StreamEvent::Stop).iter().collect::<Vec<_>>(), "{reason}");
+            assert!(events.iter().any(|e| matches!(e, StreamEvent::Usage(u) if u.output == 7)));
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use super::{KIMI_CLI_COMPAT_VERSION, identity};
 use crate::llm::settings::ThinkingEffort;
 use crate::llm::settings::{GenerationOverrides, LlmSettings};
 use crate::llm::{
-    ChatError, ChatProvider, ChatRequest, ChatStream, ClientIdentity, Message, Role, StreamEvent, ToolSpec,
+    ChatError, ChatProvider, ChatRequest, ChatStream, ClientIdentity, Message, ModelStop, Role, StreamEvent, ToolSpec,
 };
 use crate::protocol::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 
@@ -483,6 +483,8 @@ struct Choice<'a> {
     delta: Option<Delta<'a>>,
     #[serde(default)]
     usage: Option<ChatUsage>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -565,6 +567,15 @@ impl ChatMapper {
     }
 }
 
+/// `choices[0].finish_reason`: only a limit or a content filter is reported.
+fn model_stop(reason: &str) -> Option<ModelStop> {
+    match reason {
+        "length" => Some(ModelStop::MaxTokens),
+        "content_filter" => Some(ModelStop::Refusal),
+        _ => None,
+    }
+}
+
 /// The openai SDK's in-stream error: `Error: {message}`.
 pub(crate) fn stream_error(error: &Value) -> ChatError {
     let message = error.get("message").and_then(Value::as_str).unwrap_or("An error occurred during streaming");
@@ -616,7 +627,12 @@ impl ChunkMapper for ChatMapper {
         if choices.is_empty() {
             return Ok(Flow::Continue);
         }
-        let Some(delta) = choices.swap_remove(0).delta else { return Ok(Flow::Continue) };
+        let choice = choices.swap_remove(0);
+        let stop = choice.finish_reason.as_deref().and_then(model_stop);
+        let Some(delta) = choice.delta else {
+            out.extend(stop.map(StreamEvent::Stop));
+            return Ok(Flow::Continue);
+        };
         if self.moonshot
             && let Some(think) = delta.reasoning_content.filter(|t| !t.is_empty())
         {
@@ -648,6 +664,7 @@ impl ChunkMapper for ChatMapper {
                 }
             }
         }
+        out.extend(stop.map(StreamEvent::Stop));
         Ok(Flow::Continue)
     }
 
@@ -686,6 +703,35 @@ mod tests {
         );
         let (events, _) = map(false, data);
         assert_eq!(events, vec![StreamEvent::MessageId("c1".into())]);
+    }
+
+    #[test]
+    fn limit_and_filter_finishes_are_reported() {
+        for moonshot in [true, false] {
+            let (events, _) = map(
+                moonshot,
+                r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"cut"},"finish_reason":"length"}]}"#,
+            );
+            assert_eq!(
+                events,
+                vec![
+                    StreamEvent::Content(ContentPart::Text { text: "cut".into() }),
+                    StreamEvent::Stop(ModelStop::MaxTokens),
+                    StreamEvent::MessageId("c1".into()),
+                ]
+            );
+            let (events, _) = map(moonshot, r#"{"choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]}"#);
+            assert_eq!(events, vec![StreamEvent::Stop(ModelStop::Refusal)]);
+            let (events, _) = map(moonshot, r#"{"choices":[{"index":0,"finish_reason":"content_filter"}]}"#);
+            assert_eq!(events, vec![StreamEvent::Stop(ModelStop::Refusal)]);
+            for normal in ["stop", "tool_calls", "function_call"] {
+                let (events, _) =
+                    map(moonshot, &format!(r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"{normal}"}}]}}"#));
+                assert_eq!(events, vec![], "{normal}");
+            }
+            let (events, _) = map(moonshot, r#"{"choices":[{"index":0,"delta":{},"finish_reason":null}]}"#);
+            assert_eq!(events, vec![]);
+        }
     }
 
     #[test]

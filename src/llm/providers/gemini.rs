@@ -28,7 +28,7 @@ use super::responses::split_data_url;
 use super::sse::{ChunkMapper, Flow, SseEvent, SseStream};
 use crate::llm::settings::LlmSettings;
 use crate::llm::settings::ThinkingEffort;
-use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, Role, StreamEvent, ToolSpec};
+use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, ModelStop, Role, StreamEvent, ToolSpec};
 use crate::protocol::{ContentPart, TokenUsage, ToolCall};
 
 const SDK_AGENT: &str = "google-genai-sdk/1.56.0 gl-python/3.13.0";
@@ -438,9 +438,12 @@ struct Chunk<'a> {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Candidate<'a> {
     #[serde(borrow, default)]
     content: Option<CandidateContent<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -492,6 +495,15 @@ pub(crate) struct GeminiMapper {
     usage: Option<UsageMetadata>,
 }
 
+/// A candidate's `finishReason`: the token limit, or one of the reasons the content was blocked.
+fn model_stop(reason: &str) -> Option<ModelStop> {
+    match reason {
+        "MAX_TOKENS" => Some(ModelStop::MaxTokens),
+        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" => Some(ModelStop::Refusal),
+        _ => None,
+    }
+}
+
 /// The API sends the signature as standard base64; the reference re-encodes the decoded bytes
 /// with standard base64 again, so valid input passes through unchanged.
 fn signature_b64(sig: &str) -> String {
@@ -522,6 +534,7 @@ impl ChunkMapper for GeminiMapper {
             self.usage = Some(usage);
         }
         for candidate in chunk.candidates {
+            let stop = candidate.finish_reason.as_deref().and_then(model_stop);
             for part in candidate.content.into_iter().flat_map(|c| c.parts) {
                 if part.thought == Some(true)
                     && let Some(text) = part.text
@@ -552,6 +565,7 @@ impl ChunkMapper for GeminiMapper {
                     out.push_back(StreamEvent::ToolCall(tool_call));
                 }
             }
+            out.extend(stop.map(StreamEvent::Stop));
         }
         Ok(Flow::Continue)
     }
@@ -570,6 +584,37 @@ impl ChunkMapper for GeminiMapper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn map(data: &str) -> Vec<StreamEvent> {
+        let mut m = GeminiMapper::default();
+        let mut out = VecDeque::new();
+        m.on_event(SseEvent { event: "", data }, &mut out).unwrap();
+        m.finish(&mut out);
+        out.into_iter().collect()
+    }
+
+    #[test]
+    fn limit_and_blocking_finishes_are_reported() {
+        let cases = [
+            ("MAX_TOKENS", Some(ModelStop::MaxTokens)),
+            ("SAFETY", Some(ModelStop::Refusal)),
+            ("RECITATION", Some(ModelStop::Refusal)),
+            ("BLOCKLIST", Some(ModelStop::Refusal)),
+            ("PROHIBITED_CONTENT", Some(ModelStop::Refusal)),
+            ("SPII", Some(ModelStop::Refusal)),
+            ("STOP", None),
+            ("MALFORMED_FUNCTION_CALL", None),
+        ];
+        for (reason, expected) in cases {
+            let data = format!(
+                r#"{{"candidates": [{{"content": {{"parts": [{{"text": "cut"}}],"role": "model"}},"finishReason": "{reason}","index": 0}}],"responseId": "r1"}}"#
+            );
+            let mut want = vec![StreamEvent::Content(ContentPart::Text { text: "cut".into() })];
+            want.extend(expected.map(StreamEvent::Stop));
+            want.push(StreamEvent::MessageId("r1".into()));
+            assert_eq!(map(&data), want, "{reason}");
+        }
+    }
 
     #[test]
     fn tool_results_must_match_the_calls() {

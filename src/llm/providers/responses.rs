@@ -23,7 +23,7 @@ use super::http::{self, ErrorStyle, PreparedRequest, STAINLESS_RETRIES};
 use super::sse::{ChunkMapper, Flow, SseEvent, SseStream};
 use crate::llm::settings::LlmSettings;
 use crate::llm::settings::ThinkingEffort;
-use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, Role, StreamEvent, ToolSpec};
+use crate::llm::{ChatError, ChatProvider, ChatRequest, ChatStream, Message, ModelStop, Role, StreamEvent, ToolSpec};
 use crate::protocol::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 
 /// Model ids the openai SDK knows (its `ChatModel` / `ResponsesModel` literals); for these the
@@ -473,6 +473,14 @@ struct OutputItem<'a> {
 struct ResponseObject {
     #[serde(default)]
     usage: Option<ResponseUsage>,
+    #[serde(default)]
+    incomplete_details: Option<IncompleteDetails>,
+}
+
+#[derive(Deserialize)]
+struct IncompleteDetails {
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -495,6 +503,15 @@ struct InputDetails {
 pub(crate) struct ResponsesMapper {
     id: Option<String>,
     usage: Option<TokenUsage>,
+}
+
+/// `response.incomplete`'s `incomplete_details.reason`: a limit or a content filter.
+fn model_stop(reason: &str) -> Option<ModelStop> {
+    match reason {
+        "max_output_tokens" => Some(ModelStop::MaxTokens),
+        "content_filter" => Some(ModelStop::Refusal),
+        _ => None,
+    }
 }
 
 fn think(text: String, encrypted: Option<String>) -> StreamEvent {
@@ -568,6 +585,11 @@ impl ChunkMapper for ResponsesMapper {
                     });
                 }
             }
+            // Only the reason is read: its usage stays ignored, as the reference does.
+            "response.incomplete" => {
+                let reason = ev.response.and_then(|r| r.incomplete_details).and_then(|d| d.reason);
+                out.extend(reason.as_deref().and_then(model_stop).map(StreamEvent::Stop));
+            }
             _ => {}
         }
         Ok(Flow::Continue)
@@ -581,6 +603,35 @@ impl ChunkMapper for ResponsesMapper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn map_all(events: &[&str]) -> Vec<StreamEvent> {
+        let mut m = ResponsesMapper::default();
+        let mut out = VecDeque::new();
+        for data in events {
+            m.on_event(SseEvent { event: "", data }, &mut out).unwrap();
+        }
+        m.finish(&mut out);
+        out.into_iter().collect()
+    }
+
+    #[test]
+    fn incomplete_responses_report_their_reason() {
+        let text = r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"cut"}"#;
+        for (reason, expected) in [
+            ("max_output_tokens", vec![StreamEvent::Stop(ModelStop::MaxTokens)]),
+            ("content_filter", vec![StreamEvent::Stop(ModelStop::Refusal)]),
+            ("something_else", vec![]),
+        ] {
+            let incomplete = format!(
+                r#"{{"type":"response.incomplete","sequence_number":9,"response":{{"id":"resp_1","status":"incomplete","incomplete_details":{{"reason":"{reason}"}},"usage":{{"input_tokens":3,"output_tokens":4}}}}}}"#
+            );
+            let mut want = vec![StreamEvent::Content(ContentPart::Text { text: "cut".into() })];
+            want.extend(expected);
+            assert_eq!(map_all(&[text, &incomplete]), want, "{reason}");
+        }
+        let completed = r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","incomplete_details":null,"usage":{"input_tokens":3,"output_tokens":4}}}"#;
+        assert!(!map_all(&[completed]).iter().any(|e| matches!(e, StreamEvent::Stop(_))));
+    }
 
     #[test]
     fn assistant_runs_become_items() {

@@ -19,7 +19,7 @@ use super::lines::{
     ModelUsage, OutLine, OutputUsage, PermissionDenial, ResultLine, ResultSubtype, StreamEvent, StreamEventLine,
     SystemLine, ToolResultContent, ToolUseResult, Usage, UserContent, UserLine, UserMessage,
 };
-use crate::llm::ChatError;
+use crate::llm::{ChatError, ModelStop};
 use crate::protocol::{ContentPart, Event, TokenUsage, ToolOutput, ToolResult};
 use crate::soul::{TurnError, TurnOutcome, TurnResult};
 
@@ -488,9 +488,14 @@ impl TurnLines {
             line.errors = Some(vec![error]);
         };
         match result {
-            Ok(TurnOutcome::Finished) => {
+            Ok(TurnOutcome::Finished(stop)) => {
                 line.result = Some(self.last_text.clone());
-                line.stop_reason = Some("end_turn".into());
+                let reason = match stop {
+                    None => "end_turn",
+                    Some(ModelStop::MaxTokens) => "max_tokens",
+                    Some(ModelStop::Refusal) => "refusal",
+                };
+                line.stop_reason = Some(reason.into());
             }
             Ok(TurnOutcome::MaxStepsReached(n)) => {
                 fail(&mut line, ResultSubtype::ErrorMaxTurns, format!("Reached the maximum number of turns ({n})"))
@@ -702,7 +707,7 @@ mod tests {
 
     #[test]
     fn the_worked_example() {
-        let out = lines(false, &shell_turn(), Ok(TurnOutcome::Finished));
+        let out = lines(false, &shell_turn(), Ok(TurnOutcome::Finished(None)));
         assert_eq!(kinds(&out), ["a:text", "a:tool_use", "user", "a:text", "result"]);
         assert_eq!(out[0]["message"]["content"][0]["text"], "Let me check.");
         assert_eq!(out[0]["message"]["usage"]["input_tokens"], 900);
@@ -725,7 +730,7 @@ mod tests {
 
     #[test]
     fn partial_messages_precede_their_blocks() {
-        let out = lines(true, &shell_turn(), Ok(TurnOutcome::Finished));
+        let out = lines(true, &shell_turn(), Ok(TurnOutcome::Finished(None)));
         assert_eq!(
             kinds(&out),
             [
@@ -768,7 +773,7 @@ mod tests {
             Event::StatusUpdate(StatusUpdate::default()),
             Event::TurnEnd {},
         ];
-        let out = lines(false, &events, Ok(TurnOutcome::Finished));
+        let out = lines(false, &events, Ok(TurnOutcome::Finished(None)));
         assert_eq!(
             out[0]["message"]["content"][0],
             serde_json::json!({"type":"thinking","thinking":"ab","signature":"sig"})
@@ -781,6 +786,12 @@ mod tests {
 
     #[test]
     fn outcomes_make_their_results() {
+        for (stop, reason) in
+            [(None, "end_turn"), (Some(ModelStop::MaxTokens), "max_tokens"), (Some(ModelStop::Refusal), "refusal")]
+        {
+            let r = lines(false, &[], Ok(TurnOutcome::Finished(stop))).pop().unwrap();
+            assert_eq!((r["subtype"].as_str(), r["stop_reason"].as_str()), (Some("success"), Some(reason)));
+        }
         let r = lines(false, &[], Ok(TurnOutcome::MaxStepsReached(3))).pop().unwrap();
         assert_eq!((r["subtype"].as_str(), r["is_error"].as_bool()), (Some("error_max_turns"), Some(true)));
         assert!(r.get("result").is_none());
@@ -827,7 +838,7 @@ mod tests {
         let user = serde_json::to_value(out.last().unwrap()).unwrap();
         assert_eq!(user["message"]["content"][0]["content"], "no way");
         assert_eq!(user["message"]["content"][0]["is_error"], true);
-        let r = t.finish(&Ok(TurnOutcome::Finished), "", &mut out);
+        let r = t.finish(&Ok(TurnOutcome::Finished(None)), "", &mut out);
         assert_eq!(r.permission_denials[0].tool_input, serde_json::json!({"command":"rm"}));
     }
 

@@ -151,7 +151,7 @@ impl KimiProjection {
 /// The A.6 line for a failed turn and its exit status (0/1/75, the later upstream's choice).
 pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
     match result {
-        Ok(TurnOutcome::Finished) => None,
+        Ok(TurnOutcome::Finished(_)) => None,
         Ok(TurnOutcome::MaxStepsReached(n)) => Some((format!("Max number of steps reached: {n}"), 1)),
         Ok(TurnOutcome::Cancelled) => Some(("Interrupted by user".into(), 1)),
         Err(TurnError::LlmNotSet { .. }) => Some(("LLM not set".into(), 1)),
@@ -247,7 +247,7 @@ impl Projection for KimiProjection {
                 let mut step = std::mem::take(&mut state.step);
                 let frames = self.step_lines(&mut step);
                 let progress = state.progress.flush();
-                let text = if matches!(result, Ok(TurnOutcome::Finished)) { step.text() } else { String::new() };
+                let text = if matches!(result, Ok(TurnOutcome::Finished(_))) { step.text() } else { String::new() };
                 (frames, progress, text)
             };
             for line in progress {
@@ -358,7 +358,7 @@ mod tests {
 
     #[test]
     fn failures_and_exit_codes() {
-        assert_eq!(failure(&Ok(TurnOutcome::Finished)), None);
+        assert_eq!(failure(&Ok(TurnOutcome::Finished(None))), None);
         assert_eq!(failure(&Ok(TurnOutcome::MaxStepsReached(2))), Some(("Max number of steps reached: 2".into(), 1)));
         assert_eq!(failure(&Err(TurnError::LlmNotSet { reason: None })), Some(("LLM not set".into(), 1)));
         let e = |status| TurnError::Provider(ChatError::Status { status, message: "m".into(), retry_after: None });

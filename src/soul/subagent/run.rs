@@ -246,7 +246,7 @@ impl Soul {
         let result = if submitted.blocked {
             let reason = if submitted.reason.is_empty() { "Prompt blocked by hook.".into() } else { submitted.reason };
             sink.emit(crate::protocol::Event::ContentPart(crate::protocol::ContentPart::text(reason))).await;
-            Ok(AgentRun::Done { steps: 0, rejected: false })
+            Ok(AgentRun::Done { steps: 0, rejected: false, stop: None })
         } else {
             self.agent_run_with_stop_hooks(input.to_parts(), sink).await
         };
