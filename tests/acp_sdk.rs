@@ -5,59 +5,21 @@
 //! is missing or the registry does not answer, the test prints why and passes without running;
 //! with `KIWI_REQUIRE_SDK_TESTS=1` (set by `.ci/run` under CI) such a skip fails instead.
 
+#[path = "common/npm.rs"]
+mod npm;
+
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::json;
 
-const REQUIRE_VAR: &str = "KIWI_REQUIRE_SDK_TESTS";
-const PACKAGE: &str = "node_modules/@agentclientprotocol/sdk";
-
-fn skip(reason: &str) {
-    let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| !v.is_empty() && v != "0");
-    assert!(!required, "the ACP SDK test cannot run ({reason}) and {REQUIRE_VAR} is set");
-    eprintln!("skipping the ACP SDK test: {reason} (set {REQUIRE_VAR}=1 to make this a failure)");
-}
-
-fn first_line(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr);
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.contains("Unknown user config"))
-        .unwrap_or("no output")
-        .to_string()
-}
-
-/// Installs the SDK under `dir/node_modules`; the reason to skip when it cannot be.
-fn install_sdk(dir: &Path) -> Result<(), String> {
-    if dir.join(PACKAGE).exists() {
-        return Ok(());
-    }
-    let ping = Command::new("npm")
-        .args(["ping", "--fetch-timeout=10000", "--fetch-retries=0", "--loglevel=error"])
-        .current_dir(dir)
-        .output()
-        .map_err(|e| format!("npm cannot be run: {e}"))?;
-    if !ping.status.success() {
-        return Err(format!("the npm registry is not reachable: {}", first_line(&ping.stderr)));
-    }
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(dir)
-        .status()
-        .expect("run npm ci");
-    assert!(status.success(), "npm ci failed in tests/acp_sdk");
-    Ok(())
-}
+const PACKAGE: &str = "@agentclientprotocol/sdk";
 
 #[test]
 fn official_acp_sdk_drives_kiwi_acp() {
-    if let Err(e) = Command::new("node").arg("--version").output() {
-        return skip(&format!("Node.js cannot be run: {e}"));
-    }
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_sdk");
-    if let Err(reason) = install_sdk(&sdk) {
-        return skip(&reason);
+    if let Err(reason) = npm::ready(&sdk, PACKAGE) {
+        return npm::skip("the ACP SDK test", &reason);
     }
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");

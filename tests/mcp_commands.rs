@@ -2,6 +2,8 @@
 //! `mcp.json` they write (`cli-subcommands.md` §1).
 
 mod common;
+#[path = "common/npm.rs"]
+mod npm;
 
 #[path = "common/mcp.rs"]
 mod mcp;
@@ -214,39 +216,12 @@ fn sha8(text: &str) -> String {
     Sha256::digest(text.as_bytes()).iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where the SDK tests must run (CI): a skip then fails (the policy of `tests/sdk_client.rs`).
-const REQUIRE_SDK_VAR: &str = "KIWI_REQUIRE_SDK_TESTS";
-
-fn skip_sdk(reason: &str) {
-    let required = std::env::var(REQUIRE_SDK_VAR).is_ok_and(|v| !v.is_empty() && v != "0");
-    assert!(!required, "the SDK MCP test cannot run ({reason}) and {REQUIRE_SDK_VAR} is set");
-    eprintln!("skipping the SDK MCP test: {reason} (set {REQUIRE_SDK_VAR}=1 to make this a failure)");
-}
-
 #[test]
 fn the_npm_sdk_tests_mcp_servers_through_kiwi() {
     use std::process::Command;
-    if let Err(e) = Command::new("node").arg("--version").output() {
-        return skip_sdk(&format!("Node.js cannot be run: {e}"));
-    }
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
-    if !sdk.join("node_modules/@moonshot-ai/kimi-agent-sdk").exists() {
-        // An unreachable registry is a reason to skip; `npm ci` alone would retry for minutes.
-        let ping = Command::new("npm")
-            .args(["ping", "--fetch-timeout=10000", "--fetch-retries=0", "--loglevel=error"])
-            .current_dir(&sdk)
-            .output();
-        match ping {
-            Err(e) => return skip_sdk(&format!("npm cannot be run: {e}")),
-            Ok(p) if !p.status.success() => return skip_sdk("the npm registry is not reachable"),
-            Ok(_) => {}
-        }
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&sdk)
-            .status()
-            .expect("run npm ci");
-        assert!(status.success(), "npm ci failed in tests/sdk");
+    if let Err(reason) = npm::ready(&sdk, "@moonshot-ai/kimi-agent-sdk") {
+        return npm::skip("the SDK MCP test", &reason);
     }
     let env = Env::new();
     let share = share(&env);

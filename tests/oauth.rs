@@ -6,6 +6,8 @@
 mod common;
 #[path = "common/mock_routes.rs"]
 mod mock_routes;
+#[path = "common/npm.rs"]
+mod npm;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -659,38 +661,11 @@ fn search_and_fetch_services_send_the_stored_token() {
     assert_eq!(fetch[0].header("authorization"), Some("Bearer svc-token"));
 }
 
-/// Where the SDK tests must run (CI): a skip then fails (the policy of `tests/sdk_client.rs`).
-const REQUIRE_SDK_VAR: &str = "KIWI_REQUIRE_SDK_TESTS";
-
-fn skip_sdk(reason: &str) {
-    let required = std::env::var(REQUIRE_SDK_VAR).is_ok_and(|v| !v.is_empty() && v != "0");
-    assert!(!required, "the SDK login test cannot run ({reason}) and {REQUIRE_SDK_VAR} is set");
-    eprintln!("skipping the SDK login test: {reason} (set {REQUIRE_SDK_VAR}=1 to make this a failure)");
-}
-
 #[test]
 fn the_npm_sdk_logs_in_and_out() {
-    if let Err(e) = Command::new("node").arg("--version").output() {
-        return skip_sdk(&format!("Node.js cannot be run: {e}"));
-    }
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
-    if !sdk.join("node_modules/@moonshot-ai/kimi-agent-sdk").exists() {
-        // An unreachable registry is a reason to skip; `npm ci` alone would retry for minutes.
-        let ping = Command::new("npm")
-            .args(["ping", "--fetch-timeout=10000", "--fetch-retries=0", "--loglevel=error"])
-            .current_dir(&sdk)
-            .output();
-        match ping {
-            Err(e) => return skip_sdk(&format!("npm cannot be run: {e}")),
-            Ok(p) if !p.status.success() => return skip_sdk("the npm registry is not reachable"),
-            Ok(_) => {}
-        }
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&sdk)
-            .status()
-            .expect("run npm ci");
-        assert!(status.success(), "npm ci failed in tests/sdk");
+    if let Err(reason) = npm::ready(&sdk, "@moonshot-ai/kimi-agent-sdk") {
+        return npm::skip("the SDK login test", &reason);
     }
     let env = Env::new();
     let mock = MockRoutes::start();

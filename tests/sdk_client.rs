@@ -8,60 +8,21 @@
 //! must not lose the test that way: `.ci/run` sets `KIWI_REQUIRE_SDK_TESTS=1` when `CI=true`,
 //! and under it every such skip fails instead.
 
+#[path = "common/npm.rs"]
+mod npm;
+
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::json;
 
-/// Set (to anything but empty or `0`) where the SDK test must run: a skip then fails.
-const REQUIRE_VAR: &str = "KIWI_REQUIRE_SDK_TESTS";
-
-/// Gives up on the test: prints the reason, or fails when the environment demands the test.
-fn skip(reason: &str) {
-    let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| !v.is_empty() && v != "0");
-    assert!(!required, "the SDK client test cannot run ({reason}) and {REQUIRE_VAR} is set");
-    eprintln!("skipping the SDK client test: {reason} (set {REQUIRE_VAR}=1 to make this a failure)");
-}
-
-/// The first line npm printed (`--loglevel=error` keeps it to the error), for a skip reason.
-fn first_line(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr);
-    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no output").to_string()
-}
-
-/// Makes sure the SDK is installed under `sdk/node_modules`; the reason to skip otherwise.
-fn install_sdk(sdk: &Path) -> Result<(), String> {
-    if sdk.join("node_modules/@moonshot-ai/kimi-agent-sdk").exists() {
-        return Ok(());
-    }
-    // A short ping first: an unreachable registry is a reason to skip, and `npm ci` alone would
-    // retry for minutes before saying so.
-    let ping = Command::new("npm")
-        .args(["ping", "--fetch-timeout=10000", "--fetch-retries=0", "--loglevel=error"])
-        .current_dir(sdk)
-        .output()
-        .map_err(|e| format!("npm cannot be run: {e}"))?;
-    if !ping.status.success() {
-        return Err(format!("the npm registry is not reachable: {}", first_line(&ping.stderr)));
-    }
-    // The registry answers, so a failing install is a real failure, not a reason to skip.
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(sdk)
-        .status()
-        .expect("run npm ci");
-    assert!(status.success(), "npm ci failed in tests/sdk");
-    Ok(())
-}
+const PACKAGE: &str = "@moonshot-ai/kimi-agent-sdk";
 
 #[test]
 fn published_sdk_drives_kiwi() {
-    if let Err(e) = Command::new("node").arg("--version").output() {
-        return skip(&format!("Node.js cannot be run: {e}"));
-    }
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
-    if let Err(reason) = install_sdk(&sdk) {
-        return skip(&reason);
+    if let Err(reason) = npm::ready(&sdk, PACKAGE) {
+        return npm::skip("the SDK client test", &reason);
     }
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
