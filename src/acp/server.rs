@@ -56,18 +56,8 @@ impl AcpServer {
         Self { shared, sessions: Mutex::default(), client: Mutex::new(ClientCapabilities::new()), version, program }
     }
 
-    pub async fn serve(self: &Arc<Self>, mut inbound: Inbound, stop: CancellationToken) {
-        loop {
-            let item = tokio::select! {
-                item = inbound.recv() => item,
-                () = stop.cancelled() => None,
-            };
-            let Some(item) = item else { break };
-            tokio::select! {
-                () = self.dispatch(item) => {}
-                () = stop.cancelled() => break,
-            }
-        }
+    pub async fn serve(self: &Arc<Self>, inbound: Inbound, stop: CancellationToken) {
+        inbound.serve(&stop, |item| self.dispatch(item)).await;
         self.shutdown().await;
     }
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::error_code::ErrorCode;
 use super::message::{Incoming, classify};
@@ -36,6 +37,26 @@ impl Inbound {
     /// The next message, or None at EOF.
     pub async fn recv(&mut self) -> Option<Incoming> {
         self.rx.recv().await.map(|(item, _ticket)| item)
+    }
+
+    /// Hands each message to `dispatch`, in order, until EOF or `stop`. A dispatch that hangs
+    /// (a client that stopped reading our output blocks a reply) still ends at `stop`.
+    pub async fn serve<F, Fut>(mut self, stop: &CancellationToken, mut dispatch: F)
+    where
+        F: FnMut(Incoming) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        loop {
+            let item = tokio::select! {
+                item = self.recv() => item,
+                () = stop.cancelled() => None,
+            };
+            let Some(item) = item else { break };
+            tokio::select! {
+                () = dispatch(item) => {}
+                () = stop.cancelled() => break,
+            }
+        }
     }
 }
 

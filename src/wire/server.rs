@@ -58,19 +58,8 @@ impl WireServer {
     }
 
     /// Serves until the inbound channel closes (EOF) or `stop` fires.
-    pub async fn serve(&self, mut inbound: Inbound, stop: CancellationToken) {
-        loop {
-            let item = tokio::select! {
-                item = inbound.recv() => item,
-                () = stop.cancelled() => None,
-            };
-            let Some(item) = item else { break };
-            // A client that stopped reading stdout can block a reply forever; a signal still ends us.
-            tokio::select! {
-                () = self.dispatch(item) => {}
-                () = stop.cancelled() => break,
-            }
-        }
+    pub async fn serve(&self, inbound: Inbound, stop: CancellationToken) {
+        inbound.serve(&stop, |item| self.dispatch(item)).await;
         self.shutdown().await;
     }
 
