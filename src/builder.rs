@@ -28,7 +28,7 @@ use crate::soul::state::SessionState;
 use crate::soul::subagent::defs::{agent_tool, load_defs};
 use crate::soul::{Agent, Context, Soul};
 use crate::tools::Toolset;
-use crate::tools::builtin::{is_agent_path, tool_by_path};
+use crate::tools::builtin::{ToolCache, is_agent_path};
 
 /// Which agent definition to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,7 +203,8 @@ impl AgentSetup {
         .map_err(|e| BuildError::Fatal(e.to_string()))?;
         let skills = discover(&home_dir(), &work_dir, self.skills_dir.as_deref());
         let builtins = BuiltinArgs::collect(&work_dir, &skills);
-        let subagents = load_defs(&spec.subagents, &env, &builtins).map_err(BuildError::Fatal)?;
+        let mut cache = ToolCache::default();
+        let subagents = load_defs(&spec.subagents, &env, &builtins, &mut cache).map_err(BuildError::Fatal)?;
         let mut tools: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
         let mut invalid = Vec::new();
         let mut dmail = None;
@@ -218,7 +219,7 @@ impl AgentSetup {
                 dmail = Some(mailbox);
                 continue;
             }
-            match tool_by_path(path, &env) {
+            match cache.get(path, &env) {
                 Some(Some(tool)) => tools.push(tool),
                 Some(None) => {}
                 None => invalid.push(format!("'{path}'")),

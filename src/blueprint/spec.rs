@@ -23,9 +23,10 @@
 //! the binary and addressed as [`SpecPath::Builtin`]; nothing is read from the source tree at
 //! run time. Tool paths are kept as strings; mapping them to tools is the caller's job.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use serde_yaml::Value;
 
@@ -190,6 +191,28 @@ pub fn load_agent_spec_at(path: &SpecPath) -> Result<ResolvedAgentSpec, AgentSpe
 /// Deep enough for any real hierarchy; a cycle of `extend`s hits it quickly.
 const MAX_EXTEND_DEPTH: usize = 32;
 
+/// The YAML document at `path`. Built-in files never change, and every subagent type extends the
+/// default agent, so their parsed documents are kept for the life of the process (parsing them
+/// again for each type and session was most of a session build's cost).
+fn read_document(path: &SpecPath, shown: &str) -> Result<Value, AgentSpecError> {
+    static BUILTIN: OnceLock<Mutex<HashMap<String, Value>>> = OnceLock::new();
+    let parse = || {
+        let text = path
+            .read_to_string()
+            .map_err(|e| AgentSpecError::Read { path: shown.to_string(), error: e.to_string() })?;
+        serde_yaml::from_str::<Value>(&text)
+            .map_err(|e| AgentSpecError::Yaml { path: shown.to_string(), error: e.to_string() })
+    };
+    let SpecPath::Builtin(name) = path else { return parse() };
+    let cache = BUILTIN.get_or_init(Mutex::default);
+    if let Some(doc) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(name) {
+        return Ok(doc.clone());
+    }
+    let doc = parse()?;
+    cache.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), doc.clone());
+    Ok(doc)
+}
+
 fn load_partial(path: &SpecPath, depth: usize) -> Result<PartialSpec, AgentSpecError> {
     if depth > MAX_EXTEND_DEPTH {
         return Err(AgentSpecError::ExtendTooDeep(path.to_string()));
@@ -200,9 +223,7 @@ fn load_partial(path: &SpecPath, depth: usize) -> Result<PartialSpec, AgentSpecE
     {
         return Err(AgentSpecError::NotFound(shown));
     }
-    let text = path.read_to_string().map_err(|e| AgentSpecError::Read { path: shown.clone(), error: e.to_string() })?;
-    let doc: Value =
-        serde_yaml::from_str(&text).map_err(|e| AgentSpecError::Yaml { path: shown.clone(), error: e.to_string() })?;
+    let doc = read_document(path, &shown)?;
     let invalid = |error: String| AgentSpecError::Invalid { path: shown.clone(), error };
     let top = match doc {
         Value::Mapping(m) => m,

@@ -85,6 +85,18 @@ pub fn default_tools(env: &Arc<AgentEnv>) -> Vec<Arc<dyn Tool>> {
 ///
 /// The module must be the tool's package or one of its submodules, e.g. both
 /// `kimi_cli.tools.file:Glob` and `kimi_cli.tools.file.glob:Glob` name Glob.
+/// Built tools of one session by path: the main agent and its subagent types share instances
+/// (a tool holds nothing per agent; building one derives its schema, which is not free).
+#[derive(Default)]
+pub struct ToolCache(std::collections::HashMap<String, Option<Option<Arc<dyn Tool>>>>);
+
+impl ToolCache {
+    /// [`tool_by_path`], built once per path.
+    pub fn get(&mut self, path: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
+        self.0.entry(path.to_string()).or_insert_with(|| tool_by_path(path, env)).clone()
+    }
+}
+
 pub fn tool_by_path(path: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
     let (module, class) = path.trim().split_once(':')?;
     let package = match class {

@@ -8,7 +8,7 @@ use crate::agent_env::AgentEnv;
 use crate::blueprint::spec::{SubagentSpec, load_agent_spec_at};
 use crate::blueprint::system_prompt::{BuiltinArgs, load_system_prompt};
 use crate::tools::agent::{AgentTool, SubagentType};
-use crate::tools::builtin::{is_agent_path, tool_by_path};
+use crate::tools::builtin::{ToolCache, is_agent_path};
 use crate::tools::{Tool, Toolset, Typed};
 
 /// The subagent types of `specs`; the error is one readable line.
@@ -16,6 +16,7 @@ pub fn load_defs(
     specs: &[SubagentSpec],
     env: &Arc<AgentEnv>,
     builtins: &BuiltinArgs,
+    cache: &mut ToolCache,
 ) -> Result<Vec<SubagentDef>, String> {
     specs
         .iter()
@@ -29,7 +30,7 @@ pub fn load_defs(
                     tools.push(agent_tool(Vec::new()));
                     continue;
                 }
-                match tool_by_path(path, env) {
+                match cache.get(path, env) {
                     Some(Some(tool)) => tools.push(tool),
                     Some(None) => {}
                     None => invalid.push(format!("'{path}'")),
