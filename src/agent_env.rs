@@ -60,7 +60,26 @@ impl ModelSlot {
     }
 }
 
+/// Builds another model of the config for the same session: a subagent run on a `model` other
+/// than the session's gets its provider from here (the builder knows how; the soul does not).
+pub trait ModelSource: Send + Sync {
+    /// The model `key` of the config, or one readable line saying why it cannot be used.
+    fn build(&self, key: &str) -> Result<Model, String>;
+}
+
 impl AgentEnv {
+    /// The same environment with another model (a subagent's `model`).
+    pub fn with_model(&self, model: Model) -> Self {
+        Self {
+            work_dir: self.work_dir.clone(),
+            share_dir: self.share_dir.clone(),
+            session_dir: self.session_dir.clone(),
+            session_id: self.session_id.clone(),
+            config: self.config.clone(),
+            model: ModelSlot::new(model),
+        }
+    }
+
     pub fn has(&self, cap: Capability) -> bool {
         self.model.get().capabilities.contains(&cap)
     }

@@ -245,6 +245,7 @@ impl AgentSetup {
             skills,
             dmail,
             subagents,
+            models: Some(Arc::new(SessionModels { setup: self.clone(), session_id: session.id.clone() })),
             mcp,
         }));
         let recorder = WireLog::new(&session.wire_path());
@@ -306,6 +307,23 @@ impl AgentSetup {
         let env = mcp::LinkEnv { work_dir: work_dir.to_path_buf(), stderr: mcp::StderrTo::Log, oauth_token: None };
         let timeout = std::time::Duration::from_millis(self.config.mcp.client.tool_call_timeout_ms);
         Ok(Some(Arc::new(McpManager::new(table, env, &self.share_dir, timeout))))
+    }
+}
+
+/// Builds the config's other models for one session: the `model` of an `Agent` call.
+struct SessionModels {
+    setup: AgentSetup,
+    session_id: String,
+}
+
+impl crate::agent_env::ModelSource for SessionModels {
+    fn build(&self, key: &str) -> Result<Model, String> {
+        let model =
+            self.setup.model_for(Some(key), self.setup.thinking, &self.session_id, None).map_err(|e| e.to_string())?;
+        match model.no_model_reason {
+            Some(reason) => Err(reason),
+            None => Ok(model),
+        }
     }
 }
 

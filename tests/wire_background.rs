@@ -363,3 +363,38 @@ fn a_background_subagent_asks_for_approval_as_a_background_agent() {
     k.close_stdin();
     assert!(k.wait_exit(common::TIMEOUT).is_some());
 }
+
+#[test]
+fn a_resumed_session_knows_its_tasks_and_hears_about_the_ones_stopped_at_exit() {
+    let env = Env::new();
+    let mut k = env.spawn(&echo_config(&env), &["--yolo"]);
+    let script =
+        call("bg", "Shell", json!({"command": "exec sleep 60", "run_in_background": true, "description": "long"}));
+    let (events, _) = k.prompt("p0", json!(script));
+    let output = result_of(&events, "bg")["output"].as_str().unwrap().to_string();
+    let task_id = output.lines().next().unwrap().strip_prefix("task_id: ").unwrap().to_string();
+    k.close_stdin();
+    assert!(k.wait_exit(common::TIMEOUT).is_some());
+
+    let mut k = env.spawn(&echo_config(&env), &["--yolo", "--continue"]);
+    // The notification comes first in the step, so `_echo` then reads it as its script and fails
+    // this turn's step; the next turn lists the tasks.
+    let (events, _) = k.prompt("p1", json!("text: hi"));
+    let notices: Vec<&Value> = events.iter().filter(|e| e["params"]["type"] == "Notification").collect();
+    assert_eq!(notices.len(), 1, "{events:?}");
+    let n = &notices[0]["params"]["payload"];
+    assert_eq!((n["type"].as_str(), n["source_id"].as_str()), (Some("task.killed"), Some(task_id.as_str())));
+    assert!(n["body"].as_str().unwrap().contains("Failure reason: Stopped at exit"), "{n}");
+    let list = call("l", "TaskList", json!({"active_only": false}));
+    let (events, _) = k.prompt("p2", json!(list));
+    let listed = result_of(&events, "l")["output"].as_str().unwrap();
+    assert!(listed.starts_with("background_tasks: 1\n"), "{listed}");
+    assert!(listed.contains(&format!("task_id: {task_id}")) && listed.contains("status: killed"), "{listed}");
+    k.close_stdin();
+    assert!(k.wait_exit(common::TIMEOUT).is_some());
+
+    // Delivered once: a third process has nothing new to say.
+    let mut k = env.spawn(&echo_config(&env), &["--yolo", "--continue"]);
+    let (events, _) = k.prompt("p3", json!("text: hi"));
+    assert!(!events.iter().any(|e| e["params"]["type"] == "Notification"), "{events:?}");
+}

@@ -373,3 +373,63 @@ fn a_subagent_that_keeps_the_agent_tool_cannot_nest() {
         .unwrap();
     assert_eq!(nested["message"], "Subagents cannot launch other subagents.");
 }
+
+#[test]
+fn a_subagent_runs_on_the_model_its_call_names() {
+    let env = Env::new();
+    // The `_echo` model answers with the subagent's own prompt; `scripted-too` is another alias
+    // of the session's model, so it keeps drawing from the session's script.
+    let echo_answer = format!("text: echo model says {LONG}");
+    let config = env.scripted_config_with(
+        &[
+            &agent("m-1", json!({"description": "d", "prompt": echo_answer, "model": "echo"})),
+            &agent("m-2", json!({"description": "d", "prompt": "p", "model": "scripted-too"})),
+            &format!("text: scripted says {LONG}"),
+            "text: parent done",
+        ],
+        json!({
+            "models": {
+                "echo": {"provider": "echo_provider", "model": "echo", "max_context_size": 100000},
+                "scripted-too": {"provider": "scripted_provider", "model": "scripted_echo", "max_context_size": 100000}
+            },
+            "providers": {"echo_provider": {"type": "_echo", "base_url": "", "api_key": ""}}
+        }),
+    );
+    let mut k = env.spawn(&config, &["--yolo"]);
+    let (events, response) = k.prompt("p0", json!("go"));
+    assert_eq!(response["result"]["status"], "finished", "{events:?}");
+    let output = |id: &str| {
+        let result = events
+            .iter()
+            .find(|e| e["params"]["type"] == "ToolResult" && e["params"]["payload"]["tool_call_id"] == id)
+            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"));
+        let rv = &result["params"]["payload"]["return_value"];
+        assert_eq!(rv["is_error"], false, "{rv}");
+        rv["output"].as_str().unwrap().to_string()
+    };
+    assert!(output("m-1").ends_with(&format!("[summary]\necho model says {LONG}")), "{}", output("m-1"));
+    assert!(output("m-2").ends_with(&format!("[summary]\nscripted says {LONG}")), "{}", output("m-2"));
+}
+
+#[test]
+fn a_subagent_model_that_cannot_be_built_is_an_error_result() {
+    let env = Env::new();
+    let config = env.scripted_config_with(
+        &[&agent("m-1", json!({"description": "d", "prompt": "p", "model": "broken"})), "text: parent done"],
+        json!({
+            "models": {"broken": {"provider": "lost_scripts", "model": "x", "max_context_size": 100000}},
+            "providers": {"lost_scripts": {"type": "_scripted_echo", "base_url": "", "api_key": "",
+                "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": "/nonexistent/kiwi-scripts.json"}}}
+        }),
+    );
+    let mut k = env.spawn(&config, &[]);
+    let (events, response) = k.prompt("p0", json!("go"));
+    assert_eq!(response["result"]["status"], "finished");
+    let result = events.iter().find(|e| e["params"]["type"] == "ToolResult").unwrap();
+    let rv = &result["params"]["payload"]["return_value"];
+    assert_eq!(rv["is_error"], true);
+    let message = rv["message"].as_str().unwrap();
+    assert!(message.starts_with("Failed to run agent: cannot use model broken: "), "{message}");
+    assert!(message.contains("/nonexistent/kiwi-scripts.json"), "{message}");
+    assert_eq!(types(&events).iter().filter(|t| *t == "SubagentEvent").count(), 0);
+}

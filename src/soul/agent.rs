@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::agent_env::AgentEnv;
+use crate::agent_env::{AgentEnv, ModelSource};
 use crate::blueprint::skills::{Skill, skill_commands};
 use crate::config::LoopControl;
 use crate::llm::{Capability, SharedProvider};
@@ -58,6 +58,8 @@ pub struct AgentParts {
     pub dmail: Option<Arc<DMailBox>>,
     /// The agent file's subagent types (see `soul::subagent::defs`).
     pub subagents: Vec<SubagentDef>,
+    /// Builds the models subagents may ask for by alias.
+    pub models: Option<Arc<dyn ModelSource>>,
     pub mcp: Option<Arc<McpManager>>,
 }
 
@@ -83,17 +85,18 @@ impl Agent {
             slash_commands,
             skills: parts.skills,
             dmail: parts.dmail,
-            subagents: Arc::new(Subagents::new(parts.subagents)),
+            subagents: Arc::new(Subagents::new(parts.subagents, parts.models)),
             background,
             mcp: parts.mcp,
         }
     }
 
-    /// A subagent of `parent` of type `def`: its own prompt and tools; the session's model,
-    /// state, approvals, client and hooks. No slash commands, skills or D-Mail.
-    pub fn for_subagent(parent: &Agent, def: &SubagentDef, system_prompt: String) -> Self {
+    /// A subagent of `parent` of type `def` in `env` (the parent's, or the parent's with another
+    /// model): its own prompt and tools; the session's state, approvals, client and hooks. No
+    /// slash commands, skills or D-Mail.
+    pub fn for_subagent(parent: &Agent, def: &SubagentDef, system_prompt: String, env: Arc<AgentEnv>) -> Self {
         Self {
-            env: parent.env.clone(),
+            env,
             loop_control: parent.loop_control.clone(),
             toolset: RwLock::new(def.toolset.clone()),
             state: parent.state.clone(),

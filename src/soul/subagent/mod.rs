@@ -6,16 +6,19 @@
 //!   prepared once when the session is built, so starting a subagent costs no file reading);
 //! - [`Subagents`]: the session's types and its instances that are running now;
 //! - `run`: one run of an instance (new or resumed), its result for the model;
+//! - `git_context`: what an `explore` subagent learns about the repository before it starts;
 //! - `wrap`: its events, wrapped for the parent's front end.
 
 pub mod background;
 pub mod defs;
+pub mod git_context;
 pub mod run;
 pub mod wrap;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::agent_env::{AgentEnv, ModelSource};
 use crate::protocol::ApprovalSource;
 use crate::tools::Toolset;
 
@@ -35,11 +38,27 @@ pub struct Subagents {
     pub defs: Vec<SubagentDef>,
     /// Running instance id → what it is doing (`running`).
     running: Mutex<HashMap<String, &'static str>>,
+    /// Builds the models that `model` names (none: only the session's model can run them).
+    models: Option<Arc<dyn ModelSource>>,
+    /// Environments with another model, built at the first run that asked for it, by alias.
+    other_models: Mutex<HashMap<String, Arc<AgentEnv>>>,
 }
 
 impl Subagents {
-    pub fn new(defs: Vec<SubagentDef>) -> Self {
-        Self { defs, running: Mutex::default() }
+    pub fn new(defs: Vec<SubagentDef>, models: Option<Arc<dyn ModelSource>>) -> Self {
+        Self { defs, running: Mutex::default(), models, other_models: Mutex::default() }
+    }
+
+    /// `parent` with the model `alias` of the config (built once per session and alias).
+    pub fn env_with_model(&self, parent: &AgentEnv, alias: &str) -> Result<Arc<AgentEnv>, String> {
+        let mut built = self.other_models.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(env) = built.get(alias) {
+            return Ok(env.clone());
+        }
+        let source = self.models.as_ref().ok_or("this session cannot build other models")?;
+        let env = Arc::new(parent.with_model(source.build(alias)?));
+        built.insert(alias.to_string(), env.clone());
+        Ok(env)
     }
 
     pub fn def(&self, name: &str) -> Option<&SubagentDef> {

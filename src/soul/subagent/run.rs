@@ -14,8 +14,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::git_context;
 use super::wrap::WrapProjection;
 use super::{RunClaim, SubagentDef, SubagentRole, is_agent_id, new_agent_id};
+use crate::agent_env::AgentEnv;
 use crate::blueprint::prompts::SUBAGENT_ELABORATE;
 use crate::llm::Role;
 use crate::protocol::{ApprovalSource, HookEvent, ToolReturnValue, UserInput};
@@ -60,9 +62,10 @@ pub fn open_instance(
     d: &Delegation,
     role_of: impl FnOnce(&str, &str) -> SubagentRole,
 ) -> Result<Instance, Failure> {
-    if let Some(alias) = &d.model {
-        check_model(parent, alias)?;
-    }
+    let env = match &d.model {
+        Some(alias) => env_for_model(parent, alias)?,
+        None => parent.env.clone(),
+    };
     let subagents = &parent.subagents;
     let (agent_id, subagent_type, resumed) = match &d.resume {
         Some(id) => {
@@ -102,7 +105,7 @@ pub fn open_instance(
         def.system_prompt.clone()
     };
     let context = Context::restore(&context_path).map_err(io)?;
-    let agent = Arc::new(Agent::for_subagent(parent, def, system_prompt));
+    let agent = Arc::new(Agent::for_subagent(parent, def, system_prompt, env));
     let mut soul = Soul::new(agent, context);
     soul.subagent = Some(role_of(&agent_id, &subagent_type));
     Ok(Instance { agent_id, subagent_type, resumed, dir, soul, _claim: claim })
@@ -116,16 +119,27 @@ fn read_meta(dir: &Path) -> Option<Meta> {
     serde_json::from_slice(&std::fs::read(dir.join("meta.json")).ok()?).ok()
 }
 
-/// Only the session's own model can run subagents here: another model would need a provider
-/// of its own, which sessions do not build.
-fn check_model(parent: &Agent, alias: &str) -> Result<(), Failure> {
-    let Some(model) = parent.env.config.models.get(alias) else {
+/// The environment a run on the model `alias` uses: the session's own when that is the model
+/// in use, else one with its own provider (built at the first such run, checked before any file
+/// of the instance is written).
+fn env_for_model(parent: &Agent, alias: &str) -> Result<Arc<AgentEnv>, Failure> {
+    let models = &parent.env.config.models;
+    let Some(wanted) = models.get(alias) else {
         return Err(failed(format!("Unknown model alias: {alias}")));
     };
-    if model.model == parent.model_name() {
-        return Ok(());
+    // Another alias of the same provider and model is the same model: it shares the session's
+    // provider (and so a scripted FIFO, as every LLM call of a process does).
+    let current = parent.env.model.get().key.clone();
+    let same = current.as_deref().and_then(|k| models.get(k)).is_some_and(|m| {
+        current.as_deref() == Some(alias) || (m.provider == wanted.provider && m.model == wanted.model)
+    });
+    if same {
+        return Ok(parent.env.clone());
     }
-    Err(failed(format!("Running a subagent on another model ({alias}) is not supported by kiwi; omit `model`.")))
+    parent.subagents.env_with_model(&parent.env, alias).map_err(|e| {
+        tracing::warn!("subagent model {alias}: {e}");
+        failed(format!("Failed to run agent: cannot use model {alias}: {e}"))
+    })
 }
 
 /// Runs a foreground instance for the call, its events wrapped onto `parent_sink`.
@@ -196,7 +210,9 @@ fn hook_runner(agent: &Agent, sink: &EventSink) -> HookRunner {
 
 /// Runs the prompt, and the elaborate round when the answer is short; the final summary.
 pub async fn run_to_summary(soul: &mut Soul, prompt: &str, sink: &EventSink) -> Result<String, Failure> {
-    let run = soul.run_nested(prompt, sink).await;
+    let subagent_type = soul.subagent.as_ref().map(|r| r.subagent_type.as_str()).unwrap_or_default();
+    let prompt = git_context::prompt_with_context(subagent_type, &soul.agent.env.work_dir, prompt).await;
+    let run = soul.run_nested(&prompt, sink).await;
     let summary = summary_of(soul, run, "running agent")?;
     if summary.chars().count() >= SHORT_SUMMARY_CHARS {
         return Ok(summary);

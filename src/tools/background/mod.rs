@@ -11,6 +11,7 @@
 
 pub mod notify;
 pub mod shell_task;
+pub mod store;
 pub mod tools;
 
 use std::collections::VecDeque;
@@ -108,7 +109,7 @@ struct Entry {
 /// The session's background tasks.
 pub struct BackgroundTasks {
     settings: BackgroundSettings,
-    dir: PathBuf,
+    store: store::Store,
     tasks: Mutex<Vec<Arc<Entry>>>,
     notices: Mutex<VecDeque<PendingNotice>>,
 }
@@ -121,17 +122,32 @@ pub enum Work {
     Agent { agent_id: String, subagent_type: String, run: BoxFuture<'static, (TaskEnd, String)>, timeout_s: u64 },
 }
 
+/// The reason of a task killed because kiwi exits.
+const STOPPED_AT_EXIT: &str = "Stopped at exit";
+
 /// Why a task could not start.
 pub const TOO_MANY: &str = "Failed to start background task: Too many background tasks are already running.";
 
 impl BackgroundTasks {
     pub fn new(settings: BackgroundSettings, session_dir: PathBuf) -> Arc<Self> {
-        let manager = Arc::new(Self {
-            settings,
-            dir: session_dir.join("tasks"),
-            tasks: Mutex::default(),
-            notices: Mutex::default(),
-        });
+        let store = store::Store::new(&session_dir);
+        // A resumed session knows its earlier tasks; those its last process left active are
+        // lost, and the model hears of them with what was never delivered.
+        let mut notices: VecDeque<PendingNotice> = store.load_undelivered().into();
+        let mut tasks = Vec::new();
+        for (info, lost) in store.load_tasks() {
+            if lost {
+                let notice = notify::notice(&info, notify::output_tail(&info.output_path));
+                store.write_notice(&notice);
+                notices.push_back(notice);
+            }
+            tasks.push(Arc::new(Entry {
+                info: Mutex::new(info),
+                done: watch::channel(true).0,
+                stop: Mutex::new(None),
+            }));
+        }
+        let manager = Arc::new(Self { settings, store, tasks: Mutex::new(tasks), notices: Mutex::new(notices) });
         managers().push(Arc::downgrade(&manager));
         manager
     }
@@ -173,7 +189,7 @@ impl BackgroundTasks {
             Work::Shell { .. } => TaskKind::Bash,
             Work::Agent { .. } => TaskKind::Agent,
         };
-        let task_dir = self.dir.join(&id);
+        let task_dir = self.store.task_dir(&id);
         std::fs::create_dir_all(&task_dir).map_err(|e| format!("Failed to start background task: {e}"))?;
         let output_path = task_dir.join("output.log");
         let (command, agent_id, subagent_type) = match &work {
@@ -195,11 +211,8 @@ impl BackgroundTasks {
             started: Instant::now(),
             finished: None,
         };
-        let spec = serde_json::json!({
-            "id": id, "kind": kind_name(kind), "description": description,
-            "command": info.command, "agent_id": info.agent_id, "subagent_type": info.subagent_type,
-        });
-        let _ = std::fs::write(task_dir.join("spec.json"), serde_json::to_vec_pretty(&spec).unwrap_or_default());
+        self.store.write_spec(&info);
+        self.store.write_runtime(&info);
         let (stop_tx, stop_rx) = oneshot::channel();
         let entry = Arc::new(Entry {
             info: Mutex::new(info.clone()),
@@ -253,6 +266,7 @@ impl BackgroundTasks {
             let mut info = lock(&entry.info);
             if info.status == TaskStatus::Starting {
                 info.status = TaskStatus::Running;
+                self.store.write_runtime(&info);
             }
         }
     }
@@ -271,8 +285,10 @@ impl BackgroundTasks {
             info.finished = Some((Instant::now(), SystemTime::now()));
             info.clone()
         };
-        let tail = notify::output_tail(&info.output_path);
-        self.notices.lock().unwrap_or_else(|p| p.into_inner()).push_back(notify::notice(&info, tail));
+        self.store.write_runtime(&info);
+        let notice = notify::notice(&info, notify::output_tail(&info.output_path));
+        self.store.write_notice(&notice);
+        self.notices.lock().unwrap_or_else(|p| p.into_inner()).push_back(notice);
         entry.done.send_replace(true);
     }
 
@@ -310,7 +326,11 @@ impl BackgroundTasks {
 
     /// Notifications not yet given to the model, oldest first.
     pub fn take_notices(&self) -> Vec<PendingNotice> {
-        self.notices.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
+        let taken: Vec<PendingNotice> = self.notices.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
+        for notice in &taken {
+            self.store.mark_delivered(notice);
+        }
+        taken
     }
 
     /// Stops every active task now (exit), unless they are to be kept alive; the number stopped.
@@ -324,7 +344,15 @@ impl BackgroundTasks {
                 continue;
             }
             if let Some(stop) = entry.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                let _ = stop.send("Stopped at exit".into());
+                let _ = stop.send(STOPPED_AT_EXIT.into());
+                // Recorded now: the runtime may be gone before the task's own end is.
+                let end = TaskEnd {
+                    status: TaskStatus::Killed,
+                    exit_code: None,
+                    reason: Some(STOPPED_AT_EXIT.into()),
+                    timed_out: false,
+                };
+                self.finish(&entry, end);
                 stopped += 1;
             }
         }
