@@ -203,6 +203,8 @@ fn messages_that_are_not_json_rpc_are_skipped() {
     assert_eq!(response["result"]["status"], "finished", "{events:?}");
     assert_eq!(states(&events), ["connected"]);
     assert_eq!(tool_results(&events)[0]["output"][0]["text"], "pong:clean");
+    let log = std::fs::read_to_string(env.share().join("logs/kiwi.log")).unwrap();
+    assert!(log.contains("skipped a message that is not JSON-RPC"), "{log}");
 }
 
 #[test]

@@ -290,8 +290,12 @@ struct Reader {
     parser: SseParser,
     /// Events parsed but not handled yet (one read can carry several).
     pending: VecDeque<(String, String)>,
+    /// The first bytes, held until it is known whether they start with a byte order mark.
+    head: Option<Vec<u8>>,
     url: Url,
 }
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// What [`Reader::next_event`] found.
 enum Next {
@@ -302,7 +306,7 @@ enum Next {
 
 impl Reader {
     fn new(body: ByteStream, url: Url) -> Self {
-        Self { body, parser: SseParser::new(), pending: VecDeque::new(), url }
+        Self { body, parser: SseParser::new(), pending: VecDeque::new(), head: Some(Vec::new()), url }
     }
 
     /// The next event; waits for as many reads as it takes (the caller limits the time).
@@ -320,9 +324,27 @@ impl Reader {
     }
 
     fn feed(&mut self, chunk: &[u8]) {
+        if let Some(mut head) = self.head.take() {
+            // The stream is decoded as UTF-8, which drops one leading BOM (WHATWG); kiwi's parser
+            // would read it as part of the first field name.
+            head.extend_from_slice(chunk);
+            if head.len() < BOM.len() && BOM.starts_with(&head) {
+                self.head = Some(head);
+                return;
+            }
+            let rest = head.strip_prefix(BOM).unwrap_or(&head).to_vec();
+            return self.parse(&rest);
+        }
+        self.parse(chunk);
+    }
+
+    fn parse(&mut self, chunk: &[u8]) {
         let pending = &mut self.pending;
         let _ = self.parser.feed(chunk, |SseEvent { event, data }| {
-            pending.push_back((event.to_string(), data.to_string()));
+            // WHATWG dispatches no event whose data is empty (an `event:` line alone, `data:`).
+            if !data.is_empty() {
+                pending.push_back((event.to_string(), data.to_string()));
+            }
             Ok::<(), ()>(())
         });
     }
@@ -460,10 +482,15 @@ mod tests {
         let got = events(stream);
         let got: Vec<(&str, &str)> = got.iter().map(|(e, d)| (e.as_str(), d.as_str())).collect();
         assert_eq!(got, want);
-        // Byte by byte gives the same events.
-        let joined: Vec<u8> = stream.concat();
+        // Byte by byte gives the same events, also after a byte order mark.
+        let joined: Vec<u8> = [BOM, &stream.concat()].concat();
         let bytes: Vec<&[u8]> = joined.chunks(1).collect();
-        assert_eq!(events(&bytes).len(), 4);
+        assert_eq!(events(&bytes), events(stream));
+        assert_eq!(events(&[&joined]), events(stream));
+        // Only one BOM is dropped.
+        assert_eq!(events(&[b"\xEF\xBB\xBF\xEF\xBB\xBFdata: x\n\n"]), []);
+        // Events without data are not dispatched.
+        assert_eq!(events(&[b"event: endpoint\n\nevent: endpoint\ndata:\n\nevent: endpoint\ndata: /m\n\n"]).len(), 1);
     }
 
     #[test]
