@@ -19,7 +19,9 @@
 //!   * `--no-endpoint`: never send the `endpoint` event;
 //!   * `--endpoint URI`: send this as the endpoint instead;
 //!   * `--content-type TYPE`: answer `GET` with 200, this content type and no stream;
-//!   * `--call-status N`: answer every POSTed `tools/call` with status N (and drop it).
+//!   * `--call-status N`: answer every POSTed `tools/call` with status N (and drop it);
+//!   * `--ping-ms N`: send a `: ping` comment every N ms (keeps a stream with a short read
+//!     limit alive).
 //!
 //! Tools: `echo {text}` → `pong:<text>`; `image` → a tiny PNG and a text; `audio`; `fail` → an
 //! `isError` result; `boom` → a JSON-RPC error `server exploded`; `crash` → the process exits
@@ -142,6 +144,7 @@ async fn main() {
             endpoint: value("--endpoint"),
             content_type: value("--content-type"),
             call_status: value("--call-status").map(|s| s.parse().expect("--call-status N")),
+            ping_ms: value("--ping-ms").map(|s| s.parse().expect("--ping-ms N")),
             garbage: has("--garbage"),
         };
         return sse::serve(options).await;
@@ -226,6 +229,7 @@ mod sse {
         pub endpoint: Option<String>,
         pub content_type: Option<String>,
         pub call_status: Option<u16>,
+        pub ping_ms: Option<u64>,
         pub garbage: bool,
     }
 
@@ -300,6 +304,17 @@ mod sse {
             if !self.options.no_endpoint {
                 let endpoint = self.options.endpoint.clone().unwrap_or_else(|| format!("/messages?session_id={id}"));
                 let _ = events.send(Some(event("endpoint", &endpoint)));
+            }
+            if let Some(ms) = self.options.ping_ms {
+                let pings = events.clone();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                        if pings.send(Some(Bytes::from_static(b": ping\r\n\r\n"))).is_err() {
+                            break;
+                        }
+                    }
+                });
             }
             let (client, server) = tokio::io::duplex(1 << 16);
             tokio::spawn(async move {

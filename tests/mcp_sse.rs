@@ -227,6 +227,20 @@ fn a_silent_stream_ends_the_session_after_sse_read_timeout() {
     assert_eq!(results[1]["output"][0]["text"], "pong:again");
 }
 
+#[test]
+fn comments_keep_a_slow_call_alive_past_sse_read_timeout() {
+    let server = mcp::HttpServer::start_sse(&["--ping-ms", "200"]);
+    let env = Env::new();
+    let config = env.scripted_config(&[&call("c1", "sleep", json!({"ms": 2500})), "text: done"]);
+    let servers = mcp::config_arg(&[("srv", json!({"url": server.url, "sse_read_timeout": 1}))]);
+    let mut k = env.spawn(&config, &["--yolo", "--mcp-config", &servers]);
+    let (events, response) = k.prompt("p0", json!("go"));
+    assert_eq!(response["result"]["status"], "finished");
+    // The limit is per read, not per call: the pings every 200 ms keep the stream alive.
+    let results = tool_results(&events);
+    assert_eq!(results[0]["output"][0]["text"], "slept 2500", "{results:?}");
+}
+
 fn kiwi(share: &std::path::Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"))
         .args(args)

@@ -6,8 +6,8 @@
 //!
 //! Choices:
 //! * The events are parsed by kiwi's own WHATWG parser (`llm::providers::sse`, the one the chat
-//!   providers use) rather than the `sse-stream` crate, which treats unknown fields, lines without
-//!   a colon and repeated `event:` lines as fatal errors (and drops the rest of the read), where
+//!   providers use) rather than the `sse-stream` crate (0.2), which reports unknown fields, lines
+//!   without a colon and repeated `event:` lines as errors and loses the rest of that read, where
 //!   the WHATWG rules ignore them or let the last one win. `id:` and `retry:` only matter to a
 //!   client that re-opens the stream, which this one never does: a new `GET` is a new MCP
 //!   session on the server, so a dropped stream ends the session and the next tool call
@@ -17,7 +17,7 @@
 //! * A `message` event whose data is not a JSON-RPC message is logged and skipped: one bad
 //!   notification should not end a session whose other messages are fine (a reply lost that way
 //!   shows up as the tool call's timeout).
-//! * Reads are limited per read, like the reference's HTTP client: the stream dies when the
+//! * The limit is per read (as httpx's read timeout is in the reference): the stream dies when the
 //!   server sends nothing (not even a `:` comment) for `sse_read_timeout` (default 300 s).
 //!   Waiting for the `endpoint` event is both a read and part of connecting, so it gets the
 //!   shorter of that and the 30 s connect limit.
@@ -139,8 +139,8 @@ fn resolve_endpoint(base: &Url, data: &str) -> Result<Url, SseError> {
     Ok(endpoint)
 }
 
-/// The entry's headers, then its token as `Authorization: Bearer` (the token wins over a
-/// hand-written `Authorization` header, as for Streamable HTTP).
+/// The entry's headers, then its token as `Authorization: Bearer`, replacing a hand-written
+/// `Authorization` header (a server gets one, and `auth` is the field meant for it).
 fn request_headers(remote: &RemoteEntry, oauth_token: Option<&str>) -> Result<HeaderMap, SseError> {
     let mut headers = HeaderMap::new();
     for (k, v) in &remote.headers {
@@ -237,7 +237,7 @@ impl SseTransport {
         if !media_type.eq_ignore_ascii_case("text/event-stream") {
             return Err(SseError::NotAnEventStream { url: url.to_string(), content_type });
         }
-        let mut stream = Reader::new(Box::pin(response.bytes_stream()), url.clone());
+        let mut stream = Reader::new(Box::pin(response.bytes_stream()), url.clone(), read_timeout);
         let waited = read_timeout.min(CONNECT_TIMEOUT);
         let endpoint = match tokio::time::timeout(waited, stream.endpoint()).await {
             Ok(endpoint) => endpoint?,
@@ -245,7 +245,7 @@ impl SseTransport {
         };
         tracing::info!("MCP SSE session on {url}: messages go to {endpoint}");
         let (tx, incoming) = mpsc::channel(QUEUE);
-        let reader = tokio::spawn(stream.run(tx, read_timeout)).abort_handle();
+        let reader = tokio::spawn(stream.run(tx)).abort_handle();
         Ok(Self { poster: Arc::new(Poster { client, endpoint, headers }), incoming, reader })
     }
 }
@@ -293,6 +293,8 @@ struct Reader {
     /// The first bytes, held until it is known whether they start with a byte order mark.
     head: Option<Vec<u8>>,
     url: Url,
+    /// The limit on each read: any bytes, comments included, prove the server alive.
+    read_timeout: Duration,
 }
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -302,23 +304,26 @@ enum Next {
     Event(String, String),
     /// The stream closed (`None`) or broke (the error).
     End(Option<String>),
+    /// Nothing arrived within the read limit.
+    Silent,
 }
 
 impl Reader {
-    fn new(body: ByteStream, url: Url) -> Self {
-        Self { body, parser: SseParser::new(), pending: VecDeque::new(), head: Some(Vec::new()), url }
+    fn new(body: ByteStream, url: Url, read_timeout: Duration) -> Self {
+        Self { body, parser: SseParser::new(), pending: VecDeque::new(), head: Some(Vec::new()), url, read_timeout }
     }
 
-    /// The next event; waits for as many reads as it takes (the caller limits the time).
+    /// The next event, after as many reads as it takes.
     async fn next_event(&mut self) -> Next {
         loop {
             if let Some((event, data)) = self.pending.pop_front() {
                 return Next::Event(event, data);
             }
-            match self.body.next().await {
-                Some(Ok(chunk)) => self.feed(&chunk),
-                Some(Err(e)) => return Next::End(Some(error_chain(&e))),
-                None => return Next::End(None),
+            match tokio::time::timeout(self.read_timeout, self.body.next()).await {
+                Ok(Some(Ok(chunk))) => self.feed(&chunk),
+                Ok(Some(Err(e))) => return Next::End(Some(error_chain(&e))),
+                Ok(None) => return Next::End(None),
+                Err(_) => return Next::Silent,
             }
         }
     }
@@ -364,33 +369,36 @@ impl Reader {
                     early.push_back((event, data));
                 }
                 Next::End(detail) => return Err(SseError::EndedEarly { url: self.url.to_string(), detail }),
+                Next::Silent => {
+                    return Err(SseError::NoEndpoint { url: self.url.to_string(), waited: self.read_timeout });
+                }
             }
         }
     }
 
     /// Hands every server message to the session until the stream ends or the session is gone.
-    async fn run(mut self, tx: mpsc::Sender<RxJsonRpcMessage<RoleClient>>, read_timeout: Duration) {
+    async fn run(mut self, tx: mpsc::Sender<RxJsonRpcMessage<RoleClient>>) {
         let url = self.url.clone();
         loop {
             let next = tokio::select! {
-                next = tokio::time::timeout(read_timeout, self.next_event()) => next,
+                next = self.next_event() => next,
                 // The session closed: stop reading (dropping the response closes the stream).
                 () = tx.closed() => return,
             };
             let (event, data) = match next {
-                Ok(Next::Event(event, data)) => (event, data),
-                Ok(Next::End(None)) => {
+                Next::Event(event, data) => (event, data),
+                Next::End(None) => {
                     tracing::warn!("MCP SSE stream of {url} closed by the server");
                     return;
                 }
-                Ok(Next::End(Some(e))) => {
+                Next::End(Some(e)) => {
                     tracing::warn!("MCP SSE stream of {url} broke: {e}");
                     return;
                 }
-                Err(_) => {
+                Next::Silent => {
                     tracing::warn!(
                         "MCP SSE stream of {url} sent nothing for {} s (sse_read_timeout); closing the session",
-                        read_timeout.as_secs_f64()
+                        self.read_timeout.as_secs_f64()
                     );
                     return;
                 }
@@ -452,12 +460,16 @@ mod tests {
         assert!(matches!(resolve_endpoint(&base, "http://[bad").unwrap_err(), SseError::BadEndpoint { .. }));
     }
 
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(future)
+    }
+
     fn events(chunks: &[&[u8]]) -> Vec<(String, String)> {
         let body: ByteStream =
             Box::pin(futures::stream::iter(chunks.iter().map(|c| Ok(Bytes::copy_from_slice(c))).collect::<Vec<_>>()));
-        let mut reader = Reader::new(body, url("http://h/sse"));
+        let mut reader = Reader::new(body, url("http://h/sse"), DEFAULT_READ_TIMEOUT);
         let mut out = Vec::new();
-        futures::executor::block_on(async {
+        block_on(async {
             while let Next::Event(event, data) = reader.next_event().await {
                 out.push((event, data));
             }
@@ -509,16 +521,48 @@ mod tests {
         let message = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
         let text = format!("data: {message}\n\nevent: endpoint\ndata: /m\n\nevent: message\ndata: {message}\n\n");
         let body: ByteStream = Box::pin(futures::stream::iter(vec![Ok(Bytes::from(text))]));
-        let mut reader = Reader::new(body, url("http://h/sse"));
-        futures::executor::block_on(async {
+        let mut reader = Reader::new(body, url("http://h/sse"), DEFAULT_READ_TIMEOUT);
+        block_on(async {
             assert_eq!(reader.endpoint().await.unwrap().as_str(), "http://h/m");
             assert!(matches!(reader.next_event().await, Next::Event(e, _) if e.is_empty()));
             assert!(matches!(reader.next_event().await, Next::Event(e, _) if e == "message"));
             assert!(matches!(reader.next_event().await, Next::End(None)));
         });
         let body: ByteStream = Box::pin(futures::stream::iter(vec![Ok(Bytes::from_static(b": hi\n\n"))]));
-        let err = futures::executor::block_on(Reader::new(body, url("http://h/sse")).endpoint()).unwrap_err();
+        let err = block_on(Reader::new(body, url("http://h/sse"), DEFAULT_READ_TIMEOUT).endpoint()).unwrap_err();
         assert_eq!(err.to_string(), "the SSE stream of http://h/sse ended before its `endpoint` event");
+    }
+
+    /// A body that sends `chunks`, each after `gap`, and then stays open without a word.
+    fn trickle(chunks: &[&'static [u8]], gap: Duration) -> ByteStream {
+        let chunks: VecDeque<&'static [u8]> = chunks.iter().copied().collect();
+        Box::pin(futures::stream::unfold(chunks, move |mut chunks| async move {
+            match chunks.pop_front() {
+                Some(chunk) => {
+                    tokio::time::sleep(gap).await;
+                    Some((Ok(Bytes::from_static(chunk)), chunks))
+                }
+                None => futures::future::pending().await,
+            }
+        }))
+    }
+
+    #[test]
+    fn the_read_limit_is_per_read_and_comments_count() {
+        let limit = Duration::from_millis(300);
+        let gap = Duration::from_millis(100);
+        let pings: &[&[u8]] = &[b": ping\n\n", b": ping\n\n", b": ping\n\n", b": ping\n\n", b"data: late\n\n"];
+        let mut reader = Reader::new(trickle(pings, gap), url("http://h/sse"), limit);
+        block_on(async {
+            // Longer than the limit in all, but never silent for that long.
+            assert!(matches!(reader.next_event().await, Next::Event(_, d) if d == "late"));
+            let started = std::time::Instant::now();
+            assert!(matches!(reader.next_event().await, Next::Silent));
+            assert!(started.elapsed() >= limit);
+        });
+        let mut reader = Reader::new(trickle(&[], gap), url("http://h/sse"), limit);
+        let err = block_on(reader.endpoint()).unwrap_err();
+        assert_eq!(err.to_string(), "the SSE stream of http://h/sse sent no `endpoint` event within 0.3 s");
     }
 
     #[test]
