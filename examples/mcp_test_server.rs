@@ -8,7 +8,20 @@
 //! * `--pid-file PATH`: write the process id there (orphan checks);
 //! * `--http`: serve Streamable HTTP on 127.0.0.1 (a free port) instead of stdio, and print the
 //!   endpoint URL as the first line of stdout;
-//! * `--require-header NAME:VALUE` (with `--http`): answer 401 to requests without that header.
+//! * `--require-header NAME:VALUE` (with `--http` or `--sse`): answer 401 to requests without
+//!   that header;
+//! * `--sse`: serve the legacy MCP SSE transport on 127.0.0.1 (a free port) and print the stream's
+//!   URL (`…/sse`; `…/events` is served too) as the first line of stdout. `GET` opens a session
+//!   whose first event is `endpoint` (`/messages?session_id=…`); each message POSTed there goes to
+//!   an rmcp server instance over an in-memory pipe, whose answers come back as `message` events.
+//!   With `--sse`, `crash` ends the session's stream in the middle of the call (the process lives
+//!   on), `--garbage` sends a `message` event that is not JSON-RPC before every real one, and:
+//!   * `--no-endpoint`: never send the `endpoint` event;
+//!   * `--endpoint URI`: send this as the endpoint instead;
+//!   * `--content-type TYPE`: answer `GET` with 200, this content type and no stream;
+//!   * `--call-status N`: answer every POSTed `tools/call` with status N (and drop it);
+//!   * `--ping-ms N`: send a `: ping` comment every N ms (keeps a stream with a short read
+//!     limit alive).
 //!
 //! Tools: `echo {text}` → `pong:<text>`; `image` → a tiny PNG and a text; `audio`; `fail` → an
 //! `isError` result; `boom` → a JSON-RPC error `server exploded`; `crash` → the process exits
@@ -120,6 +133,22 @@ async fn main() {
     if let Some(ms) = value("--delay-ms").and_then(|v| v.parse().ok()) {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
+    let required = value("--require-header").map(|h| {
+        let (n, v) = h.split_once(':').expect("NAME:VALUE");
+        (n.trim().to_ascii_lowercase(), v.trim().to_string())
+    });
+    if has("--sse") {
+        let options = sse::Options {
+            required,
+            no_endpoint: has("--no-endpoint"),
+            endpoint: value("--endpoint"),
+            content_type: value("--content-type"),
+            call_status: value("--call-status").map(|s| s.parse().expect("--call-status N")),
+            ping_ms: value("--ping-ms").map(|s| s.parse().expect("--ping-ms N")),
+            garbage: has("--garbage"),
+        };
+        return sse::serve(options).await;
+    }
     if has("--hang") || has("--garbage") {
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
@@ -133,10 +162,6 @@ async fn main() {
         return;
     }
     if has("--http") {
-        let required = value("--require-header").map(|h| {
-            let (n, v) = h.split_once(':').expect("NAME:VALUE");
-            (n.trim().to_ascii_lowercase(), v.trim().to_string())
-        });
         return serve_http(required).await;
     }
     let service = TestServer.serve(rmcp::transport::io::stdio()).await.expect("serve on stdio");
@@ -178,5 +203,198 @@ async fn serve_http(required: Option<(String, String)>) {
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, handler).await;
         });
+    }
+}
+
+/// The legacy SSE transport, server side (`--sse`).
+mod sse {
+    use std::collections::HashMap;
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, combinators::BoxBody};
+    use hyper::{Request, Response, StatusCode};
+    use rmcp::ServiceExt;
+    use serde_json::Value;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    use tokio::sync::mpsc;
+
+    use super::TestServer;
+
+    #[derive(Clone)]
+    pub struct Options {
+        pub required: Option<(String, String)>,
+        pub no_endpoint: bool,
+        pub endpoint: Option<String>,
+        pub content_type: Option<String>,
+        pub call_status: Option<u16>,
+        pub ping_ms: Option<u64>,
+        pub garbage: bool,
+    }
+
+    /// One open stream: where POSTed messages go, and where `None` ends the stream.
+    struct Session {
+        to_server: mpsc::UnboundedSender<String>,
+        events: mpsc::UnboundedSender<Option<Bytes>>,
+    }
+
+    #[derive(Clone)]
+    struct State {
+        options: Options,
+        sessions: Arc<Mutex<HashMap<String, Session>>>,
+        next_id: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    type Body = BoxBody<Bytes, Infallible>;
+
+    fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+        let mut response = Response::new(http_body_util::Full::new(Bytes::from_static(text.as_bytes())).boxed());
+        *response.status_mut() = status;
+        response
+    }
+
+    fn event(kind: &str, data: &str) -> Bytes {
+        // CRLF line ends, so that kiwi's parser meets them in the end-to-end tests too.
+        Bytes::from(format!("event: {kind}\r\ndata: {data}\r\n\r\n"))
+    }
+
+    pub async fn serve(options: Options) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
+        let port = listener.local_addr().expect("local address").port();
+        println!("http://127.0.0.1:{port}/sse");
+        let state = State { options, sessions: Arc::default(), next_id: Arc::default() };
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let state = state.clone();
+            tokio::spawn(async move {
+                let handler = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let state = state.clone();
+                    async move { Ok::<_, Infallible>(state.handle(request).await) }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, handler).await;
+            });
+        }
+    }
+
+    impl State {
+        async fn handle(&self, request: Request<hyper::body::Incoming>) -> Response<Body> {
+            if let Some((name, want)) = &self.options.required
+                && request.headers().get(name.as_str()).and_then(|v| v.to_str().ok()) != Some(want.as_str())
+            {
+                return plain(StatusCode::UNAUTHORIZED, "missing the required header");
+            }
+            let path = request.uri().path().to_string();
+            match (request.method().as_str(), path.as_str()) {
+                ("GET", "/sse" | "/events") => self.open(),
+                ("POST", "/messages") => self.post(request).await,
+                _ => plain(StatusCode::NOT_FOUND, "not found"),
+            }
+        }
+
+        fn open(&self) -> Response<Body> {
+            if let Some(content_type) = &self.options.content_type {
+                let mut response = plain(StatusCode::OK, "{}");
+                response.headers_mut().insert("content-type", content_type.parse().expect("a content type"));
+                return response;
+            }
+            let id = format!("s{}", self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            let (events, stream) = mpsc::unbounded_channel::<Option<Bytes>>();
+            if !self.options.no_endpoint {
+                let endpoint = self.options.endpoint.clone().unwrap_or_else(|| format!("/messages?session_id={id}"));
+                let _ = events.send(Some(event("endpoint", &endpoint)));
+            }
+            if let Some(ms) = self.options.ping_ms {
+                let pings = events.clone();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                        if pings.send(Some(Bytes::from_static(b": ping\r\n\r\n"))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            let (client, server) = tokio::io::duplex(1 << 16);
+            tokio::spawn(async move {
+                if let Ok(service) = TestServer.serve(tokio::io::split(server)).await {
+                    let _ = service.waiting().await;
+                }
+            });
+            let (from_server, mut to_server) = tokio::io::split(client);
+            let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<String>();
+            tokio::spawn(async move {
+                while let Some(line) = lines_rx.recv().await {
+                    if to_server.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let (sessions, garbage, out) = (self.sessions.clone(), self.options.garbage, events.clone());
+            let forward_id = id.clone();
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(from_server).lines();
+                loop {
+                    // A client that went away ends the session at once, not at the next answer.
+                    let line = tokio::select! {
+                        line = lines.next_line() => line,
+                        () = out.closed() => break,
+                    };
+                    let Ok(Some(line)) = line else { break };
+                    if garbage {
+                        let _ = out.send(Some(event("message", "this is not json-rpc")));
+                    }
+                    if out.send(Some(event("message", &line))).is_err() {
+                        break;
+                    }
+                }
+                sessions.lock().unwrap().remove(&forward_id);
+            });
+            self.sessions.lock().unwrap().insert(id, Session { to_server: lines_tx, events });
+            let body = futures::stream::unfold(stream, |mut stream| async move {
+                match stream.recv().await {
+                    Some(Some(bytes)) => Some((Ok::<_, Infallible>(hyper::body::Frame::data(bytes)), stream)),
+                    _ => None,
+                }
+            });
+            let mut response = Response::new(http_body_util::StreamBody::new(body).boxed());
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response.headers_mut().insert("cache-control", "no-cache".parse().unwrap());
+            response
+        }
+
+        async fn post(&self, request: Request<hyper::body::Incoming>) -> Response<Body> {
+            let id = request
+                .uri()
+                .query()
+                .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("session_id=")))
+                .unwrap_or("")
+                .to_string();
+            let Ok(body) = request.into_body().collect().await else {
+                return plain(StatusCode::BAD_REQUEST, "unreadable body");
+            };
+            let Ok(message) = serde_json::from_slice::<Value>(&body.to_bytes()) else {
+                return plain(StatusCode::BAD_REQUEST, "not JSON");
+            };
+            let is_call = message["method"] == "tools/call";
+            if is_call && let Some(status) = self.options.call_status {
+                let mut response = plain(StatusCode::OK, "refused");
+                *response.status_mut() = StatusCode::from_u16(status).expect("an HTTP status");
+                return response;
+            }
+            let mut sessions = self.sessions.lock().unwrap();
+            let Some(session) = sessions.get(&id) else {
+                return plain(StatusCode::NOT_FOUND, "no such session");
+            };
+            if is_call && message["params"]["name"] == "crash" {
+                eprintln!("mcp_test_server: ending the SSE stream of {id} on purpose");
+                let _ = session.events.send(None);
+                sessions.remove(&id);
+                return plain(StatusCode::ACCEPTED, "Accepted");
+            }
+            let _ = session.to_server.send(message.to_string());
+            plain(StatusCode::ACCEPTED, "Accepted")
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -48,6 +49,8 @@ pub struct RemoteEntry {
     pub transport: RemoteTransport,
     pub headers: Vec<(String, String)>,
     pub auth: RemoteAuth,
+    /// `sse_read_timeout` (seconds): how long an SSE stream may stay silent (SSE only).
+    pub sse_read_timeout: Option<Duration>,
 }
 
 /// The merged table: servers in table order.
@@ -141,7 +144,17 @@ pub fn parse_entry(name: &str, raw: &Value) -> Result<ServerEntry, String> {
         Some(s) if s == "oauth" => RemoteAuth::OAuth,
         Some(token) => RemoteAuth::Bearer(token),
     };
-    Ok(ServerEntry::Remote(RemoteEntry { url, transport, headers, auth }))
+    let sse_read_timeout = match entry.get("sse_read_timeout") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_f64().and_then(|s| Duration::try_from_secs_f64(s).ok()) {
+            Some(d) if !d.is_zero() => Some(d),
+            _ => return Err(format!("{name}.sse_read_timeout: expected a positive number of seconds, got {n}")),
+        },
+        Some(other) => {
+            return Err(format!("{name}.sse_read_timeout: expected a number, got {}", crate::tools::json_kind(other)));
+        }
+    };
+    Ok(ServerEntry::Remote(RemoteEntry { url, transport, headers, auth, sse_read_timeout }))
 }
 
 /// fastmcp's inference: SSE when the URL's path has `/sse` followed by `/`, `?`, `&` or its end.
@@ -172,7 +185,8 @@ mod tests {
         let doc = json!({"mcpServers": {
             "s": {"url": "https://h/x/sse"}, "q": {"url": "https://h/sse?x=1"}, "h": {"url": "https://h/ssex"},
             "t": {"url": "https://h/mcp", "transport": "sse", "auth": "tok", "headers": {"X": "1"}},
-            "o": {"url": "https://h/mcp", "transport": "http", "auth": "oauth"}
+            "o": {"url": "https://h/mcp", "transport": "http", "auth": "oauth"},
+            "r": {"url": "https://h/sse", "sse_read_timeout": 2.5}
         }});
         let t = server_table(&[doc]).unwrap();
         let remote = |i: usize| match &t[i].1 {
@@ -185,6 +199,8 @@ mod tests {
         assert_eq!(remote(3).auth, RemoteAuth::Bearer("tok".into()));
         assert_eq!(remote(3).headers, vec![("X".to_string(), "1".to_string())]);
         assert_eq!(remote(4).auth, RemoteAuth::OAuth);
+        assert_eq!(remote(0).sse_read_timeout, None);
+        assert_eq!(remote(5).sse_read_timeout, Some(Duration::from_millis(2500)));
     }
 
     #[test]
@@ -195,6 +211,14 @@ mod tests {
             (json!({"mcpServers": {"x": {"command": "c", "args": "a"}}}), "x.args: expected an array"),
             (json!({"mcpServers": {"x": {"command": "c", "env": {"A": 1}}}}), "x.env.A: expected a string"),
             (json!({"mcpServers": {"x": {"url": "u", "transport": "ws"}}}), "x.transport"),
+            (
+                json!({"mcpServers": {"x": {"url": "u", "sse_read_timeout": "5"}}}),
+                "x.sse_read_timeout: expected a number",
+            ),
+            (
+                json!({"mcpServers": {"x": {"url": "u", "sse_read_timeout": 0}}}),
+                "x.sse_read_timeout: expected a positive",
+            ),
             (json!({"mcpServers": []}), "mcpServers: expected an object"),
             (json!([1]), "expected a JSON object"),
             (json!({"mcpServers": {"x": 3}}), "x: expected an object"),

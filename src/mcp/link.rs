@@ -1,6 +1,6 @@
 //! One configured MCP server and its live MCP session (`cli-subcommands.md` §2.6, §2.7):
 //! spawning a stdio server in its own session and process group, or opening a Streamable HTTP
-//! session; `initialize`, `tools/list`, `tools/call`; respawning a server that died.
+//! or SSE session; `initialize`, `tools/list`, `tools/call`; respawning a server that died.
 //!
 //! Invariants: the process of a stdio server lives exactly as long as its [`Live`] (dropping it
 //! kills the server's whole process group, see `tools::process::CallGuard`); a call never holds
@@ -154,6 +154,13 @@ impl ServerLink {
                     }
                 }
             }
+            ServerEntry::Remote(remote) if remote.transport == RemoteTransport::Sse => {
+                let transport = super::sse::SseTransport::connect(remote, self.env.oauth_token.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let service = info.serve(transport).await.map_err(|e| e.to_string())?;
+                Ok(Live { service, _process: None, generation })
+            }
             ServerEntry::Remote(remote) => {
                 let transport = http_transport(remote, self.env.oauth_token.as_deref())?;
                 let service = info.serve(transport).await.map_err(|e| e.to_string())?;
@@ -206,9 +213,6 @@ fn http_transport(
     remote: &RemoteEntry,
     oauth_token: Option<&str>,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-    if remote.transport == RemoteTransport::Sse {
-        return Err("the legacy SSE transport is not supported by kiwi; use a Streamable HTTP endpoint".into());
-    }
     let mut headers = HashMap::new();
     for (k, v) in &remote.headers {
         let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k:?}: {e}"))?;

@@ -1,5 +1,5 @@
 //! The MCP client (`tools.md` §10, `cli-subcommands.md` §2): server definitions, connections to
-//! stdio and Streamable HTTP servers, their tools as kiwi tools, and the per-session status the
+//! stdio, Streamable HTTP and (legacy) SSE servers, their tools as kiwi tools, and the per-session status the
 //! turns report.
 //!
 //! Layer: after `tools` (MCP tools are tools) and before `soul` (a turn waits for the servers).
@@ -9,6 +9,7 @@ pub mod content;
 pub mod link;
 pub mod manager;
 pub mod oauth_store;
+pub mod sse;
 pub mod tool;
 
 pub use config::{ServerEntry, ServerTable, server_table};

@@ -46,7 +46,7 @@ pub fn config_arg(servers: &[(&str, Value)]) -> String {
     json!({ "mcpServers": map }).to_string()
 }
 
-/// The test server serving Streamable HTTP on 127.0.0.1; killed when dropped.
+/// The test server serving Streamable HTTP (or legacy SSE) on 127.0.0.1; killed when dropped.
 pub struct HttpServer {
     child: std::process::Child,
     pub url: String,
@@ -55,9 +55,18 @@ pub struct HttpServer {
 impl HttpServer {
     /// `args` go after `--http` (e.g. `--require-header`, `authorization:Bearer tok`).
     pub fn start(args: &[&str]) -> Self {
+        Self::launch("--http", args)
+    }
+
+    /// The legacy SSE transport; `url` is the stream's (`…/sse`). `args` go after `--sse`.
+    pub fn start_sse(args: &[&str]) -> Self {
+        Self::launch("--sse", args)
+    }
+
+    fn launch(mode: &str, args: &[&str]) -> Self {
         use std::io::BufRead;
         let mut child = std::process::Command::new(test_server())
-            .arg("--http")
+            .arg(mode)
             .args(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
