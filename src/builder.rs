@@ -25,6 +25,7 @@ use crate::session::wire_log::WireLog;
 use crate::soul::agent::AgentParts;
 use crate::soul::dmail::{DMailBox, SendDMail};
 use crate::soul::state::SessionState;
+use crate::soul::subagent::Defs;
 use crate::soul::subagent::defs::{agent_tool, load_defs};
 use crate::soul::{Agent, Context, Soul};
 use crate::tools::Toolset;
@@ -204,13 +205,12 @@ impl AgentSetup {
         let skills = discover(&home_dir(), &work_dir, self.skills_dir.as_deref());
         let builtins = BuiltinArgs::collect(&work_dir, &skills);
         let mut cache = ToolCache::default();
-        let subagents = load_defs(&spec.subagents, &env, &builtins, &mut cache).map_err(BuildError::Fatal)?;
         let mut tools: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
         let mut invalid = Vec::new();
         let mut dmail = None;
         for path in &spec.tools {
             if is_agent_path(path) {
-                tools.push(agent_tool(subagents.iter().collect()));
+                tools.push(agent_tool(&spec.subagents));
                 continue;
             }
             if is_dmail_path(path) {
@@ -228,6 +228,17 @@ impl AgentSetup {
         if !invalid.is_empty() {
             return Err(BuildError::Fatal(format!("Invalid tools: [{}]", invalid.join(", "))));
         }
+        // A user's agent file is checked whole before the session starts; the built-in agents'
+        // subagent types (known good) are prepared after start-up, sharing the built tools.
+        let subagents = match &self.agent {
+            AgentChoice::File(_) => {
+                Defs::Ready(load_defs(&spec.subagents, &env, &builtins, &mut cache).map_err(BuildError::Fatal)?)
+            }
+            AgentChoice::Builtin(_) | AgentChoice::Default => {
+                let (specs, env, builtins) = (spec.subagents.clone(), env.clone(), builtins.clone());
+                Defs::Deferred(Box::new(move || load_defs(&specs, &env, &builtins, &mut cache)))
+            }
+        };
         let mcp = self.mcp_manager(&work_dir)?;
         let rendered = load_system_prompt(&spec, builtins).map_err(|e| BuildError::Fatal(e.to_string()))?;
         let rendered = self.system_prompt.apply(rendered);
@@ -248,6 +259,7 @@ impl AgentSetup {
             models: Some(Arc::new(SessionModels { setup: self.clone(), session_id: session.id.clone() })),
             mcp,
         }));
+        agent.subagents.preload();
         let recorder = WireLog::new(&session.wire_path());
         Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })
     }

@@ -15,7 +15,7 @@ use crate::soul::dmail::DMailBox;
 use crate::soul::hooks::HookRegistry;
 use crate::soul::slash::{CommandInfo, builtin_commands};
 use crate::soul::state::SessionState;
-use crate::soul::subagent::{SubagentDef, Subagents};
+use crate::soul::subagent::{Defs, SubagentDef, Subagents};
 use crate::tools::Toolset;
 use crate::tools::background::BackgroundTasks;
 
@@ -57,7 +57,7 @@ pub struct AgentParts {
     /// Present when the agent has the `SendDMail` tool.
     pub dmail: Option<Arc<DMailBox>>,
     /// The agent file's subagent types (see `soul::subagent::defs`).
-    pub subagents: Vec<SubagentDef>,
+    pub subagents: Defs,
     /// Builds the models subagents may ask for by alias.
     pub models: Option<Arc<dyn ModelSource>>,
     pub mcp: Option<Arc<McpManager>>,

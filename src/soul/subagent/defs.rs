@@ -27,7 +27,7 @@ pub fn load_defs(
             for path in &spec.tools {
                 if is_agent_path(path) {
                     // Offered, but a subagent's host refuses to nest (`wire-1.10.md` §8.1).
-                    tools.push(agent_tool(Vec::new()));
+                    tools.push(agent_tool(&[]));
                     continue;
                 }
                 match cache.get(path, env) {
@@ -51,8 +51,9 @@ pub fn load_defs(
         .collect()
 }
 
-/// The `Agent` tool offering `defs`.
-pub fn agent_tool(defs: Vec<&SubagentDef>) -> Arc<dyn Tool> {
-    let types = defs.into_iter().map(|d| SubagentType { name: d.name.clone(), description: d.description.clone() });
+/// The `Agent` tool offering the types of `specs` (named and described by the parent's agent
+/// file, so the tool exists before the types are prepared).
+pub fn agent_tool(specs: &[SubagentSpec]) -> Arc<dyn Tool> {
+    let types = specs.iter().map(|d| SubagentType { name: d.name.clone(), description: d.description.clone() });
     Arc::new(Typed::new(AgentTool { types: types.collect() }))
 }

@@ -16,7 +16,7 @@ pub mod run;
 pub mod wrap;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::agent_env::{AgentEnv, ModelSource};
 use crate::protocol::ApprovalSource;
@@ -33,9 +33,21 @@ pub struct SubagentDef {
 
 /// The session's subagent types, and which instances run right now (an instance runs at most
 /// once at a time).
+/// Prepares the subagent types (reads their agent files, renders their prompts, gathers their
+/// tools); run once, off the start-up path, see [`Subagents::preload`].
+pub type DefsLoader = Box<dyn FnOnce() -> Result<Vec<SubagentDef>, String> + Send>;
+
+/// The session's subagent types: ready, or to be prepared at the first need.
+pub enum Defs {
+    Ready(Vec<SubagentDef>),
+    Deferred(DefsLoader),
+}
+
 #[derive(Default)]
 pub struct Subagents {
-    pub defs: Vec<SubagentDef>,
+    /// Set once: by the preload thread or by the first run that needs a type, whichever is first.
+    defs: OnceLock<Result<Vec<SubagentDef>, String>>,
+    loader: Mutex<Option<DefsLoader>>,
     /// Running instance id → what it is doing (`running`).
     running: Mutex<HashMap<String, &'static str>>,
     /// Builds the models that `model` names (none: only the session's model can run them).
@@ -45,8 +57,57 @@ pub struct Subagents {
 }
 
 impl Subagents {
-    pub fn new(defs: Vec<SubagentDef>, models: Option<Arc<dyn ModelSource>>) -> Self {
-        Self { defs, running: Mutex::default(), models, other_models: Mutex::default() }
+    pub fn new(defs: Defs, models: Option<Arc<dyn ModelSource>>) -> Self {
+        let (ready, loader) = match defs {
+            Defs::Ready(defs) => (OnceLock::from(Ok(defs)), None),
+            Defs::Deferred(loader) => (OnceLock::new(), Some(loader)),
+        };
+        Self {
+            defs: ready,
+            loader: Mutex::new(loader),
+            running: Mutex::default(),
+            models,
+            other_models: Mutex::default(),
+        }
+    }
+
+    /// Prepares deferred types on a thread of their own, so that a session is ready to serve
+    /// before its subagent types are (they cost more than the rest of a start-up) and the first
+    /// `Agent` call usually finds them ready. Nothing to do when they already are.
+    pub fn preload(self: &Arc<Self>) {
+        if self.defs.get().is_some() {
+            return;
+        }
+        let this = self.clone();
+        let spawned = std::thread::Builder::new().name("kiwi-subagents".into()).spawn(move || {
+            let _ = this.defs();
+        });
+        if let Err(e) = spawned {
+            // The first `Agent` call prepares them instead.
+            tracing::warn!("cannot start the thread that prepares the subagent types: {e}");
+        }
+    }
+
+    /// The types, prepared now if nobody has yet (a caller that comes while another prepares
+    /// them waits for that one).
+    pub fn defs(&self) -> Result<&[SubagentDef], String> {
+        let loaded = self.defs.get_or_init(|| {
+            let loader = self.loader.lock().unwrap_or_else(|p| p.into_inner()).take();
+            // A loader that panics must not leave the types unset for good (the next caller
+            // would find no loader and report every type as unknown).
+            let loaded = loader.map_or_else(
+                || Ok(Vec::new()),
+                |load| {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(load))
+                        .unwrap_or_else(|_| Err("preparing the subagent types panicked".into()))
+                },
+            );
+            if let Err(e) = &loaded {
+                tracing::error!("the subagent types cannot be prepared: {e}");
+            }
+            loaded
+        });
+        loaded.as_deref().map_err(Clone::clone)
     }
 
     /// `parent` with the model `alias` of the config (built once per session and alias).
@@ -61,8 +122,9 @@ impl Subagents {
         Ok(env)
     }
 
-    pub fn def(&self, name: &str) -> Option<&SubagentDef> {
-        self.defs.iter().find(|d| d.name == name)
+    /// The type `name` (`Ok(None)`: no such type; `Err`: the types could not be prepared).
+    pub fn def(&self, name: &str) -> Result<Option<&SubagentDef>, String> {
+        Ok(self.defs()?.iter().find(|d| d.name == name))
     }
 
     /// Marks `agent_id` running; `Err(status)` when it already is. The claim ends when the
@@ -123,6 +185,43 @@ mod tests {
         for bad in ["", "a1234567", "b12345678", "a1234567G", "a../../xx", "A12345678", "a12345678x"] {
             assert!(!is_agent_id(bad), "{bad}");
         }
+    }
+
+    fn def(name: &str) -> SubagentDef {
+        SubagentDef {
+            name: name.into(),
+            description: String::new(),
+            system_prompt: String::new(),
+            toolset: Arc::new(Toolset::default()),
+        }
+    }
+
+    #[test]
+    fn deferred_types_are_prepared_once_by_whoever_comes_first() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = calls.clone();
+        let loader: DefsLoader = Box::new(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            Ok(vec![def("coder")])
+        });
+        let subagents = Arc::new(Subagents::new(Defs::Deferred(loader), None));
+        subagents.preload();
+        assert_eq!(subagents.def("coder").unwrap().map(|d| d.name.as_str()), Some("coder"));
+        assert!(subagents.def("nope").unwrap().is_none());
+        subagents.preload();
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn types_that_cannot_be_prepared_say_why_every_time() {
+        let failing = Subagents::new(Defs::Deferred(Box::new(|| Err("Subagent `x`: broken".into()))), None);
+        assert_eq!(failing.def("x").err().as_deref(), Some("Subagent `x`: broken"));
+        assert_eq!(failing.def("x").err().as_deref(), Some("Subagent `x`: broken"));
+        let panicking = Subagents::new(Defs::Deferred(Box::new(|| panic!("boom"))), None);
+        assert_eq!(panicking.def("x").err().as_deref(), Some("preparing the subagent types panicked"));
+        let ready = Subagents::new(Defs::Ready(vec![def("plan")]), None);
+        assert!(ready.def("plan").unwrap().is_some());
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub fn open_instance(
     };
     let def: &SubagentDef = subagents
         .def(&subagent_type)
+        .map_err(|e| failed(format!("Failed to run agent: {e}")))?
         .ok_or_else(|| failed(format!("Failed to run agent: 'Builtin subagent type not found: {subagent_type}'")))?;
     let claim = subagents.claim(&agent_id).map_err(|status| {
         failed(format!("Agent instance {agent_id} is still {status} and cannot be resumed concurrently."))
