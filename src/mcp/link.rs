@@ -43,8 +43,9 @@ pub struct LinkEnv {
     /// The working directory of stdio servers without their own `cwd`.
     pub work_dir: PathBuf,
     pub stderr: StderrTo,
-    /// The stored OAuth access token for an `auth: "oauth"` server, if any.
-    pub oauth_token: Option<String>,
+    /// The stored OAuth tokens of an `auth: "oauth"` server, if any (read, and refreshed when
+    /// expired, at every connection).
+    pub oauth_token: Option<std::sync::Arc<super::oauth::TokenSource>>,
 }
 
 type Service = RunningService<RoleClient, ClientConfig>;
@@ -155,7 +156,11 @@ impl ServerLink {
                 }
             }
             ServerEntry::Remote(remote) => {
-                let transport = http_transport(remote, self.env.oauth_token.as_deref())?;
+                let token = match &self.env.oauth_token {
+                    Some(source) => Some(source.bearer().await?),
+                    None => None,
+                };
+                let transport = http_transport(remote, token.as_deref())?;
                 let service = info.serve(transport).await.map_err(|e| e.to_string())?;
                 Ok(Live { service, _process: None, generation })
             }
