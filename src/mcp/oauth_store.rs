@@ -244,4 +244,35 @@ mod tests {
         assert!(!path.exists());
         clear(dir.path(), url).unwrap();
     }
+
+    #[test]
+    fn saved_records_read_back_in_the_reference_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let share = dir.path();
+        let url = "http://127.0.0.1:1/mcp/";
+        let token =
+            json!({"access_token": "a", "token_type": "bearer", "expires_in": 60, "refresh_token": "r", "extra": 1});
+        save_tokens(share, url, token.as_object().unwrap()).unwrap();
+        let stored = tokens(share, "http://127.0.0.1:1/mcp").unwrap();
+        assert_eq!(
+            Value::Object(stored),
+            json!({"access_token": "a", "expires_in": 60, "refresh_token": "r", "scope": null, "token_type": "Bearer"})
+        );
+        let expiry = token_expiry(share, url).unwrap();
+        let now = chrono::Utc::now().timestamp() as f64;
+        assert!((expiry - now - 60.0).abs() < 5.0);
+        let text = std::fs::read_to_string(entry_path(share, "mcp-oauth-token", "tokens", url)).unwrap();
+        assert!(text.starts_with(r#"{"created_at":""#) && text.ends_with(r#","version":1}"#), "{text}");
+        let info = json!({"redirect_uris": ["http://localhost:1/callback"], "client_id": "c"});
+        save_client_info(share, url, info.as_object().unwrap()).unwrap();
+        let keys: Vec<String> = client_info(share, url).unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["client_id", "redirect_uris"]);
+        assert!(share.join("mcp-oauth/S_mcp_oauth_client_info-92af0fc1-info.json").is_file());
+        // A token answer without a lifetime drops the old expiry.
+        save_tokens(share, url, json!({"access_token": "b"}).as_object().unwrap()).unwrap();
+        assert_eq!(token_expiry(share, url), None);
+        clear_client_info(share, url).unwrap();
+        assert!(client_info(share, url).is_none());
+        assert!(has_tokens(share, url));
+    }
 }
