@@ -158,8 +158,8 @@ fn write_record(
     ttl: Option<chrono::Duration>,
 ) -> std::io::Result<()> {
     let path = entry_path(share_dir, collection, suffix, url);
-    let dir = path.parent().expect("an entry lives in its collection's folder");
-    make_dir(dir)?;
+    let dir = store_dir(share_dir).join(sanitize(collection));
+    make_dir(&dir)?;
     let info = dir.with_file_name(format!("{}-info.json", sanitize(collection)));
     if !info.exists() {
         let now = iso(chrono::Utc::now());

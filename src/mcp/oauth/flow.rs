@@ -166,7 +166,7 @@ async fn register(
             ));
         }
     };
-    let Value::Object(mut info) = request else { unreachable!("a JSON object literal") };
+    let mut info = request.as_object().cloned().unwrap_or_default();
     info.extend(answer);
     Ok(info)
 }
