@@ -5,6 +5,9 @@
 
 mod common;
 
+#[path = "common/mcp.rs"]
+mod mcp;
+
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -234,6 +237,21 @@ fn auth_runs_the_browser_flow_and_stores_the_tokens() {
         stderr(&o),
         "✗ Connection failed: OAuthError: no OAuth tokens are stored for 'srv'; run: kiwi mcp auth srv\n"
     );
+}
+
+#[test]
+fn a_server_that_does_not_ask_for_authorization_is_simply_connected() {
+    let server = mcp::HttpServer::start(&[]);
+    let env = Env::new();
+    let share = env.share();
+    kiwi(&share, &["mcp", "add", "-t", "http", "-a", "oauth", "open", &server.url]);
+    let o = kiwi_with(&share, &["mcp", "auth", "open"], &[("BROWSER", "false")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "Authorizing with 'open'...\nA browser window will open for authorization.\nSuccessfully authorized with 'open'.\nAvailable tools: 9\n"
+    );
+    assert!(stored_files(&share).is_empty());
 }
 
 #[test]

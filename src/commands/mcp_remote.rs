@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::mcp::{entry, fail};
 use super::print_line;
-use crate::mcp::config::{RemoteAuth, RemoteEntry, ServerEntry, parse_entry};
+use crate::mcp::config::{RemoteAuth, RemoteEntry, RemoteTransport, ServerEntry, parse_entry};
 use crate::mcp::oauth::{FlowError, TokenSource, challenge, flow};
 use crate::mcp::{LinkEnv, ServerLink, StderrTo, oauth_store};
 
@@ -154,7 +154,8 @@ async fn authorize_and_list(name: &str, remote: RemoteEntry, share: &Path) -> Re
         false => None,
     };
     let mut use_store = stored.is_some();
-    if let Some(challenge) = challenge(&url, &remote.headers, stored.as_deref()).await? {
+    let sse = remote.transport == RemoteTransport::Sse;
+    if let Some(challenge) = challenge(&url, sse, &remote.headers, stored.as_deref()).await? {
         let show = |authorization_url: &str| {
             print_line("If no browser opens (on a machine without a display, say), open this URL yourself:");
             print_line(authorization_url);

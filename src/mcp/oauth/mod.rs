@@ -167,11 +167,13 @@ async fn lock(path: &Path) -> Option<std::fs::File> {
     None
 }
 
-/// §1.6 step 1: an MCP `initialize` sent to `url` (with `token` when given). `Some(challenge)`
-/// (the `WWW-Authenticate` value, maybe empty) when the server answers 401; `None` when it lets
-/// the request through, in which case the session it may have opened is closed again.
+/// §1.6 step 1: an MCP `initialize` sent to `url` (with `token` when given); for the legacy SSE
+/// transport (`sse`) the `GET` that opens its event stream instead. `Some(challenge)` (the
+/// `WWW-Authenticate` value, maybe empty) when the server answers 401; `None` when it lets the
+/// request through, in which case the session it may have opened is closed again.
 pub async fn challenge(
     url: &str,
+    sse: bool,
     headers: &[(String, String)],
     token: Option<&str>,
 ) -> Result<Option<String>, FlowError> {
@@ -184,10 +186,13 @@ pub async fn challenge(
         }
         request
     };
-    let mut request = with_headers(client.post(url))
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .body(body.to_string());
+    let mut request = match sse {
+        true => with_headers(client.get(url)).header("Accept", "text/event-stream"),
+        false => with_headers(client.post(url))
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .body(body.to_string()),
+    };
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -271,5 +276,15 @@ impl TokenSource {
         }
         tracing::info!("refreshed the OAuth token for {}", self.url);
         Ok(fresh["access_token"].as_str().unwrap_or_default().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_are_percent_encoded() {
+        assert_eq!(form_encode(&[("a b", "x/y=z&"), ("k", "~._-")]), "a%20b=x%2Fy%3Dz%26&k=~._-");
     }
 }
