@@ -11,7 +11,7 @@
 //! sends `error=access_denied`); `--wrong-state`; `--bad-metadata` (the authorization server
 //! metadata is not JSON); `--register-fails`; `--token-fails` (the code exchange is refused);
 //! `--refresh-fails`. `POST /forget` drops every client and token (a server that lost its
-//! state); `GET /log` lists what happened (`register`, `authorize`, `token:<grant>`, `mcp:401`).
+//! state); `POST /revoke` drops the access tokens only (refresh tokens still work); `GET /log` lists what happened (`register`, `authorize`, `token:<grant>`, `mcp:401`).
 //!
 //! `mcp_oauth_server --browse URL` is the "browser" the tests put in `$BROWSER`: it GETs the URL
 //! and follows the redirects to kiwi's callback.
@@ -342,6 +342,10 @@ async fn serve(options: Options) {
                         }
                         "/.well-known/oauth-authorization-server" => json_response(200, mock.metadata()),
                         "/authorize" => mock.authorize(&query),
+                        "/revoke" => {
+                            mock.state.lock().unwrap().access.clear();
+                            json_response(200, json!({}))
+                        }
                         "/register" | "/token" | "/forget" => {
                             let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                             match path.as_str() {

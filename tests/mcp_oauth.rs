@@ -388,6 +388,35 @@ fn the_agent_refreshes_an_expired_token() {
 }
 
 #[test]
+fn a_refused_token_is_refreshed_once() {
+    let server = OAuthServer::start(&[]);
+    let env = Env::new();
+    let share = env.share();
+    add_and_authorize(&share, &server);
+    // Unexpired by the stored expiry, but revoked by the server: 401, one refresh, connected.
+    http(&format!("{}/revoke", server.base()), "POST");
+    let (events, response) = secret_echo_turn(&env, &server);
+    assert_eq!(response["result"]["status"], "finished", "{events:?}");
+    assert_eq!(tool_output(&events), json!([{"type": "text", "text": "secret:hi"}]));
+    let log = server.log();
+    assert_eq!(log.iter().filter(|l| *l == "token:refresh_token").count(), 1, "{log:?}");
+}
+
+#[test]
+fn a_refused_token_that_cannot_be_refreshed_is_unauthorized() {
+    let server = OAuthServer::start(&["--refresh-fails"]);
+    let env = Env::new();
+    add_and_authorize(&env.share(), &server);
+    http(&format!("{}/revoke", server.base()), "POST");
+    let config = env.scripted_config(&["text: hello"]);
+    let servers = json!({"mcpServers": {"srv": {"url": server.url, "transport": "http", "auth": "oauth"}}}).to_string();
+    let mut k = env.spawn(&config, &["--mcp-config", &servers]);
+    let (events, response) = k.prompt("p0", json!("hi"));
+    assert_eq!(response["result"]["status"], "finished", "{events:?}");
+    assert_eq!(payloads(&events, "StatusUpdate")[1]["mcp_status"]["servers"][0]["status"], "unauthorized");
+}
+
+#[test]
 fn a_failed_refresh_leaves_the_server_unauthorized_and_the_turn_goes_on() {
     let server = OAuthServer::start(&["--refresh-fails"]);
     let env = Env::new();

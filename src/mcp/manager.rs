@@ -128,7 +128,7 @@ impl McpManager {
                 async move {
                     // Stored tokens that cannot be used (or refreshed) need the user at a browser,
                     // which the agent never opens: `unauthorized`, like a server without tokens.
-                    if let Some(source) = oauth
+                    if let Some(source) = &oauth
                         && let Err(e) = tokio::time::timeout(timeout, source.bearer())
                             .await
                             .unwrap_or_else(|_| Err("refreshing the OAuth token took too long".into()))
@@ -143,10 +143,30 @@ impl McpManager {
                     }
                     // The spec has no connect limit for stdio; kiwi uses the tool call limit so
                     // that a server that never answers `initialize` cannot hold turns forever.
-                    let outcome = match tokio::time::timeout(timeout, link.connect()).await {
-                        Ok(outcome) => outcome,
-                        Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis())),
+                    let connect = || async {
+                        match tokio::time::timeout(timeout, link.connect()).await {
+                            Ok(outcome) => outcome,
+                            Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis())),
+                        }
                     };
+                    let mut outcome = connect().await;
+                    // A refused OAuth token gets one refresh; if that fails too, only the user can
+                    // help (`kiwi mcp auth`): `unauthorized`, not a failure that fails a turn.
+                    if let (Err(e), Some(source)) = (&outcome, &oauth)
+                        && super::oauth::is_rejection(e)
+                    {
+                        let rejected = source.bearer().await.unwrap_or_default();
+                        if let Err(e) = source.replace_rejected(&rejected).await {
+                            tracing::warn!(
+                                "MCP server {} is unauthorized: {e} (run `kiwi mcp auth {}`)",
+                                link.name,
+                                link.name
+                            );
+                            lock(&shared).slots[i].status = McpServerState::Unauthorized;
+                            return;
+                        }
+                        outcome = connect().await;
+                    }
                     let mut state = lock(&shared);
                     let slot = &mut state.slots[i];
                     match outcome {

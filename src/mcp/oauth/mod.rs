@@ -64,6 +64,12 @@ pub(crate) fn http_client() -> Result<reqwest::Client, FlowError> {
         .map_err(|e| FlowError::new("RuntimeError", format!("cannot build the HTTP client: {e}")))
 }
 
+/// Whether a connection error is the server refusing the request's credentials (HTTP 401, as
+/// rmcp's Streamable HTTP client words it).
+pub fn is_rejection(error: &str) -> bool {
+    error.contains("HTTP 401") || error.contains("Auth required")
+}
+
 /// POSTs a token request (code exchange or refresh) and returns the token answer, which must
 /// carry an `access_token`. The client authenticates with its secret when it has one.
 async fn token_request(
@@ -243,6 +249,21 @@ impl TokenSource {
             return Ok(token);
         }
         self.refresh().await.map_err(|e| format!("the OAuth token has expired and refreshing it failed: {e}"))
+    }
+
+    /// The server refused `rejected` (HTTP 401) although it had not expired by our clock (it
+    /// was revoked, or its lifetime was unknown): refresh it once. `Ok` when a token other than
+    /// `rejected` is now stored (also when another process refreshed it meanwhile).
+    pub async fn replace_rejected(&self, rejected: &str) -> Result<(), String> {
+        let _one = self.refreshing.lock().await;
+        let _lock = lock(&oauth_store::refresh_lock_path(&self.share, &self.url)).await;
+        if oauth_store::access_token(&self.share, &self.url).is_some_and(|t| t != rejected) {
+            return Ok(());
+        }
+        self.refresh()
+            .await
+            .map(drop)
+            .map_err(|e| format!("the server refused the OAuth token and refreshing it failed: {e}"))
     }
 
     /// The stored access token when it has not expired; `None` when it needs a refresh.
