@@ -400,6 +400,11 @@ fn a_refused_token_is_refreshed_once() {
     assert_eq!(tool_output(&events), json!([{"type": "text", "text": "secret:hi"}]));
     let log = server.log();
     assert_eq!(log.iter().filter(|l| *l == "token:refresh_token").count(), 1, "{log:?}");
+    // `kiwi mcp test` does the same.
+    http(&format!("{}/revoke", server.base()), "POST");
+    let o = kiwi(&share, &["mcp", "test", "srv"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(server.log().iter().filter(|l| *l == "token:refresh_token").count(), 2);
 }
 
 #[test]
