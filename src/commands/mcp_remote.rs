@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::mcp::{entry, fail};
 use super::print_line;
 use crate::mcp::config::{RemoteAuth, RemoteEntry, RemoteTransport, ServerEntry, parse_entry};
-use crate::mcp::oauth::{FlowError, TokenSource, challenge, flow, is_rejection};
+use crate::mcp::oauth::{FlowError, TokenSource, challenge, flow, with_tokens};
 use crate::mcp::{LinkEnv, ServerLink, StderrTo, oauth_store};
 
 /// The limit on one `test` connection (the default tool call limit; the reference has none and
@@ -65,19 +65,9 @@ pub fn test(name: &str, doc: &Value, share: &Path) -> ExitCode {
                 Err(_) => Err(format!("no answer within {} s", TEST_TIMEOUT.as_secs())),
             }
         };
-        let oauth_failed = |e: String| format!("OAuthError: {e}; run: kiwi mcp auth {name}");
-        // As the agent does: an expired token is refreshed first, a refused one once after.
-        let sent = match &oauth_token {
-            Some(source) => Some(source.bearer().await.map_err(oauth_failed)?),
-            None => None,
-        };
-        let mut listed = connect().await;
-        if let (Some(source), Some(sent)) = (&oauth_token, &sent)
-            && listed.as_ref().is_err_and(|e| is_rejection(e))
-        {
-            source.replace_rejected(sent).await.map_err(oauth_failed)?;
-            listed = connect().await;
-        }
+        let listed = with_tokens(oauth_token.as_deref(), connect)
+            .await
+            .unwrap_or_else(|e| Err(format!("OAuthError: {e}; run: kiwi mcp auth {name}")));
         link.shut_down().await;
         listed
     });

@@ -126,21 +126,6 @@ impl McpManager {
             let connect_all = futures::future::join_all(attempts.into_iter().map(|(i, link, oauth)| {
                 let (shared, register) = (shared.clone(), register.clone());
                 async move {
-                    // Stored tokens that cannot be used (or refreshed) need the user at a browser,
-                    // which the agent never opens: `unauthorized`, like a server without tokens.
-                    if let Some(source) = &oauth
-                        && let Err(e) = tokio::time::timeout(timeout, source.bearer())
-                            .await
-                            .unwrap_or_else(|_| Err("refreshing the OAuth token took too long".into()))
-                    {
-                        tracing::warn!(
-                            "MCP server {} is unauthorized: {e} (run `kiwi mcp auth {}`)",
-                            link.name,
-                            link.name
-                        );
-                        lock(&shared).slots[i].status = McpServerState::Unauthorized;
-                        return;
-                    }
                     // The spec has no connect limit for stdio; kiwi uses the tool call limit so
                     // that a server that never answers `initialize` cannot hold turns forever.
                     let connect = || async {
@@ -149,24 +134,17 @@ impl McpManager {
                             Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis())),
                         }
                     };
-                    let mut outcome = connect().await;
-                    // A refused OAuth token gets one refresh; if that fails too, only the user can
-                    // help (`kiwi mcp auth`): `unauthorized`, not a failure that fails a turn.
-                    if let (Err(e), Some(source)) = (&outcome, &oauth)
-                        && super::oauth::is_rejection(e)
-                    {
-                        let rejected = source.bearer().await.unwrap_or_default();
-                        if let Err(e) = source.replace_rejected(&rejected).await {
-                            tracing::warn!(
-                                "MCP server {} is unauthorized: {e} (run `kiwi mcp auth {}`)",
-                                link.name,
-                                link.name
-                            );
+                    let outcome = match super::oauth::with_tokens(oauth.as_deref(), connect).await {
+                        Ok(outcome) => outcome,
+                        // Stored tokens that cannot be used or refreshed need the user at a
+                        // browser, which the agent never opens: `unauthorized`, as without tokens.
+                        Err(e) => {
+                            let name = &link.name;
+                            tracing::warn!("MCP server {name} is unauthorized: {e} (run `kiwi mcp auth {name}`)");
                             lock(&shared).slots[i].status = McpServerState::Unauthorized;
                             return;
                         }
-                        outcome = connect().await;
-                    }
+                    };
                     let mut state = lock(&shared);
                     let slot = &mut state.slots[i];
                     match outcome {

@@ -64,9 +64,28 @@ pub(crate) fn http_client() -> Result<reqwest::Client, FlowError> {
         .map_err(|e| FlowError::new("RuntimeError", format!("cannot build the HTTP client: {e}")))
 }
 
+/// Runs `connect` (which sends the token `source` holds) with usable tokens: an expired access
+/// token is refreshed first, and one the server refuses is refreshed once and `connect` run
+/// again. The outer `Err` says why the stored tokens cannot be used (only `kiwi mcp auth` can
+/// help then); the inner result is `connect`'s. Without a source, `connect` simply runs.
+pub async fn with_tokens<T, F, Fut>(source: Option<&TokenSource>, connect: F) -> Result<Result<T, String>, String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let Some(source) = source else { return Ok(connect().await) };
+    let sent = source.bearer().await?;
+    let outcome = connect().await;
+    if !outcome.as_ref().is_err_and(|e| is_rejection(e)) {
+        return Ok(outcome);
+    }
+    source.replace_rejected(&sent).await?;
+    Ok(connect().await)
+}
+
 /// Whether a connection error is the server refusing the request's credentials (HTTP 401, as
 /// rmcp's Streamable HTTP client words it).
-pub fn is_rejection(error: &str) -> bool {
+fn is_rejection(error: &str) -> bool {
     error.contains("HTTP 401") || error.contains("Auth required")
 }
 
