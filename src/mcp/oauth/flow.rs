@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use super::callback::CallbackServer;
 use super::discovery::{AuthServer, discover};
-use super::{FlowError, http_client, token_request};
+use super::{FlowError, brief, http_client, token_request};
 use crate::mcp::oauth_store;
 
 /// How kiwi names itself to authorization servers (shown on their consent pages).
@@ -152,7 +152,7 @@ async fn register(
     if !status.is_success() {
         return Err(FlowError::new(
             "OAuthRegistrationError",
-            format!("client registration answered {}: {}", status.as_u16(), text.trim()),
+            format!("client registration answered {}: {}", status.as_u16(), brief(&text)),
         ));
     }
     let answer = match serde_json::from_slice::<Value>(&body) {
@@ -162,7 +162,7 @@ async fn register(
         _ => {
             return Err(FlowError::new(
                 "OAuthRegistrationError",
-                format!("the registration answer has no client_id: {}", text.trim()),
+                format!("the registration answer has no client_id: {}", brief(&text)),
             ));
         }
     };

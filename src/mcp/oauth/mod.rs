@@ -119,7 +119,7 @@ async fn token_request(
     if !status.is_success() {
         return Err(FlowError::new(
             "OAuthTokenError",
-            format!("the token endpoint answered {}: {}", status.as_u16(), text.trim()),
+            format!("the token endpoint answered {}: {}", status.as_u16(), brief(&text)),
         ));
     }
     match serde_json::from_slice::<Value>(&body) {
@@ -130,8 +130,18 @@ async fn token_request(
         }
         _ => Err(FlowError::new(
             "OAuthTokenError",
-            format!("the token endpoint's answer has no access token: {}", text.trim()),
+            format!("the token endpoint's answer has no access token: {}", brief(&text)),
         )),
+    }
+}
+
+/// An answer body as one line of at most 300 characters: an error page must not flood the
+/// one-line failure message.
+pub(crate) fn brief(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
     }
 }
 
@@ -322,6 +332,12 @@ impl TokenSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bodies_are_cut_to_one_short_line() {
+        assert_eq!(brief(" {\"error\":\n  \"x\"} "), "{\"error\": \"x\"}");
+        assert_eq!(brief(&"a".repeat(400)).chars().count(), 301);
+    }
 
     #[test]
     fn forms_are_percent_encoded() {
