@@ -188,7 +188,7 @@ fn auth_and_reset_auth_check_the_entry() {
         let o = kiwi(&share, args);
         assert_eq!((o.status.code(), stderr(&o)), (Some(1), format!("{message}\n")), "{args:?}");
     }
-    // The browser flow is not implemented: a clear failure, not a pretend success.
+    // Nothing listens at the URL: the flow fails at its first request (tests/mcp_oauth.rs runs it).
     let o = kiwi(&share, &["mcp", "auth", "oa"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).starts_with("Authorization failed: "));

@@ -285,7 +285,7 @@ fn kiwi_mcp_test_connects_to_an_sse_server() {
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
         format!(
-            "✗ Connection failed: McpError: Client error '401 Unauthorized' for url '{}'\nFor more information check: https://developer.mozilla.org/en-US/docs/Web/HTTP/Status/401\n",
+            "✗ Connection failed: HTTPStatusError: Client error '401 Unauthorized' for url '{}'\nFor more information check: https://developer.mozilla.org/en-US/docs/Web/HTTP/Status/401\n",
             server.url
         )
     );

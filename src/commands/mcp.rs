@@ -26,7 +26,7 @@ pub fn run(command: &McpCommand, share: &Path) -> ExitCode {
         McpCommand::Add(add) => self::add(add, &mut doc, &path),
         McpCommand::Remove(n) => remove(&n.name, &mut doc, &path),
         McpCommand::List => list(&doc, &path, share),
-        McpCommand::Auth(n) => super::mcp_remote::auth(&n.name, &doc),
+        McpCommand::Auth(n) => super::mcp_remote::auth(&n.name, &doc, share),
         McpCommand::ResetAuth(n) => super::mcp_remote::reset_auth(&n.name, &doc, share),
         McpCommand::Test(n) => super::mcp_remote::test(&n.name, &doc, share),
     }

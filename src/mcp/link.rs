@@ -43,8 +43,9 @@ pub struct LinkEnv {
     /// The working directory of stdio servers without their own `cwd`.
     pub work_dir: PathBuf,
     pub stderr: StderrTo,
-    /// The stored OAuth access token for an `auth: "oauth"` server, if any.
-    pub oauth_token: Option<String>,
+    /// The stored OAuth tokens of an `auth: "oauth"` server, if any (read, and refreshed when
+    /// expired, at every connection).
+    pub oauth_token: Option<std::sync::Arc<super::oauth::TokenSource>>,
 }
 
 type Service = RunningService<RoleClient, ClientConfig>;
@@ -143,6 +144,11 @@ impl ServerLink {
     async fn open(&self) -> Result<Live, String> {
         let generation = self.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("kiwi", crate::VERSION));
+        // An OAuth server's token is read (and refreshed when expired) at every connection.
+        let token = match (&self.entry, &self.env.oauth_token) {
+            (ServerEntry::Remote(_), Some(source)) => Some(source.bearer().await?),
+            _ => None,
+        };
         match &self.entry {
             ServerEntry::Stdio(stdio) => {
                 let (mut guard, stdout, stdin) = spawn(&self.name, stdio, &self.env)?;
@@ -155,14 +161,13 @@ impl ServerLink {
                 }
             }
             ServerEntry::Remote(remote) if remote.transport == RemoteTransport::Sse => {
-                let transport = super::sse::SseTransport::connect(remote, self.env.oauth_token.as_deref())
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let transport =
+                    super::sse::SseTransport::connect(remote, token.as_deref()).await.map_err(|e| e.to_string())?;
                 let service = info.serve(transport).await.map_err(|e| e.to_string())?;
                 Ok(Live { service, _process: None, generation })
             }
             ServerEntry::Remote(remote) => {
-                let transport = http_transport(remote, self.env.oauth_token.as_deref())?;
+                let transport = http_transport(remote, token.as_deref())?;
                 let service = info.serve(transport).await.map_err(|e| e.to_string())?;
                 Ok(Live { service, _process: None, generation })
             }

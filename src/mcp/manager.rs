@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{RemoteAuth, ServerEntry, ServerTable};
 use super::link::{LinkEnv, ServerLink};
+use super::oauth::TokenSource;
 use super::oauth_store;
 use super::tool::McpTool;
 use crate::protocol::{McpServerState, McpServerStatus, McpStatus};
@@ -28,6 +29,7 @@ pub type RegisterTools = Arc<dyn Fn(Vec<Arc<dyn Tool>>) + Send + Sync>;
 
 struct Slot {
     link: Arc<ServerLink>,
+    oauth: Option<Arc<TokenSource>>,
     status: McpServerState,
     tools: Vec<String>,
     error: Option<String>,
@@ -65,15 +67,23 @@ impl McpManager {
                 if let ServerEntry::Remote(remote) = &entry
                     && remote.auth == RemoteAuth::OAuth
                 {
-                    env.oauth_token = oauth_store::access_token(share_dir, &remote.url);
-                    if env.oauth_token.is_none() {
+                    if oauth_store::has_tokens(share_dir, &remote.url) {
+                        env.oauth_token = Some(Arc::new(TokenSource::new(share_dir, &remote.url)));
+                    } else {
                         tracing::warn!(
                             "MCP server {name} needs OAuth and has no stored tokens (run `kiwi mcp auth {name}`)"
                         );
                         status = McpServerState::Unauthorized;
                     }
                 }
-                Slot { link: Arc::new(ServerLink::new(name, entry, env)), status, tools: Vec::new(), error: None }
+                let oauth = env.oauth_token.clone();
+                Slot {
+                    link: Arc::new(ServerLink::new(name, entry, env)),
+                    oauth,
+                    status,
+                    tools: Vec::new(),
+                    error: None,
+                }
             })
             .collect();
         let (done, _) = tokio::sync::watch::channel(false);
@@ -100,7 +110,7 @@ impl McpManager {
         for (i, slot) in state.slots.iter_mut().enumerate() {
             if slot.status == McpServerState::Pending {
                 slot.status = McpServerState::Connecting;
-                attempts.push((i, slot.link.clone()));
+                attempts.push((i, slot.link.clone(), slot.oauth.clone()));
             }
         }
         if attempts.is_empty() {
@@ -113,14 +123,27 @@ impl McpManager {
         let stop = self.stop.clone();
         let timeout = self.timeout;
         tokio::spawn(async move {
-            let connect_all = futures::future::join_all(attempts.into_iter().map(|(i, link)| {
+            let connect_all = futures::future::join_all(attempts.into_iter().map(|(i, link, oauth)| {
                 let (shared, register) = (shared.clone(), register.clone());
                 async move {
                     // The spec has no connect limit for stdio; kiwi uses the tool call limit so
                     // that a server that never answers `initialize` cannot hold turns forever.
-                    let outcome = match tokio::time::timeout(timeout, link.connect()).await {
+                    let connect = || async {
+                        match tokio::time::timeout(timeout, link.connect()).await {
+                            Ok(outcome) => outcome,
+                            Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis())),
+                        }
+                    };
+                    let outcome = match super::oauth::with_tokens(oauth.as_deref(), connect).await {
                         Ok(outcome) => outcome,
-                        Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis())),
+                        // Stored tokens that cannot be used or refreshed need the user at a
+                        // browser, which the agent never opens: `unauthorized`, as without tokens.
+                        Err(e) => {
+                            let name = &link.name;
+                            tracing::warn!("MCP server {name} is unauthorized: {e} (run `kiwi mcp auth {name}`)");
+                            lock(&shared).slots[i].status = McpServerState::Unauthorized;
+                            return;
+                        }
                     };
                     let mut state = lock(&shared);
                     let slot = &mut state.slots[i];

@@ -1,6 +1,6 @@
 //! The MCP client (`tools.md` §10, `cli-subcommands.md` §2): server definitions, connections to
-//! stdio, Streamable HTTP and (legacy) SSE servers, their tools as kiwi tools, and the per-session status the
-//! turns report.
+//! stdio, Streamable HTTP and (legacy) SSE servers, their tools as kiwi tools, the per-session
+//! status the turns report, and OAuth for remote servers (the flow, the token store, refresh).
 //!
 //! Layer: after `tools` (MCP tools are tools) and before `soul` (a turn waits for the servers).
 
@@ -8,6 +8,7 @@ pub mod config;
 pub mod content;
 pub mod link;
 pub mod manager;
+pub mod oauth;
 pub mod oauth_store;
 pub mod sse;
 pub mod tool;
