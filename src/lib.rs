@@ -27,8 +27,8 @@
 //! - [`agent_env`]: what a running agent works in (work dir, session, config, model).
 //! - [`tools`]: the built-in tools and client-owned tools; they reach the agent loop only through
 //!   [`tools::ToolHost`].
-//! - [`mcp`]: the MCP client: server definitions, stdio and Streamable HTTP connections, MCP
-//!   tools as tools, the per-session connection status.
+//! - [`mcp`]: the MCP client: server definitions, stdio, Streamable HTTP and legacy SSE
+//!   connections, OAuth for remote servers, MCP tools as tools, the per-session connection status.
 //! - [`blueprint`]: what an agent is built from: agent files, system prompts, skills, flows.
 //! - [`soul`]: the running agent: the turn driver, steps, approvals, context, compaction, slash
 //!   commands. Knows nothing of JSON-RPC; front ends implement [`soul::Projection`].
