@@ -13,3 +13,19 @@ pub fn client_builder() -> reqwest::ClientBuilder {
     });
     reqwest::Client::builder()
 }
+
+/// An error with its causes: reqwest's own text stops at "error sending request for url (…)" and
+/// hides why ("Connection refused", "operation timed out") in its source chain.
+pub fn error_text(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -12,23 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::Env;
+use mcp::{stderr, stdout};
 
 fn kiwi(share: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"))
-        .args(args)
-        .env("KIMI_SHARE_DIR", share)
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    mcp::subcommand(share, args, &[])
 }
 
 fn share(env: &Env) -> PathBuf {

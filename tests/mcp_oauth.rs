@@ -12,32 +12,15 @@ use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::{Env, types};
+use mcp::{call, payloads, stderr, stdout};
 use serde_json::{Value, json};
 
-/// The built mock, built on demand like the MCP test server (tests/common/mcp.rs).
+/// The built mock.
 fn mock_binary() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-        let path = profile_dir.join("examples").join("mcp_oauth_server");
-        if !path.is_file() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string());
-            let mut cmd = std::process::Command::new(cargo);
-            cmd.args(["build", "--example", "mcp_oauth_server", "--manifest-path"])
-                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            assert!(cmd.status().unwrap().success(), "building examples/mcp_oauth_server failed");
-        }
-        path
-    })
-    .clone()
+    mcp::example_binary("mcp_oauth_server")
 }
 
 /// The mock on 127.0.0.1; killed when dropped.
@@ -95,25 +78,14 @@ fn browser() -> String {
 }
 
 fn kiwi_with(share: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
-    cmd.args(args).env("KIMI_SHARE_DIR", share).env("NO_COLOR", "1").env("BROWSER", browser());
-    cmd.env_remove("KIWI_MCP_OAUTH_CALLBACK_TIMEOUT_S").env("KIWI_MCP_OAUTH_CALLBACK_TIMEOUT_S", "30");
-    for (k, v) in vars {
-        cmd.env(k, v);
-    }
-    cmd.stdin(std::process::Stdio::null()).output().unwrap()
+    let browser = browser();
+    let mut all = vec![("BROWSER", browser.as_str()), ("KIWI_MCP_OAUTH_CALLBACK_TIMEOUT_S", "30")];
+    all.extend_from_slice(vars);
+    mcp::subcommand(share, args, &all)
 }
 
 fn kiwi(share: &Path, args: &[&str]) -> Output {
     kiwi_with(share, args, &[])
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Every entry file of the token store, relative to it.
@@ -322,14 +294,6 @@ fn the_callback_wait_times_out() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(stderr(&o), "Authorization failed: TimeoutError: OAuth callback timed out after 1.0 seconds\n");
     assert!(stored_files(&share).is_empty());
-}
-
-fn call(id: &str, name: &str, args: Value) -> String {
-    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": args.to_string()}))
-}
-
-fn payloads<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["params"]["type"] == kind).map(|e| &e["params"]["payload"]).collect()
 }
 
 /// A turn that calls `secret_echo` on the OAuth server (approved); its events and response.

@@ -10,24 +10,12 @@ mod mcp;
 use std::time::{Duration, Instant};
 
 use common::{Env, types};
+use mcp::{approve, call, payloads, tool_results};
+
+fn kiwi(share: &std::path::Path, args: &[&str]) -> std::process::Output {
+    mcp::subcommand(share, args, &[])
+}
 use serde_json::{Value, json};
-
-fn call(id: &str, name: &str, args: Value) -> String {
-    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": args.to_string()}))
-}
-
-fn approve(k: &mut common::Kiwi, request: &Value) {
-    let id = request["id"].clone();
-    k.send(json!({"jsonrpc":"2.0","id":id,"result":{"request_id":id,"response":"approve"}}));
-}
-
-fn payloads<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["params"]["type"] == kind).map(|e| &e["params"]["payload"]).collect()
-}
-
-fn tool_results(events: &[Value]) -> Vec<Value> {
-    payloads(events, "ToolResult").into_iter().map(|p| p["return_value"].clone()).collect()
-}
 
 /// The statuses of the closing `mcp_status` of a turn's loading bracket.
 fn states(events: &[Value]) -> Vec<String> {
@@ -239,16 +227,6 @@ fn comments_keep_a_slow_call_alive_past_sse_read_timeout() {
     // The limit is per read, not per call: the pings every 200 ms keep the stream alive.
     let results = tool_results(&events);
     assert_eq!(results[0]["output"][0]["text"], "slept 2500", "{results:?}");
-}
-
-fn kiwi(share: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"))
-        .args(args)
-        .env("KIMI_SHARE_DIR", share)
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
 }
 
 #[test]

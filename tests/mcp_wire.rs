@@ -9,24 +9,8 @@ mod mcp;
 use std::time::Duration;
 
 use common::{Env, types};
+use mcp::{approve, call, payloads, tool_results};
 use serde_json::{Value, json};
-
-fn call(id: &str, name: &str, args: Value) -> String {
-    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": args.to_string()}))
-}
-
-fn approve(k: &mut common::Kiwi, request: &Value) {
-    let id = request["id"].clone();
-    k.send(json!({"jsonrpc":"2.0","id":id,"result":{"request_id":id,"response":"approve"}}));
-}
-
-fn payloads<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["params"]["type"] == kind).map(|e| &e["params"]["payload"]).collect()
-}
-
-fn tool_results(events: &[Value]) -> Vec<Value> {
-    payloads(events, "ToolResult").into_iter().map(|p| p["return_value"].clone()).collect()
-}
 
 #[test]
 fn a_tool_call_round_trip_with_approval_and_the_loading_bracket() {

@@ -93,21 +93,6 @@ pub fn form_encode(pairs: &[(&str, &str)]) -> String {
     out
 }
 
-/// An error with its causes, e.g. `error sending request for url (…): … Connection refused`.
-pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
-}
-
 /// A form POST's answer: the status and the body as JSON (`None` when it is not JSON).
 struct Answer {
     status: u16,
@@ -144,7 +129,7 @@ pub struct DeviceAuthorization {
 /// Starts a device login. The error text follows `Login failed: `.
 pub async fn device_authorization(client: &reqwest::Client) -> Result<DeviceAuthorization, String> {
     let url = join(&oauth_host(), "api/oauth/device_authorization");
-    let answer = post_form(client, &url, &[("client_id", CLIENT_ID)]).await.map_err(|e| error_text(&e))?;
+    let answer = post_form(client, &url, &[("client_id", CLIENT_ID)]).await.map_err(|e| crate::net::error_text(&e))?;
     if answer.status != 200 {
         let shown = match &answer.json {
             Some(v) => crate::llm::providers::pyrepr::repr(v),
@@ -190,7 +175,7 @@ pub async fn poll_token(client: &reqwest::Client, device_code: &str) -> Result<P
     let answer = match post_form(client, &url, &pairs).await {
         Ok(a) => a,
         Err(e) => {
-            tracing::warn!(error = %error_text(&e), "token polling request failed");
+            tracing::warn!(error = %crate::net::error_text(&e), "token polling request failed");
             return Err("Token polling request failed.".to_string());
         }
     };
@@ -235,7 +220,7 @@ pub async fn refresh(refresh_token: &str) -> Result<Credential, RefreshFailure> 
         let answer = match post_form(&client, &url, &pairs).await {
             Ok(a) => a,
             Err(e) => {
-                tracing::warn!(attempt = attempt + 1, error = %error_text(&e), "token refresh request failed");
+                tracing::warn!(attempt = attempt + 1, error = %crate::net::error_text(&e), "token refresh request failed");
                 continue;
             }
         };
@@ -289,9 +274,9 @@ pub async fn list_models(
         .header("Authorization", format!("Bearer {access_token}"))
         .send()
         .await
-        .map_err(|e| error_text(&e))?;
+        .map_err(|e| crate::net::error_text(&e))?;
     let status = response.status().as_u16();
-    let body = response.bytes().await.map_err(|e| error_text(&e))?;
+    let body = response.bytes().await.map_err(|e| crate::net::error_text(&e))?;
     if status != 200 {
         return Err(format!("{url} answered HTTP {status}"));
     }

@@ -91,21 +91,6 @@ fn status_text(status: StatusCode) -> String {
     }
 }
 
-/// `reqwest` errors hide the cause ("connection refused") in their source chain.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
-}
-
 /// What one event on the stream means to the client.
 #[derive(Debug)]
 enum Incoming {
@@ -181,7 +166,7 @@ impl Poster {
             .timeout(CONNECT_TIMEOUT)
             .send()
             .await
-            .map_err(|e| SseError::Post(error_chain(&e)))?;
+            .map_err(|e| SseError::Post(crate::net::error_text(&e)))?;
         let status = response.status();
         // The answer (202 Accepted, a short text) means nothing; reading it lets the connection
         // be reused.
@@ -211,7 +196,7 @@ impl SseTransport {
         let client = crate::net::client_builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|e| SseError::Connect(error_chain(&e)))?;
+            .map_err(|e| SseError::Connect(crate::net::error_text(&e)))?;
         let request = client
             .get(url.clone())
             .headers(headers.clone())
@@ -220,7 +205,7 @@ impl SseTransport {
             .send();
         let response = match tokio::time::timeout(CONNECT_TIMEOUT, request).await {
             Ok(Ok(response)) => response,
-            Ok(Err(e)) => return Err(SseError::Connect(error_chain(&e))),
+            Ok(Err(e)) => return Err(SseError::Connect(crate::net::error_text(&e))),
             Err(_) => {
                 return Err(SseError::Connect(format!(
                     "no answer to GET {url} within {} s",
@@ -321,7 +306,7 @@ impl Reader {
             }
             match tokio::time::timeout(self.read_timeout, self.body.next()).await {
                 Ok(Some(Ok(chunk))) => self.feed(&chunk),
-                Ok(Some(Err(e))) => return Next::End(Some(error_chain(&e))),
+                Ok(Some(Err(e))) => return Next::End(Some(crate::net::error_text(&e))),
                 Ok(None) => return Next::End(None),
                 Err(_) => return Next::Silent,
             }

@@ -107,11 +107,11 @@ impl FetchUrl {
         };
         let client = match self.client(BROWSER_USER_AGENT) {
             Ok(c) => c,
-            Err(e) => return network_error(&error_chain(&e)),
+            Err(e) => return network_error(&crate::net::error_text(&e)),
         };
         let resp = match client.get(url).send().await {
             Ok(r) => r,
-            Err(e) => return network_error(&error_chain(&e)),
+            Err(e) => return network_error(&crate::net::error_text(&e)),
         };
         let status = resp.status().as_u16();
         if status >= 400 {
@@ -127,7 +127,7 @@ impl FetchUrl {
         let final_url = resp.url().to_string();
         let body = match read_limited(resp).await {
             Ok((b, _)) => b,
-            Err(e) => return network_error(&error_chain(&e)),
+            Err(e) => return network_error(&crate::net::error_text(&e)),
         };
         let text = decode(&body, &content_type);
         let mut builder = OutputBuilder::unlimited_lines();
@@ -211,21 +211,6 @@ fn decode(body: &[u8], content_type: &str) -> String {
     let encoding = label.and_then(|l| encoding_rs::Encoding::for_label(l.as_bytes())).unwrap_or(encoding_rs::UTF_8);
     let (text, _, _) = encoding.decode(body);
     text.into_owned()
-}
-
-/// `reqwest` errors hide the cause (e.g. "operation timed out") in their source chain.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// Renders HTML to readable text, prefixed with a small metadata header when there is a title.

@@ -46,7 +46,7 @@ impl FlowError {
     }
 
     fn network(what: &str, e: &reqwest::Error) -> Self {
-        Self::new("ConnectError", format!("{what}: {}", error_text(e)))
+        Self::new("ConnectError", format!("{what}: {}", crate::net::error_text(e)))
     }
 }
 
@@ -165,21 +165,6 @@ pub(crate) fn form_encode(pairs: &[(&str, &str)]) -> String {
         }
     }
     out
-}
-
-/// An error with its causes (reqwest's own text stops at "error sending request").
-pub(crate) fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// An exclusive `flock` on `path`, held while the file lives. `None` when it cannot be had
