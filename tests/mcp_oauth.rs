@@ -8,7 +8,6 @@ mod common;
 #[path = "common/mcp.rs"]
 mod mcp;
 
-use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -31,15 +30,8 @@ struct OAuthServer {
 
 impl OAuthServer {
     fn start(args: &[&str]) -> Self {
-        let mut child = std::process::Command::new(mock_binary())
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut url = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
-        OAuthServer { child, url: url.trim().to_string() }
+        let (child, url) = mcp::spawn_server(&mock_binary(), args);
+        OAuthServer { child, url }
     }
 
     fn base(&self) -> &str {

@@ -73,17 +73,10 @@ impl HttpServer {
     }
 
     fn launch(mode: &str, args: &[&str]) -> Self {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(test_server())
-            .arg(mode)
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut url = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
-        HttpServer { child, url: url.trim().to_string() }
+        let mut all = vec![mode];
+        all.extend_from_slice(args);
+        let (child, url) = spawn_server(&test_server(), &all);
+        HttpServer { child, url }
     }
 }
 
@@ -131,4 +124,18 @@ pub fn stdout(o: &std::process::Output) -> String {
 
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Starts the server binary `path` with `args`; the child and the URL it prints first.
+pub fn spawn_server(path: &std::path::Path, args: &[&str]) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(path)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    (child, url.trim().to_string())
 }
