@@ -414,3 +414,27 @@ fn a_failed_refresh_leaves_the_server_unauthorized_and_the_turn_goes_on() {
     k.close_stdin();
     k.wait_exit(Duration::from_secs(10));
 }
+
+#[test]
+fn a_token_refused_mid_session_is_refreshed_and_the_call_made_again() {
+    let server = OAuthServer::start(&[]);
+    let env = Env::new();
+    add_and_authorize(&env.share(), &server);
+    let config = env.scripted_config(&[
+        &call("c1", "secret_echo", json!({"text": "one"})),
+        "text: first done",
+        &call("c2", "secret_echo", json!({"text": "two"})),
+        "text: second done",
+    ]);
+    let servers = json!({"mcpServers": {"srv": {"url": server.url, "transport": "http", "auth": "oauth"}}}).to_string();
+    let mut k = env.spawn(&config, &["--yolo", "--mcp-config", &servers]);
+    let (events, _) = k.prompt("p0", json!("go"));
+    assert_eq!(tool_output(&events), json!([{"type": "text", "text": "secret:one"}]));
+    // The live session's token stops working (the server revoked it before its expiry).
+    http(&format!("{}/revoke", server.base()), "POST");
+    let (events, response) = k.prompt("p1", json!("again"));
+    assert_eq!(response["result"]["status"], "finished", "{events:?}");
+    assert_eq!(tool_output(&events), json!([{"type": "text", "text": "secret:two"}]), "{events:?}");
+    let log = server.log();
+    assert_eq!(log.iter().filter(|l| *l == "token:refresh_token").count(), 1, "{log:?}");
+}

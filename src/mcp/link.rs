@@ -56,6 +56,8 @@ struct Live {
     _process: Option<CallGuard>,
     /// Tells a session apart from the one that replaced it (a failed call forgets only its own).
     generation: u64,
+    /// The OAuth access token the session was opened with.
+    token: Option<String>,
 }
 
 /// A tool call that went wrong before a result came back.
@@ -65,6 +67,13 @@ pub enum CallError {
     Failed(String),
     /// The transport reported a timeout.
     TimedOut,
+}
+
+/// Why one attempt of a call failed.
+enum Attempt {
+    Failed(CallError),
+    /// The server refused the OAuth access token the session was opened with.
+    Refused(String),
 }
 
 pub struct ServerLink {
@@ -90,13 +99,33 @@ impl ServerLink {
         Ok(tools)
     }
 
-    /// Calls one tool; the result in MCP JSON form. A dead server is started again first.
+    /// Calls one tool; the result in MCP JSON form. A dead server is started again first. When
+    /// an OAuth server refuses the session's token mid-session (it expired or was revoked), the
+    /// token is refreshed and the call made once more on a new session: the refusal came
+    /// before the server ran anything.
     pub async fn call(&self, tool: &str, arguments: Map<String, Value>) -> Result<Value, CallError> {
-        let (peer, generation) = self.peer().await.map_err(CallError::Failed)?;
+        let refused = match self.call_once(tool, arguments.clone()).await {
+            Ok(result) => return Ok(result),
+            Err(Attempt::Failed(e)) => return Err(e),
+            Err(Attempt::Refused(token)) => token,
+        };
+        if let Some(source) = &self.env.oauth_token {
+            tracing::info!("MCP server {}: the OAuth token was refused mid-session; refreshing it", self.name);
+            source.replace_rejected(&refused).await.map_err(CallError::Failed)?;
+        }
+        match self.call_once(tool, arguments).await {
+            Ok(result) => Ok(result),
+            Err(Attempt::Failed(e)) => Err(e),
+            Err(Attempt::Refused(_)) => Err(CallError::Failed("the server refused the refreshed OAuth token".into())),
+        }
+    }
+
+    async fn call_once(&self, tool: &str, arguments: Map<String, Value>) -> Result<Value, Attempt> {
+        let (peer, generation, token) = self.peer().await.map_err(|e| Attempt::Failed(CallError::Failed(e)))?;
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = Some(arguments);
         match peer.call_tool(params).await {
-            Ok(result) => serde_json::to_value(&result).map_err(|e| CallError::Failed(e.to_string())),
+            Ok(result) => serde_json::to_value(&result).map_err(|e| Attempt::Failed(CallError::Failed(e.to_string()))),
             Err(e) => {
                 if matches!(e, ServiceError::TransportClosed | ServiceError::TransportSend(_)) {
                     // Dropping the session kills what is left of the process; the next call respawns.
@@ -104,11 +133,15 @@ impl ServerLink {
                 }
                 let text = describe(&e);
                 let lower = text.to_lowercase();
+                if let Some(token) = token.filter(|_| super::oauth::is_rejection(&text)) {
+                    self.forget(generation).await;
+                    return Err(Attempt::Refused(token));
+                }
                 if matches!(e, ServiceError::Timeout { .. }) || lower.contains("timeout") || lower.contains("timed out")
                 {
-                    Err(CallError::TimedOut)
+                    Err(Attempt::Failed(CallError::TimedOut))
                 } else {
-                    Err(CallError::Failed(text))
+                    Err(Attempt::Failed(CallError::Failed(text)))
                 }
             }
         }
@@ -119,17 +152,17 @@ impl ServerLink {
         *self.live.lock().await = None;
     }
 
-    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), String> {
+    async fn peer(&self) -> Result<(Peer<RoleClient>, u64, Option<String>), String> {
         let mut live = self.live.lock().await;
         if let Some(l) = live.as_ref()
             && !l.service.is_closed()
         {
-            return Ok((l.service.peer().clone(), l.generation));
+            return Ok((l.service.peer().clone(), l.generation, l.token.clone()));
         }
         *live = None;
         tracing::info!("MCP server {}: (re)connecting for a tool call", self.name);
         let fresh = self.open().await?;
-        let peer = (fresh.service.peer().clone(), fresh.generation);
+        let peer = (fresh.service.peer().clone(), fresh.generation, fresh.token.clone());
         *live = Some(fresh);
         Ok(peer)
     }
@@ -153,7 +186,7 @@ impl ServerLink {
             ServerEntry::Stdio(stdio) => {
                 let (mut guard, stdout, stdin) = spawn(&self.name, stdio, &self.env)?;
                 match info.serve((stdout, stdin)).await {
-                    Ok(service) => Ok(Live { service, _process: Some(guard), generation }),
+                    Ok(service) => Ok(Live { service, _process: Some(guard), generation, token: None }),
                     Err(e) => {
                         guard.kill();
                         Err(format!("{}", e).replace("connection closed: initialize response", "Connection closed"))
@@ -164,12 +197,12 @@ impl ServerLink {
                 let transport =
                     super::sse::SseTransport::connect(remote, token.as_deref()).await.map_err(|e| e.to_string())?;
                 let service = info.serve(transport).await.map_err(|e| e.to_string())?;
-                Ok(Live { service, _process: None, generation })
+                Ok(Live { service, _process: None, generation, token })
             }
             ServerEntry::Remote(remote) => {
                 let transport = http_transport(remote, token.as_deref())?;
                 let service = info.serve(transport).await.map_err(|e| e.to_string())?;
-                Ok(Live { service, _process: None, generation })
+                Ok(Live { service, _process: None, generation, token })
             }
         }
     }

@@ -83,10 +83,10 @@ where
     Ok(connect().await)
 }
 
-/// Whether a connection error is the server refusing the request's credentials (HTTP 401, as
-/// rmcp's Streamable HTTP client words it).
-fn is_rejection(error: &str) -> bool {
-    error.contains("HTTP 401") || error.contains("Auth required")
+/// Whether a connection or call error is the server refusing the request's credentials (HTTP
+/// 401, as rmcp's Streamable HTTP client and kiwi's SSE transport word it).
+pub fn is_rejection(error: &str) -> bool {
+    error.contains("HTTP 401") || error.contains("Auth required") || error.contains("'401 Unauthorized'")
 }
 
 /// POSTs a token request (code exchange or refresh) and returns the token answer, which must
