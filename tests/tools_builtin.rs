@@ -108,7 +108,7 @@ fn schemas_have_spec_parameter_names() {
     let tools = default_tools(&rt);
     let schema = |n: &str| {
         let t = tools.iter().find(|t| t.spec().name == n).unwrap();
-        serde_json::Value::Object(t.spec().parameters.clone())
+        serde_json::Value::Object((*t.spec().parameters).clone())
     };
     let grep = schema("Grep");
     let props = grep["properties"].as_object().unwrap();

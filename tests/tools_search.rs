@@ -242,7 +242,7 @@ async fn symlink_loops_and_non_utf8_names() {
 async fn grep_negative_numbers_follow_the_reference() {
     let h = harness(true);
     tree(&h);
-    let schema = serde_json::Value::Object(h.toolset.get("Grep").unwrap().spec().parameters.clone());
+    let schema = serde_json::Value::Object((*h.toolset.get("Grep").unwrap().spec().parameters).clone());
     for key in ["-A", "-B", "-C", "head_limit"] {
         assert_eq!(schema["properties"][key]["type"], json!(["integer", "null"]), "{key}");
         assert!(schema["properties"][key].get("minimum").is_none(), "{key}: {}", schema["properties"][key]);

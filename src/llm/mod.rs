@@ -25,8 +25,9 @@ use crate::protocol::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: Map<String, Value>,
+    /// JSON Schema of the arguments object; shared, because every toolset that offers the tool
+    /// (the session's, each subagent type's) lists the same schema.
+    pub parameters: std::sync::Arc<Map<String, Value>>,
 }
 
 /// One LLM call's input. Borrowed so a step builds nothing it does not send.

@@ -37,7 +37,12 @@ impl McpTool {
             None => "(The server gives no description for this tool.)".to_string(),
         };
         let description = format!("This tool comes from the MCP server `{}`.\n\n{described}", link.name);
-        Self { spec: ToolSpec { name: tool.name.to_string(), description, parameters }, validator, link, timeout }
+        Self {
+            spec: ToolSpec { name: tool.name.to_string(), description, parameters: parameters.into() },
+            validator,
+            link,
+            timeout,
+        }
     }
 }
 

@@ -32,7 +32,7 @@ impl ExternalTool {
         })?;
         let description =
             if description.is_empty() { "No description provided.".to_string() } else { description.to_string() };
-        Ok(Self { spec: ToolSpec { name: name.to_string(), description, parameters }, validator })
+        Ok(Self { spec: ToolSpec { name: name.to_string(), description, parameters: parameters.into() }, validator })
     }
 
     pub fn into_tool(self) -> Arc<dyn Tool> {

@@ -80,7 +80,7 @@ impl<T: TypedTool> Typed<T> {
         let spec = ToolSpec {
             name: T::NAME.to_string(),
             description: tool.description(),
-            parameters: schema::parameters_schema::<T::Params>(),
+            parameters: schema::parameters_schema::<T::Params>().into(),
         };
         Self { tool, spec }
     }
@@ -287,7 +287,7 @@ mod dispatch_tests {
 
     #[tokio::test]
     async fn a_panicking_tool_is_an_error_result() {
-        let spec = ToolSpec { name: "P".into(), description: String::new(), parameters: Map::new() };
+        let spec = ToolSpec { name: "P".into(), description: String::new(), parameters: Default::default() };
         let set = Toolset::new(vec![Arc::new(Panics(spec))]);
         let env = Arc::new(crate::agent_env::AgentEnv {
             work_dir: std::env::temp_dir(),

@@ -187,7 +187,7 @@ pub fn captured(name: &str) -> CapturedCase {
                 .map(|t| ToolSpec {
                     name: t["name"].as_str().unwrap().into(),
                     description: t["description"].as_str().unwrap().into(),
-                    parameters: t["parameters"].as_object().unwrap().clone(),
+                    parameters: t["parameters"].as_object().unwrap().clone().into(),
                 })
                 .collect()
         })

@@ -759,7 +759,7 @@ mod tests {
         .unwrap();
         let json = serde_json::to_string(&Messages { system: "", history: &history, reasoning: true }).unwrap();
         assert_eq!(json, r#"[{"role":"assistant","content":[],"reasoning_content":"ab"}]"#);
-        let tools = [ToolSpec { name: "$web".into(), description: "d".into(), parameters: Map::new() }];
+        let tools = [ToolSpec { name: "$web".into(), description: "d".into(), parameters: Default::default() }];
         let json = serde_json::to_string(&Tools { tools: &tools, builtins: true }).unwrap();
         assert_eq!(json, r#"[{"type":"builtin_function","function":{"name":"$web"}}]"#);
     }
