@@ -284,6 +284,9 @@ struct Reader {
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The most one event (its data, or a line not ended yet) may hold.
+const MAX_EVENT_BYTES: usize = 64 << 20;
+
 /// What [`Reader::next_event`] found.
 enum Next {
     Event(String, String),
@@ -305,7 +308,16 @@ impl Reader {
                 return Next::Event(event, data);
             }
             match tokio::time::timeout(self.read_timeout, self.body.next()).await {
-                Ok(Some(Ok(chunk))) => self.feed(&chunk),
+                Ok(Some(Ok(chunk))) => {
+                    self.feed(&chunk);
+                    if self.parser.pending_len() > MAX_EVENT_BYTES {
+                        // A server that never ends its event must not grow kiwi without bound.
+                        return Next::End(Some(format!(
+                            "the server sent an SSE event larger than {} MiB",
+                            MAX_EVENT_BYTES >> 20
+                        )));
+                    }
+                }
                 Ok(Some(Err(e))) => return Next::End(Some(crate::net::error_text(&e))),
                 Ok(None) => return Next::End(None),
                 Err(_) => return Next::Silent,
@@ -548,6 +560,18 @@ mod tests {
         let mut reader = Reader::new(trickle(&[], gap), url("http://h/sse"), limit);
         let err = block_on(reader.endpoint()).unwrap_err();
         assert_eq!(err.to_string(), "the SSE stream of http://h/sse sent no `endpoint` event within 0.3 s");
+    }
+
+    #[test]
+    fn an_event_that_never_ends_ends_the_stream() {
+        // 1 MiB of data lines without the blank line that would end the event, forever.
+        let line: &'static [u8] = Box::leak(format!("data: {}\n", "x".repeat(1 << 20)).into_bytes().into_boxed_slice());
+        let body: ByteStream = Box::pin(futures::stream::repeat_with(move || Ok(Bytes::from_static(line))));
+        let mut reader = Reader::new(body, url("http://h/sse"), Duration::from_secs(5));
+        let next = block_on(tokio::time::timeout(Duration::from_secs(30), reader.next_event()));
+        let Ok(next) = next else { panic!("the reader kept reading an endless event") };
+        assert!(matches!(&next, Next::End(Some(e)) if e == "the server sent an SSE event larger than 64 MiB"));
+        assert!(reader.parser.pending_len() <= MAX_EVENT_BYTES + (2 << 20));
     }
 
     #[test]

@@ -62,6 +62,11 @@ impl SseParser {
         Ok(())
     }
 
+    /// Bytes held for the event being read: its incomplete line and the data gathered so far.
+    pub fn pending_len(&self) -> usize {
+        self.partial.len() + self.data.len() + self.event.len()
+    }
+
     /// Handles every complete line of `buf`; returns how many bytes were consumed.
     fn lines<E>(&mut self, buf: &[u8], on_event: &mut impl FnMut(SseEvent<'_>) -> Result<(), E>) -> Result<usize, E> {
         let mut used = 0;
