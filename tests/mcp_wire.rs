@@ -8,7 +8,7 @@ mod mcp;
 
 use std::time::Duration;
 
-use common::{Env, types};
+use common::{Env, alive, types};
 use mcp::{approve, call, payloads, tool_results};
 use serde_json::{Value, json};
 
@@ -242,13 +242,6 @@ fn no_server_process_outlives_kiwi() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!alive(pid), "MCP server {pid} outlived kiwi");
-}
-
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
-        Err(_) => false,
-    }
 }
 
 #[test]

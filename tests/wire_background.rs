@@ -8,9 +8,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Env, Kiwi};
+use common::{Env, Kiwi, alive, wait_until};
 use serde_json::{Value, json};
 
 fn call(id: &str, name: &str, args: Value) -> String {
@@ -45,26 +45,10 @@ fn line<'a>(output: &'a str, key: &str) -> &'a str {
     output.lines().find_map(|l| l.strip_prefix(&format!("{key}: "))).unwrap_or_else(|| panic!("no {key} in {output}"))
 }
 
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
-        Err(_) => false,
-    }
-}
-
-fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done()
-}
-
 fn read_pid(path: &std::path::Path) -> i32 {
-    assert!(wait_for(common::TIMEOUT, || std::fs::read_to_string(path).is_ok_and(|s| s.trim().parse::<i32>().is_ok())));
+    assert!(
+        wait_until(common::TIMEOUT, || std::fs::read_to_string(path).is_ok_and(|s| s.trim().parse::<i32>().is_ok()))
+    );
     std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
 }
 
@@ -138,7 +122,7 @@ fn a_background_command_is_listed_read_stopped_and_notified() {
     let rv = result_of(&events, "s");
     assert_eq!(rv["message"], "Task stop requested.");
     assert_eq!(line(rv["output"].as_str().unwrap(), "status"), "killed");
-    assert!(wait_for(Duration::from_secs(5), || !alive(pid)), "the stopped command {pid} survived");
+    assert!(wait_until(Duration::from_secs(5), || !alive(pid)), "the stopped command {pid} survived");
 
     // The next step tells the client and the model, before it begins (here: the same turn's
     // second step, after the stop).
@@ -211,7 +195,7 @@ fn exit_kills_a_running_background_command() {
     let pid = read_pid(&marker);
     k.close_stdin();
     assert!(k.wait_exit(common::TIMEOUT).is_some());
-    assert!(wait_for(Duration::from_secs(5), || !alive(pid)), "background command {pid} outlived kiwi");
+    assert!(wait_until(Duration::from_secs(5), || !alive(pid)), "background command {pid} outlived kiwi");
 }
 
 #[test]
@@ -311,7 +295,7 @@ fn a_background_subagent_finishes_and_is_notified() {
     let sessions = env.session_dir("x").parent().unwrap().to_path_buf();
     let session = std::fs::read_dir(sessions).unwrap().next().unwrap().unwrap().path();
     let out = session.join("subagents").join(&agent_id).join("output");
-    assert!(wait_for(common::TIMEOUT, || out.exists()), "the background subagent never finished");
+    assert!(wait_until(common::TIMEOUT, || out.exists()), "the background subagent never finished");
     // Its end is recorded right after the output; give the task a moment to publish it.
     std::thread::sleep(Duration::from_millis(100));
     let (events, _) = k.prompt("p1", json!("next"));

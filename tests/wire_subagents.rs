@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Env, types};
+use common::{Env, alive, types, wait_until};
 use serde_json::{Value, json};
 
 fn call(id: &str, name: &str, args: Value) -> String {
@@ -207,25 +207,6 @@ fn cancel_stops_a_foreground_subagent_and_its_process() {
     assert_eq!(response["result"]["status"], "finished");
     let text: Vec<&Value> = k.seen.iter().filter(|e| e["params"]["type"] == "ContentPart").collect();
     assert_eq!(text.last().unwrap()["params"]["payload"]["text"], "must not be consumed by the subagent");
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie (exited, not yet reaped) counts as gone.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
-        Err(_) => false,
-    }
-}
-
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done()
 }
 
 #[test]

@@ -296,3 +296,23 @@ pub fn types(messages: &[Value]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Whether process `pid` still runs; a zombie (exited, not yet reaped) counts as gone.
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// Polls `done` every 20 ms until it holds or `limit` has passed; its last answer.
+pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
