@@ -21,7 +21,7 @@ use super::mapping::EventMapper;
 use super::projection::send_update;
 use crate::protocol::{DisplayBlock, ToolReturnValue};
 use crate::tools::shell::{Shell, ShellParams};
-use crate::tools::{ToolCallContext, TypedTool, invalid_arguments};
+use crate::tools::{ToolCallContext, TypedTool, check_range};
 
 /// The tail of the output the client keeps.
 const OUTPUT_BYTE_LIMIT: u64 = 50_000;
@@ -39,11 +39,8 @@ impl TerminalShell {
     }
 
     async fn execute(&self, params: ShellParams, ctx: &ToolCallContext) -> ToolReturnValue {
-        if !(1..=300).contains(&params.timeout) {
-            return invalid_arguments(format!(
-                "Error validating JSON arguments: timeout must be between 1 and 300, got {}",
-                params.timeout
-            ));
+        if let Some(invalid) = check_range("timeout", params.timeout, 1..=300) {
+            return invalid;
         }
         if params.command.is_empty() {
             return ToolReturnValue::error("Command cannot be empty.", "Empty command");

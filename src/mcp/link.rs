@@ -76,6 +76,16 @@ enum Attempt {
     Refused(String),
 }
 
+impl Attempt {
+    /// The error of a call that gets no further attempt.
+    fn into_error(self) -> CallError {
+        match self {
+            Attempt::Failed(e) => e,
+            Attempt::Refused(_) => CallError::Failed("the server refused the OAuth token".into()),
+        }
+    }
+}
+
 pub struct ServerLink {
     pub name: String,
     entry: ServerEntry,
@@ -104,20 +114,19 @@ impl ServerLink {
     /// token is refreshed and the call made once more on a new session: the refusal came
     /// before the server ran anything.
     pub async fn call(&self, tool: &str, arguments: Map<String, Value>) -> Result<Value, CallError> {
-        let refused = match self.call_once(tool, arguments.clone()).await {
+        // Only an OAuth server's call may need a second attempt: the others keep no copy.
+        let Some(source) = &self.env.oauth_token else {
+            return self.call_once(tool, arguments).await.map_err(Attempt::into_error);
+        };
+        let retry = arguments.clone();
+        let refused = match self.call_once(tool, arguments).await {
             Ok(result) => return Ok(result),
             Err(Attempt::Failed(e)) => return Err(e),
             Err(Attempt::Refused(token)) => token,
         };
-        if let Some(source) = &self.env.oauth_token {
-            tracing::info!("MCP server {}: the OAuth token was refused mid-session; refreshing it", self.name);
-            source.replace_rejected(&refused).await.map_err(CallError::Failed)?;
-        }
-        match self.call_once(tool, arguments).await {
-            Ok(result) => Ok(result),
-            Err(Attempt::Failed(e)) => Err(e),
-            Err(Attempt::Refused(_)) => Err(CallError::Failed("the server refused the refreshed OAuth token".into())),
-        }
+        tracing::info!("MCP server {}: the OAuth token was refused mid-session; refreshing it", self.name);
+        source.replace_rejected(&refused).await.map_err(CallError::Failed)?;
+        self.call_once(tool, retry).await.map_err(Attempt::into_error)
     }
 
     async fn call_once(&self, tool: &str, arguments: Map<String, Value>) -> Result<Value, Attempt> {

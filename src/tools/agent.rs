@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Delegation, ToolCallContext, TypedTool, invalid_arguments};
+use super::{Delegation, ToolCallContext, TypedTool, check_range};
 use crate::protocol::ToolReturnValue;
 
 /// A subagent type the model may choose, as the tool's description lists it.
@@ -71,13 +71,9 @@ impl TypedTool for AgentTool {
     fn run<'a>(&'a self, params: AgentParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
             if let Some(t) = params.timeout
-                && !TIMEOUT_RANGE.contains(&t)
+                && let Some(invalid) = check_range("timeout", t, TIMEOUT_RANGE)
             {
-                return invalid_arguments(format!(
-                    "Error validating JSON arguments: timeout must be between {} and {} seconds, got {t}",
-                    TIMEOUT_RANGE.start(),
-                    TIMEOUT_RANGE.end()
-                ));
+                return invalid;
             }
             ctx.host
                 .delegate(Delegation {

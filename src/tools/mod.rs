@@ -122,6 +122,22 @@ pub fn invalid_arguments(message: String) -> ToolReturnValue {
     ToolReturnValue::error(message, "Invalid arguments")
 }
 
+/// The check of a numeric argument's range (serde cannot express it): the invalid-arguments
+/// result when `value` of argument `name` is outside `range`, `None` when it is fine.
+pub fn check_range<T>(name: &str, value: T, range: std::ops::RangeInclusive<T>) -> Option<ToolReturnValue>
+where
+    T: PartialOrd + std::fmt::Display,
+{
+    if range.contains(&value) {
+        return None;
+    }
+    Some(invalid_arguments(format!(
+        "Error validating JSON arguments: {name} must be between {} and {}, got {value}",
+        range.start(),
+        range.end()
+    )))
+}
+
 /// The tools one agent offers, in the order the model sees them.
 #[derive(Clone, Default)]
 pub struct Toolset {
@@ -235,6 +251,15 @@ fn escape_controls_in_strings(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_name_the_argument_and_its_bounds() {
+        assert!(check_range("limit", 5, 1..=20).is_none());
+        assert!(check_range("limit", 20, 1..=20).is_none());
+        let out = check_range("timeout", 0_u64, 30..=3600).unwrap();
+        assert!(out.is_error);
+        assert_eq!(out.message, "Error validating JSON arguments: timeout must be between 30 and 3600, got 0");
+    }
 
     #[test]
     fn empty_arguments_are_an_empty_object() {

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::fetch_url::SERVICE_USER_AGENT;
 use super::output::OutputBuilder;
-use super::{ToolCallContext, TypedTool, invalid_arguments};
+use super::{ToolCallContext, TypedTool, check_range};
 use crate::config::schema::ServiceConfig;
 use crate::protocol::ToolReturnValue;
 
@@ -76,11 +76,8 @@ impl TypedTool for SearchWeb {
 
     fn run<'a>(&'a self, params: SearchWebParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            if !(1..=20).contains(&params.limit) {
-                return invalid_arguments(format!(
-                    "Error validating JSON arguments: limit must be between 1 and 20, got {}",
-                    params.limit
-                ));
+            if let Some(invalid) = check_range("limit", params.limit, 1..=20) {
+                return invalid;
             }
             match self.search(&params, &ctx.tool_call_id, &ctx.env.share_dir).await {
                 Ok(r) => r,

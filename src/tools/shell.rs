@@ -30,7 +30,7 @@ use super::background::Work;
 use super::background::tools::root_only;
 use super::output::OutputBuilder;
 use super::process::CallGuard;
-use super::{ToolCallContext, TypedTool, invalid_arguments};
+use super::{ToolCallContext, TypedTool, check_range, invalid_arguments};
 use crate::config::Config;
 use crate::protocol::{DisplayBlock, ToolReturnValue};
 
@@ -168,11 +168,8 @@ impl TypedTool for Shell {
 impl Shell {
     async fn execute(&self, params: ShellParams, ctx: &ToolCallContext) -> ToolReturnValue {
         let max = if params.run_in_background { 86_400 } else { 300 };
-        if !(1..=max).contains(&params.timeout) {
-            return invalid_arguments(format!(
-                "Error validating JSON arguments: timeout must be between 1 and {max}, got {}",
-                params.timeout
-            ));
+        if let Some(invalid) = check_range("timeout", params.timeout, 1..=max) {
+            return invalid;
         }
         if params.command.is_empty() {
             return ToolReturnValue::error("Command cannot be empty.", "Empty command");

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::notify::tail;
 use super::{BackgroundTasks, TaskInfo, kind_name};
 use crate::protocol::ToolReturnValue;
-use crate::tools::{ToolCallContext, TypedTool, invalid_arguments};
+use crate::tools::{ToolCallContext, TypedTool, check_range};
 
 pub const ROOT_ONLY: &str = "Background tasks can only be managed by the root agent.";
 
@@ -86,11 +86,8 @@ impl TypedTool for TaskList {
 
     fn run<'a>(&'a self, params: TaskListParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            if !(1..=100).contains(&params.limit) {
-                return invalid_arguments(format!(
-                    "Error validating JSON arguments: limit must be between 1 and 100, got {}",
-                    params.limit
-                ));
+            if let Some(invalid) = check_range("limit", params.limit, 1..=100) {
+                return invalid;
             }
             let tasks = match manager(ctx) {
                 Some(m) => m.list(params.active_only, params.limit as usize),
@@ -140,11 +137,8 @@ impl TypedTool for TaskOutput {
 
     fn run<'a>(&'a self, params: TaskOutputParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            if !(0..=3600).contains(&params.timeout) {
-                return invalid_arguments(format!(
-                    "Error validating JSON arguments: timeout must be between 0 and 3600, got {}",
-                    params.timeout
-                ));
+            if let Some(invalid) = check_range("timeout", params.timeout, 0..=3600) {
+                return invalid;
             }
             let Some(tasks) = manager(ctx) else { return root_only() };
             let info = if params.block {
