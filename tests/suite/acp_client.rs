@@ -1,0 +1,733 @@
+//! `kiwi acp` driven by the `agent-client-protocol` crate's client side over pipes: prompts,
+//! permissions (allow once, allow always, reject), cancel during a permission and during a shell
+//! command, load with replay, modes, config options, and two sessions in one process.
+
+use crate::common;
+use crate::mock_llm;
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest, CreateTerminalResponse,
+    FileSystemCapabilities, InitializeRequest, KillTerminalRequest, KillTerminalResponse, LoadSessionRequest,
+    NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
+    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionModeRequest, StopReason, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
+    ToolCallStatus, WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+    WriteTextFileResponse,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, ByteStreams, Client, Error};
+use common::{Env, alive};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+/// Longest any one test may take before it counts as hung.
+const TEST_BOUND: Duration = Duration::from_secs(60);
+
+type Permission = (RequestPermissionRequest, Responder<RequestPermissionResponse>);
+
+/// What the test client's fake terminal was asked, in order (`create <command>`, `wait`,
+/// `output`, `kill`, `release`). A command containing `sleep` never exits by itself.
+type TerminalLog = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// What the test client's editor holds for any file it is asked to read (unsaved edits).
+const EDITOR_BUFFER: &str = "line one from the editor\nline two\n";
+
+/// The client's side of one connection.
+struct Peer {
+    cx: ConnectionTo<Agent>,
+    updates: UnboundedReceiver<SessionNotification>,
+    permissions: UnboundedReceiver<Permission>,
+    terminal: TerminalLog,
+}
+
+impl Peer {
+    async fn initialize(&self) {
+        let response = self.cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await.unwrap();
+        assert_eq!(response.protocol_version, ProtocolVersion::V1);
+    }
+
+    /// `initialize` announcing a client that runs terminals.
+    async fn initialize_with_terminal(&self) {
+        let request =
+            InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new().terminal(true));
+        self.cx.send_request(request).block_task().await.unwrap();
+    }
+
+    fn terminal_log(&self) -> Vec<String> {
+        self.terminal.lock().unwrap().clone()
+    }
+
+    /// `initialize` announcing a client that serves file reads and writes.
+    async fn initialize_with_fs(&self) {
+        let fs = FileSystemCapabilities::new().read_text_file(true).write_text_file(true);
+        let request = InitializeRequest::new(ProtocolVersion::V1).client_capabilities(ClientCapabilities::new().fs(fs));
+        self.cx.send_request(request).block_task().await.unwrap();
+    }
+
+    async fn new_session(&self, cwd: &Path) -> String {
+        let response = self.cx.send_request(NewSessionRequest::new(cwd)).block_task().await.unwrap();
+        response.session_id.0.to_string()
+    }
+
+    async fn prompt(&self, session: &str, text: &str) -> Result<StopReason, Error> {
+        let request = PromptRequest::new(session.to_string(), vec![ContentBlock::from(text.to_string())]);
+        Ok(self.cx.send_request(request).block_task().await?.stop_reason)
+    }
+
+    /// Every update received so far.
+    fn drain(&mut self) -> Vec<SessionNotification> {
+        let mut all = Vec::new();
+        while let Ok(n) = self.updates.try_recv() {
+            all.push(n);
+        }
+        all
+    }
+
+    async fn next_permission(&mut self) -> Permission {
+        self.permissions.recv().await.expect("a permission request")
+    }
+
+    async fn cancel(&self, session: &str) {
+        self.cx.send_notification(CancelNotification::new(session.to_string())).unwrap();
+    }
+}
+
+fn answer(responder: Responder<RequestPermissionResponse>, option: Option<&str>) {
+    let outcome = match option {
+        Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id.to_string())),
+        None => RequestPermissionOutcome::Cancelled,
+    };
+    responder.respond(RequestPermissionResponse::new(outcome)).unwrap();
+}
+
+/// Spawns `kiwi acp` and runs `body` as its client; the process is killed afterwards.
+fn with_client<F, Fut>(env: &Env, config: &Path, extra: &[&str], body: F)
+where
+    F: FnOnce(Peer) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut command = tokio::process::Command::from(env.acp_command(config, extra));
+    command.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).kill_on_drop(true);
+    runtime.block_on(async move {
+        let mut child = command.spawn().expect("spawn kiwi acp");
+        let transport =
+            ByteStreams::new(child.stdin.take().unwrap().compat_write(), child.stdout.take().unwrap().compat());
+        let (update_tx, updates) = unbounded_channel();
+        let (permission_tx, permissions) = unbounded_channel();
+        let terminal = TerminalLog::default();
+        let (log, held) = (terminal.clone(), std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
+        let sleeping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (l1, l2, l3, l4, l5, l6, l7) =
+            (log.clone(), log.clone(), log.clone(), log.clone(), log.clone(), log.clone(), log);
+        let s1 = sleeping.clone();
+        let run = Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    let _ = update_tx.send(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |request: RequestPermissionRequest, responder, _cx| {
+                    let _ = permission_tx.send((request, responder));
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: CreateTerminalRequest, responder, _cx| {
+                    s1.store(request.command.contains("sleep"), std::sync::atomic::Ordering::SeqCst);
+                    l1.lock().unwrap().push(format!("create {}", request.command));
+                    responder.respond(CreateTerminalResponse::new("term-1"))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_: WaitForTerminalExitRequest, responder, _cx| {
+                    l2.lock().unwrap().push("wait".into());
+                    if sleeping.load(std::sync::atomic::Ordering::SeqCst) {
+                        // Never answered: the command "runs" until it is killed or released.
+                        held.lock().unwrap().push(responder);
+                        return Ok(());
+                    }
+                    responder.respond(WaitForTerminalExitResponse::new(TerminalExitStatus::new().exit_code(0)))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_: TerminalOutputRequest, responder, _cx| {
+                    l3.lock().unwrap().push("output".into());
+                    responder.respond(
+                        TerminalOutputResponse::new("from the editor's terminal\n", false)
+                            .exit_status(TerminalExitStatus::new().exit_code(0)),
+                    )
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_: KillTerminalRequest, responder, _cx| {
+                    l4.lock().unwrap().push("kill".into());
+                    responder.respond(KillTerminalResponse::new())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_: ReleaseTerminalRequest, responder, _cx| {
+                    l5.lock().unwrap().push("release".into());
+                    responder.respond(ReleaseTerminalResponse::new())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ReadTextFileRequest, responder, _cx| {
+                    l6.lock().unwrap().push(format!("read {}", request.path.display()));
+                    responder.respond(ReadTextFileResponse::new(EDITOR_BUFFER))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: WriteTextFileRequest, responder, _cx| {
+                    l7.lock().unwrap().push(format!("write {} {:?}", request.path.display(), request.content));
+                    responder.respond(WriteTextFileResponse::new())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+                body(Peer { cx, updates, permissions, terminal }).await;
+                Ok(())
+            });
+        tokio::time::timeout(TEST_BOUND, run).await.expect("the test hung").unwrap();
+        let _ = child.kill().await;
+    });
+}
+
+fn shell(id: &str, command: &str) -> String {
+    let args = serde_json::to_string(&json!({ "command": command })).unwrap();
+    format!("tool_call: {}", json!({"id": id, "name": "Shell", "arguments": args}))
+}
+
+fn as_json(n: &SessionNotification) -> Value {
+    serde_json::to_value(&n.update).unwrap()
+}
+
+fn kinds(updates: &[SessionNotification]) -> Vec<String> {
+    updates.iter().map(|n| as_json(n)["sessionUpdate"].as_str().unwrap().to_string()).collect()
+}
+
+fn texts(updates: &[SessionNotification], kind: &str) -> String {
+    updates
+        .iter()
+        .map(as_json)
+        .filter(|u| u["sessionUpdate"] == kind)
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn final_status(updates: &[SessionNotification]) -> Option<ToolCallStatus> {
+    updates.iter().rev().find_map(|n| match &n.update {
+        SessionUpdate::ToolCallUpdate(u) => u.fields.status,
+        _ => None,
+    })
+}
+
+#[test]
+fn a_prompt_streams_text_and_thoughts_then_ends_the_turn() {
+    let env = Env::new();
+    let config = env.scripted_config(&["think: pondering\ntext: Hel\ntext: lo"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "hi").await.unwrap(), StopReason::EndTurn);
+        let updates = peer.drain();
+        assert!(updates.iter().all(|n| n.session_id.0.as_ref() == session));
+        assert_eq!(kinds(&updates)[0], "available_commands_update");
+        assert_eq!(texts(&updates, "agent_thought_chunk"), "pondering");
+        assert_eq!(texts(&updates, "agent_message_chunk"), "Hello");
+    });
+}
+
+/// A Chat Completions stream that says `text`, then finishes with `finish_reason`.
+fn chat_stream(text: &str, finish_reason: &str) -> mock_llm::MockResponse {
+    let first = json!({"id": "c1", "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]});
+    let last = json!({"id": "c1", "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason,
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}]});
+    mock_llm::MockResponse::sse(format!("data: {first}\n\ndata: {last}\n\ndata: [DONE]\n\n"))
+}
+
+#[test]
+fn a_cut_or_filtered_answer_ends_with_max_tokens_or_refusal() {
+    let env = Env::new();
+    let rt = mock_llm::background_runtime();
+    let mock = rt.block_on(mock_llm::MockLlm::start());
+    mock.push(chat_stream("half an ans", "length"));
+    mock.push(chat_stream("I would rather", "content_filter"));
+    mock.push(chat_stream("All done.", "stop"));
+    let config = env.provider_config("kimi", "kimi-k2", &format!("{}/v1", mock.base_url()), json!({}));
+    let work = env.work();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "write a long essay").await.unwrap(), StopReason::MaxTokens);
+        assert_eq!(texts(&peer.drain(), "agent_message_chunk"), "half an ans");
+        assert_eq!(peer.prompt(&session, "something forbidden").await.unwrap(), StopReason::Refusal);
+        assert_eq!(texts(&peer.drain(), "agent_message_chunk"), "I would rather");
+        // The reason belongs to its turn only.
+        assert_eq!(peer.prompt(&session, "something fine").await.unwrap(), StopReason::EndTurn);
+    });
+    assert_eq!(mock.request_count(), 3);
+}
+
+#[test]
+fn approve_once_runs_the_command_and_shows_its_output() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("tc-1", "echo hi"), "text: done"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let s = session.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(s, vec![ContentBlock::from("go".to_string())])).block_task().await
+        });
+        let (request, responder) = peer.next_permission().await;
+        let ids: Vec<String> = request.options.iter().map(|o| o.option_id.0.to_string()).collect();
+        assert_eq!(ids, ["approve", "approve_for_session", "reject"]);
+        assert_eq!(request.tool_call.fields.title.as_deref(), Some("Shell: echo hi"));
+        answer(responder, Some("approve"));
+        assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::EndTurn);
+        let updates = peer.drain();
+        let call = updates.iter().map(as_json).find(|u| u["sessionUpdate"] == "tool_call").unwrap();
+        assert_eq!((call["kind"].clone(), call["rawInput"].clone()), (json!("execute"), json!({"command":"echo hi"})));
+        assert!(call["toolCallId"].as_str().unwrap().ends_with("/tc-1"));
+        let result = updates.iter().map(as_json).rfind(|u| u["sessionUpdate"] == "tool_call_update").unwrap();
+        assert_eq!(result["status"], "completed");
+        assert_eq!(result["content"], json!([{"type":"content","content":{"type":"text","text":"hi\n"}}]));
+        let statuses: Vec<Value> =
+            updates.iter().map(as_json).map(|u| u["status"].clone()).filter(|s| !s.is_null()).collect();
+        assert_eq!(statuses, [json!("in_progress"), json!("completed")], "approved, then running, then done");
+        assert_eq!(texts(&updates, "agent_message_chunk"), "done");
+    });
+}
+
+#[test]
+fn allow_always_approves_the_action_for_the_rest_of_the_session() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("a", "echo one"), "text: one", &shell("b", "echo two"), "text: two"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let s = session.clone();
+        let first = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(s, vec![ContentBlock::from("1".to_string())])).block_task().await
+        });
+        let (_, responder) = peer.next_permission().await;
+        answer(responder, Some("approve_for_session"));
+        assert_eq!(first.await.unwrap().unwrap().stop_reason, StopReason::EndTurn);
+        // The second command is not asked about.
+        assert_eq!(peer.prompt(&session, "2").await.unwrap(), StopReason::EndTurn);
+        assert!(peer.permissions.try_recv().is_err());
+        let updates = peer.drain();
+        assert_eq!(final_status(&updates), Some(ToolCallStatus::Completed));
+        assert!(texts(&updates, "agent_message_chunk").ends_with("two"));
+    });
+}
+
+#[test]
+fn reject_fails_the_call_and_runs_nothing() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("tc-1", "touch should-not-exist"), "text: never"]);
+    let work = env.work();
+    let marker = work.join("should-not-exist");
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let s = session.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(s, vec![ContentBlock::from("go".to_string())])).block_task().await
+        });
+        let (_, responder) = peer.next_permission().await;
+        answer(responder, Some("reject"));
+        assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::EndTurn);
+        assert_eq!(final_status(&peer.drain()), Some(ToolCallStatus::Failed));
+    });
+    assert!(!marker.exists());
+}
+
+#[test]
+fn cancel_during_a_permission_answers_cancelled() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("tc-1", "touch should-not-exist"), "text: never"]);
+    let work = env.work();
+    let marker = work.join("should-not-exist");
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let s = session.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(s, vec![ContentBlock::from("go".to_string())])).block_task().await
+        });
+        let (_, responder) = peer.next_permission().await;
+        peer.cancel(&session).await;
+        // As the protocol asks of a client: pending permissions are answered `cancelled`.
+        answer(responder, None);
+        assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::Cancelled);
+        // The session still serves.
+        assert!(peer.prompt(&session, "again").await.is_ok());
+    });
+    assert!(!marker.exists());
+}
+
+#[test]
+fn cancel_while_a_shell_command_runs_kills_it() {
+    let env = Env::new();
+    let work = env.work();
+    let pid_file = work.join("pid");
+    let command = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let config = env.scripted_config(&[&shell("tc-1", &command), "text: never"]);
+    let pid_path = pid_file.clone();
+    with_client(&env, &config, &["--yolo"], move |peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let s = session.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(s, vec![ContentBlock::from("go".to_string())])).block_task().await
+        });
+        let pid = loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_path).ok().and_then(|t| t.trim().parse::<i32>().ok()) {
+                break pid;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(alive(pid));
+        peer.cancel(&session).await;
+        assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::Cancelled);
+        // Gone without waiting for the sleep to end (bounded by the test's own limit, not timed).
+        while alive(pid) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+#[test]
+fn load_replays_the_stored_history_before_answering() {
+    let env = Env::new();
+    let todo = json!({"todos":[{"title":"write tests","status":"in_progress"},{"title":"ship","status":"pending"}]});
+    let config = env.scripted_config(&[
+        &shell("tc-1", "echo hi"),
+        &format!("tool_call: {}", json!({"id":"tc-2","name":"SetTodoList","arguments": todo.to_string()})),
+        "think: done thinking\ntext: all done",
+    ]);
+    let work = env.work();
+    let id = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (w, keep) = (work.clone(), id.clone());
+    with_client(&env, &config, &["--yolo"], move |peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&w).await;
+        assert_eq!(peer.prompt(&session, "hello kiwi").await.unwrap(), StopReason::EndTurn);
+        *keep.lock().unwrap() = session;
+    });
+    let session = id.lock().unwrap().clone();
+    // A second process loads it.
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let response =
+            peer.cx.send_request(LoadSessionRequest::new(session.clone(), &work)).block_task().await.unwrap();
+        assert_eq!(response.modes.unwrap().current_mode_id.0.as_ref(), "default");
+        let updates = peer.drain();
+        assert_eq!(texts(&updates, "user_message_chunk"), "hello kiwi");
+        assert_eq!(texts(&updates, "agent_message_chunk"), "all done");
+        assert_eq!(texts(&updates, "agent_thought_chunk"), "done thinking");
+        let calls: Vec<Value> = updates.iter().map(as_json).filter(|u| u["sessionUpdate"] == "tool_call").collect();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0]["title"], "Shell: echo hi");
+        let finals: Vec<Value> =
+            updates.iter().map(as_json).filter(|u| u["sessionUpdate"] == "tool_call_update").collect();
+        assert!(finals.iter().all(|u| u["status"] == "completed"));
+        assert_eq!(finals[0]["content"][0]["content"]["text"], "hi\n");
+        let plan = updates.iter().map(as_json).find(|u| u["sessionUpdate"] == "plan").unwrap();
+        assert_eq!(
+            plan["entries"],
+            json!([{"content":"write tests","priority":"medium","status":"in_progress"},
+                   {"content":"ship","priority":"medium","status":"pending"}])
+        );
+        // An unknown session is an error, not a new session.
+        let error = peer.cx.send_request(LoadSessionRequest::new("nope", &work)).block_task().await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32602);
+    });
+}
+
+#[test]
+fn set_mode_switches_plan_mode_and_tells_the_client() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: ok"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        peer.cx.send_request(SetSessionModeRequest::new(session.clone(), "plan")).block_task().await.unwrap();
+        let updates = peer.drain();
+        let mode = updates.iter().map(as_json).find(|u| u["sessionUpdate"] == "current_mode_update").unwrap();
+        assert_eq!(mode["currentModeId"], "plan");
+        let error =
+            peer.cx.send_request(SetSessionModeRequest::new(session.clone(), "warp")).block_task().await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32602);
+        // Config options: a bad value is refused, thinking can be switched.
+        let error = peer
+            .cx
+            .send_request(SetSessionConfigOptionRequest::new(session.clone(), "model", "no-such-model"))
+            .block_task()
+            .await
+            .unwrap_err();
+        assert_eq!(i32::from(error.code), -32602);
+        let options = peer
+            .cx
+            .send_request(SetSessionConfigOptionRequest::new(session.clone(), "thinking", "on"))
+            .block_task()
+            .await
+            .unwrap()
+            .config_options;
+        let thinking = serde_json::to_value(&options).unwrap();
+        assert_eq!(thinking[1]["currentValue"], "on");
+        assert_eq!(peer.prompt(&session, "still works").await.unwrap(), StopReason::EndTurn);
+    });
+}
+
+#[test]
+fn two_sessions_run_side_by_side_in_one_process() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: from the script"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let a = peer.new_session(&work).await;
+        let b = peer.new_session(&work).await;
+        assert_ne!(a, b);
+        let (ra, rb) = tokio::join!(peer.prompt(&a, "to a"), peer.prompt(&b, "to b"));
+        assert_eq!((ra.unwrap(), rb.unwrap()), (StopReason::EndTurn, StopReason::EndTurn));
+        let updates = peer.drain();
+        for id in [&a, &b] {
+            let mine: Vec<SessionNotification> =
+                updates.iter().filter(|n| n.session_id.0.as_ref() == id.as_str()).cloned().collect();
+            assert_eq!(texts(&mine, "agent_message_chunk"), "from the script");
+        }
+    });
+}
+
+#[test]
+fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: ok"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |peer| async move {
+        peer.initialize().await;
+        let error = peer.prompt("no-such-session", "hi").await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32602);
+        let error = peer.cx.send_request(NewSessionRequest::new("relative/dir")).block_task().await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32602);
+        let session = peer.new_session(&work).await;
+        let audio = PromptRequest::new(
+            session.clone(),
+            vec![serde_json::from_value(json!({"type":"audio","data":"AA","mimeType":"audio/wav"})).unwrap()],
+        );
+        let error = peer.cx.send_request(audio).block_task().await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32602);
+        assert_eq!(peer.prompt(&session, "hi").await.unwrap(), StopReason::EndTurn);
+    });
+}
+
+#[test]
+fn shell_runs_in_the_clients_terminal_when_offered() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("tc-1", "echo hi"), "text: done"]);
+    let work = env.work();
+    with_client(&env, &config, &["--yolo"], move |mut peer| async move {
+        peer.initialize_with_terminal().await;
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::EndTurn);
+        // Release may trail the prompt's answer by a moment: it is sent when the call ends.
+        while !peer.terminal_log().contains(&"release".to_string()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(peer.terminal_log(), ["create echo hi", "wait", "output", "release"]);
+        let updates: Vec<Value> = peer.drain().iter().map(as_json).collect();
+        let embedded = updates.iter().find(|u| u["status"] == "in_progress").unwrap();
+        assert_eq!(embedded["content"], json!([{"type":"terminal","terminalId":"term-1"}]));
+        let last = updates.iter().rfind(|u| u["sessionUpdate"] == "tool_call_update").unwrap();
+        assert_eq!(last["status"], "completed");
+        assert!(last.get("content").is_none(), "the terminal stays what the user sees");
+    });
+}
+
+#[test]
+fn cancel_releases_the_clients_terminal() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("tc-1", "sleep 60"), "text: never"]);
+    let work = env.work();
+    with_client(&env, &config, &["--yolo"], move |peer| async move {
+        peer.initialize_with_terminal().await;
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let s = session.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(s, vec![ContentBlock::from("go".to_string())])).block_task().await
+        });
+        while !peer.terminal_log().contains(&"wait".to_string()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        peer.cancel(&session).await;
+        assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::Cancelled);
+        while !peer.terminal_log().contains(&"release".to_string()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+fn tool_call(id: &str, name: &str, arguments: Value) -> String {
+    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": arguments.to_string()}))
+}
+
+#[test]
+fn file_tools_read_and_write_the_clients_buffers_when_offered() {
+    let env = Env::new();
+    let work = env.work();
+    std::fs::write(work.join("a.txt"), "what the disk holds\n").unwrap();
+    let config = env.scripted_config(&[
+        &tool_call("r", "ReadFile", json!({"path": "a.txt"})),
+        &tool_call("e", "StrReplaceFile", json!({"path": "a.txt", "edit": {"old": "line two", "new": "line 2"}})),
+        &tool_call("w", "WriteFile", json!({"path": "b.txt", "content": "new file\n"})),
+        "text: done",
+    ]);
+    let w = work.clone();
+    with_client(&env, &config, &["--yolo"], move |mut peer| async move {
+        peer.initialize_with_fs().await;
+        let session = peer.new_session(&w).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::EndTurn);
+        let a = w.join("a.txt");
+        let b = w.join("b.txt");
+        assert_eq!(
+            peer.terminal_log(),
+            [
+                format!("read {}", a.display()),
+                format!("read {}", a.display()),
+                format!("read {}", a.display()),
+                format!("write {} {:?}", a.display(), "line one from the editor\nline 2\n"),
+                format!("write {} {:?}", b.display(), "new file\n"),
+            ]
+        );
+        let updates: Vec<Value> = peer.drain().iter().map(as_json).collect();
+        let read =
+            updates.iter().find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed").unwrap();
+        assert!(read["content"][0]["content"]["text"].as_str().unwrap().contains("line one from the editor"));
+        let edit = updates
+            .iter()
+            .find(|u| u["sessionUpdate"] == "tool_call_update" && u["content"][0]["type"] == "diff")
+            .unwrap();
+        assert_eq!(edit["content"][0]["newText"], "line one from the editor\nline 2");
+    });
+    // Nothing was written to the disk behind the editor's back.
+    assert_eq!(std::fs::read_to_string(work.join("a.txt")).unwrap(), "what the disk holds\n");
+    assert!(!work.join("b.txt").exists());
+}
+
+#[test]
+fn a_wire_session_loads_over_acp_and_an_acp_session_resumes_over_the_wire() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: said on the wire", "text: said over acp"]);
+    let work = env.work();
+    // Wire first: an ordinary `--session` run.
+    let mut k = env.spawn(&config, &["--session", "shared-1"]);
+    let (_, response) = k.prompt("p", json!("hello from the wire"));
+    assert_eq!(response["result"]["status"], "finished");
+    k.close_stdin();
+    assert!(k.wait_exit(Duration::from_secs(10)).expect("exit").success());
+    // ACP loads it, sees its history, and adds a turn.
+    let w = work.clone();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        peer.cx.send_request(LoadSessionRequest::new("shared-1", &w)).block_task().await.unwrap();
+        let history = peer.drain();
+        assert_eq!(texts(&history, "user_message_chunk"), "hello from the wire");
+        assert_eq!(texts(&history, "agent_message_chunk"), "said on the wire");
+        assert_eq!(peer.prompt("shared-1", "hello over acp").await.unwrap(), StopReason::EndTurn);
+    });
+    // The wire resumes it with both turns.
+    let mut k = env.spawn(&config, &["--session", "shared-1"]);
+    let (sent, _) = k.call("r", "replay", json!({}));
+    let inputs: Vec<Value> = sent
+        .iter()
+        .filter(|m| m["params"]["type"] == "TurnBegin")
+        .map(|m| m["params"]["payload"]["user_input"].clone())
+        .collect();
+    assert_eq!(inputs, [json!("hello from the wire"), json!("hello over acp")]);
+}
+
+#[test]
+fn provider_errors_and_a_missing_model_are_json_rpc_errors() {
+    let env = Env::new();
+    let config = env.scripted_config(&["error: 401 Token expired"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let error = peer.prompt(&session, "hi").await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32603);
+        assert!(serde_json::to_string(&error.data).unwrap().contains("Token expired"), "{error:?}");
+    });
+    let env = Env::new();
+    let no_model = env.named_scripted_config("none", &["text: x"], json!({"default_model": ""}));
+    let work = env.work();
+    with_client(&env, &no_model, &[], move |peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let error = peer.prompt(&session, "hi").await.unwrap_err();
+        assert_eq!(i32::from(error.code), -32000, "authentication required: {error:?}");
+    });
+}
+
+/// Raw frames, for what the crate has no type for: the legacy `models` member and
+/// `session/set_model`.
+#[test]
+fn legacy_models_and_set_model_for_older_clients() {
+    let env = Env::new();
+    let config = env.scripted_config_with(
+        &["text: ok"],
+        json!({"models": {"other": {"provider": "scripted_provider", "model": "scripted_echo", "max_context_size": 1000}}}),
+    );
+    let mut k = common::Kiwi::spawn(env.acp_command(&config, &[]));
+    let (_, init) = k.call("i", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    assert_eq!(init["result"]["protocolVersion"], 1);
+    let (_, created) = k.call("n", "session/new", json!({"cwd": env.work(), "mcpServers": []}));
+    let result = &created["result"];
+    assert_eq!(result["models"]["currentModelId"], "scripted");
+    assert_eq!(
+        result["models"]["availableModels"],
+        json!([{"modelId":"other","name":"scripted_echo"},{"modelId":"scripted","name":"scripted_echo"}])
+    );
+    let session = result["sessionId"].clone();
+    let (_, changed) = k.call("m", "session/set_model", json!({"sessionId": session, "modelId": "other"}));
+    assert_eq!(changed["result"], json!({}));
+    let (_, missing) = k.call("x", "session/set_model", json!({"sessionId": session, "modelId": "gone"}));
+    assert_eq!(missing["error"]["data"], json!({"model_id": "Model not found"}));
+    let (_, prompt) =
+        k.call("p", "session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}));
+    assert_eq!(prompt["result"]["stopReason"], "end_turn");
+}

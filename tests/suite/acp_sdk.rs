@@ -1,0 +1,55 @@
+//! `kiwi acp` driven by the official ACP TypeScript SDK, `@agentclientprotocol/sdk`
+//! (tests/acp_sdk/check.mjs): prompt, permission, cancel during a permission, load with replay.
+//!
+//! The SDK comes from the npm registry (`npm ci` in tests/acp_sdk, on first use). Where Node.js
+//! is missing or the registry does not answer, the test prints why and passes without running;
+//! with `KIWI_REQUIRE_SDK_TESTS=1` (set by `.ci/run` under CI) such a skip fails instead.
+
+use crate::npm;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+
+const PACKAGE: &str = "@agentclientprotocol/sdk";
+
+#[test]
+fn official_acp_sdk_drives_kiwi_acp() {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_sdk");
+    if let Err(reason) = npm::ready(&sdk, PACKAGE) {
+        return npm::skip("the ACP SDK test", &reason);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let share = dir.path().join("share");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&share).unwrap();
+    let shell = |id: &str, command: &str| {
+        let args = json!({ "command": command }).to_string();
+        format!("tool_call: {}", json!({"id": id, "name": "Shell", "arguments": args}))
+    };
+    let scripts = json!([shell("s1", "echo hi"), "text: shell done", shell("s2", "touch nope"), "text: never"]);
+    let scripts_path = dir.path().join("scripts.json");
+    std::fs::write(&scripts_path, scripts.to_string()).unwrap();
+    let config = format!(
+        "default_model = \"s\"\n[models.s]\nprovider = \"p\"\nmodel = \"scripted_echo\"\nmax_context_size = 100000\n\
+         [providers.p]\ntype = \"_scripted_echo\"\nbase_url = \"\"\napi_key = \"\"\nenv = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = {:?} }}\n",
+        scripts_path.to_str().unwrap()
+    );
+    std::fs::write(share.join("config.toml"), &config).unwrap();
+    let output = Command::new("node")
+        .arg(sdk.join("check.mjs"))
+        .current_dir(&sdk)
+        .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
+        .env("KIWI_WORK", &work)
+        .env("KIMI_SHARE_DIR", &share)
+        .env("HOME", dir.path())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the ACP SDK check failed:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"));
+    assert!(!work.join("nope").exists(), "the cancelled command ran");
+}

@@ -1,0 +1,44 @@
+//! The integration tests that spawn the real binary or drive the library from outside, one module
+//! per area, linked into one test binary (one link of the crate instead of one per file).
+
+mod acp_client;
+mod acp_sdk;
+mod config_diagnostics;
+mod mcp_commands;
+mod mcp_oauth;
+mod mcp_sse;
+mod mcp_wire;
+mod oauth;
+mod print_claude;
+mod print_kimi;
+mod print_sdk;
+mod process_tree;
+mod providers_kimi;
+mod providers_others;
+mod providers_perf;
+mod readme_configs;
+mod sdk_client;
+mod secrets;
+mod sessions;
+mod soul_driver;
+mod tools_builtin;
+mod tools_files;
+mod tools_safety;
+mod tools_search;
+mod tools_shell;
+mod tools_web;
+mod wire_approvals;
+mod wire_background;
+mod wire_errors;
+mod wire_fuzz;
+mod wire_hostile;
+mod wire_providers;
+mod wire_subagents;
+mod wire_turns;
+mod wire_v110_basics;
+mod wire_v110_hooks;
+mod wire_v110_plan;
+mod wire_v110_repeats;
+mod wire_v110_replay;
+mod wire_v110_requests;
+mod wire_v110_session;

@@ -1,0 +1,503 @@
+//! Print mode in Claude Code's dialect, end to end: the real binary with the scripted-echo
+//! provider (`print-mode.md` Part B, C.2-C.4).
+
+use crate::common;
+use crate::mcp;
+use crate::mock_llm;
+use crate::print_support;
+
+use common::Kiwi;
+use print_support::{Dirs, assert_golden, redacted_lines, run, shell, signal};
+use serde_json::{Value, json};
+
+const STREAM: &[&str] = &["-p", "--verbose", "--output-format", "stream-json"];
+const SDK: &[&str] =
+    &["--output-format", "stream-json", "--verbose", "--system-prompt", "", "--input-format", "stream-json"];
+
+fn user(text: &str) -> String {
+    json!({"type":"user","message":{"role":"user","content":text},"parent_tool_use_id":null,"session_id":""})
+        .to_string()
+}
+
+fn control(id: &str, request: Value) -> String {
+    json!({"type":"control_request","request_id":id,"request":request}).to_string()
+}
+
+fn two_step_scripts() -> Vec<String> {
+    vec![
+        format!("text: Let me check.\n{}\nusage: input_other=900 output=20", shell("tool_1", "echo a.py")),
+        "id: x\ntext: There is one file.\nusage: input_other=950 output=8".into(),
+    ]
+}
+
+fn args<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+    base.iter().chain(more).copied().collect()
+}
+
+fn results(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l["type"] == "result").collect()
+}
+
+#[test]
+fn golden_stream_json() {
+    let d = Dirs::new();
+    let scripts = two_step_scripts();
+    let config = d.scripted(&scripts.iter().map(String::as_str).collect::<Vec<_>>());
+    let r = run(d.command(&config, &args(STREAM, &["--dangerously-skip-permissions", "list files"])), "");
+    assert_eq!(r.code, Some(0));
+    assert_golden("print_claude_stream.jsonl", &redacted_lines(&r.lines(), &d.work()));
+}
+
+#[test]
+fn golden_partial_messages() {
+    let d = Dirs::new();
+    let scripts = [
+        "think: hmm\ntext: Hel\ntext: lo\ntool_call: {\"id\": \"t1\", \"name\": \"SetTodoList\", \"arguments\": \"{\\\"todos\\\":\"}\ntool_call_part: []}",
+        "text: done",
+    ];
+    let config = d.scripted(&scripts);
+    let r = run(d.command(&config, &args(STREAM, &["--include-partial-messages", "go"])), "");
+    assert_eq!(r.code, Some(0));
+    assert_golden("print_claude_partial.jsonl", &redacted_lines(&r.lines(), &d.work()));
+}
+
+#[test]
+fn json_and_text_output() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: the answer"]);
+    let r = run(d.command(&config, &["-p", "--output-format", "json", "q"]), "");
+    assert_eq!(r.code, Some(0));
+    assert_golden("print_claude_json.jsonl", &redacted_lines(&r.lines(), &d.work()));
+    let config = d.scripted(&["text: plain answer"]);
+    let r = run(d.command(&config, &["-p"]), "the prompt from stdin\n");
+    assert_eq!((r.code, r.stdout.as_str()), (Some(0), "plain answer\n"));
+    // An error result in text output: nothing on stdout, the message on stderr, exit 1.
+    let config = d.scripted(&["bad line"]);
+    let r = run(d.command(&config, &["-p", "q"]), "");
+    assert_eq!((r.code, r.stdout.as_str()), (Some(1), ""));
+    assert!(r.stderr.contains("API Error: Invalid echo DSL at line 1"), "{}", r.stderr);
+}
+
+#[test]
+fn multi_turn_input_with_replay() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: one", "text: two", "text: three"]);
+    let input = [user("first"), r#"{"role":"user","content":"second, kimi-shaped"}"#.into(), user("third")].join("\n");
+    let r = run(d.command(&config, &args(SDK, &["--replay-user-messages"])), &input);
+    assert_eq!(r.code, Some(0));
+    let lines = r.lines();
+    let answers: Vec<&str> = results(&lines).iter().map(|l| l["result"].as_str().unwrap()).collect();
+    assert_eq!(answers, ["one", "two", "three"]);
+    let replays: Vec<&Value> = lines.iter().filter(|l| l["isReplay"] == true).collect();
+    assert_eq!(replays.len(), 3);
+    assert_eq!(replays[0]["message"]["content"], "first");
+    let sessions: std::collections::BTreeSet<&str> = lines.iter().filter_map(|l| l["session_id"].as_str()).collect();
+    assert_eq!(sessions.len(), 1, "one session for the whole run");
+    assert_eq!(lines.iter().filter(|l| l["subtype"] == "init").count(), 3, "init at every turn");
+}
+
+/// Waits for the assistant line with the tool_use block (the tool is about to run).
+fn until_tool_use(k: &mut Kiwi) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let m = k.next();
+        let found = m["type"] == "assistant" && m["message"]["content"][0]["type"] == "tool_use";
+        seen.push(m);
+        if found {
+            return seen;
+        }
+    }
+}
+
+fn until_result(k: &mut Kiwi) -> (Vec<Value>, Value) {
+    let mut seen = Vec::new();
+    loop {
+        let m = k.next();
+        if m["type"] == "result" {
+            return (seen, m);
+        }
+        seen.push(m);
+    }
+}
+
+#[test]
+fn interrupt_by_control_request_then_go_on() {
+    let d = Dirs::new();
+    let config = d.scripted(&[&shell("s1", "sleep 30"), "text: after"]);
+    let mut k = Kiwi::spawn(d.command(&config, &args(SDK, &["--permission-mode", "bypassPermissions"])));
+    k.send_raw(&user("run it"));
+    until_tool_use(&mut k);
+    k.send_raw(&control("int-1", json!({"subtype":"interrupt"})));
+    let (before, result) = until_result(&mut k);
+    let answer = before.iter().find(|m| m["type"] == "control_response").expect("the interrupt is answered");
+    assert_eq!(answer["response"], json!({"subtype":"success","request_id":"int-1","response":{}}));
+    assert_eq!(result["subtype"], "error_during_execution");
+    assert_eq!(result["errors"], json!(["Interrupted by user"]));
+    assert!(result.get("result").is_none());
+    k.send_raw(&user("again"));
+    let (_, result) = until_result(&mut k);
+    assert_eq!(result["result"], "after");
+    k.close_stdin();
+    assert_eq!(k.wait_exit(common::TIMEOUT).and_then(|s| s.code()), Some(0));
+}
+
+#[test]
+fn sigint_ends_the_turn_with_one_result() {
+    let d = Dirs::new();
+    let config = d.scripted(&[&shell("s1", "sleep 30")]);
+    let mut k = Kiwi::spawn(d.command(&config, &args(SDK, &["--dangerously-skip-permissions"])));
+    k.send_raw(&user("run it"));
+    until_tool_use(&mut k);
+    signal(k.child.id(), libc::SIGINT);
+    let (_, result) = until_result(&mut k);
+    assert_eq!(result["subtype"], "error_during_execution");
+    assert_eq!(result["errors"], json!(["Interrupted by a signal"]));
+    assert_eq!(k.wait_exit(common::TIMEOUT).and_then(|s| s.code()), Some(1));
+    assert!(k.next_within(std::time::Duration::from_millis(200)).is_none(), "nothing after the result");
+}
+
+#[test]
+fn provider_errors_end_with_an_api_error_result() {
+    let d = Dirs::new();
+    // Multi-thread, so the mock keeps serving while this thread waits for kiwi.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let mock = rt.block_on(mock_llm::MockLlm::start());
+    mock.push(mock_llm::MockResponse::json(401, r#"{"error":{"message":"Token expired","type":"auth"}}"#));
+    let config = d.config(json!({
+        "default_model": "m",
+        "models": {"m": {"provider": "p", "model": "kimi-k2", "max_context_size": 1000}},
+        "providers": {"p": {"type": "kimi", "base_url": format!("{}/v1", mock.base_url()), "api_key": "sk"}}
+    }));
+    let r = run(d.command(&config, &args(STREAM, &["hi"])), "");
+    assert_eq!(r.code, Some(1));
+    let lines = r.lines();
+    let n = lines.len();
+    assert_eq!(lines[n - 2]["type"], "assistant");
+    assert_eq!(lines[n - 2]["error"], "authentication_failed");
+    assert_eq!(lines[n - 2]["api_error_status"], 401);
+    assert_eq!(lines[n - 2]["message"]["model"], "<synthetic>");
+    let result = &lines[n - 1];
+    assert_eq!((result["subtype"].as_str(), result["is_error"].as_bool()), (Some("success"), Some(true)));
+    assert!(result["result"].as_str().unwrap().starts_with("API Error: 401 "), "{result}");
+    assert!(result.get("errors").is_none());
+    assert_eq!(results(&lines).len(), 1);
+}
+
+#[test]
+fn a_cut_answer_has_the_max_tokens_stop_reason() {
+    let d = Dirs::new();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let mock = rt.block_on(mock_llm::MockLlm::start());
+    let chunk = json!({"id": "c1", "choices": [{"index": 0, "delta": {"content": "half"}, "finish_reason": "length"}]});
+    mock.push(mock_llm::MockResponse::sse(format!("data: {chunk}\n\ndata: [DONE]\n\n")));
+    let config = d.config(json!({
+        "default_model": "m",
+        "models": {"m": {"provider": "p", "model": "kimi-k2", "max_context_size": 1000}},
+        "providers": {"p": {"type": "kimi", "base_url": format!("{}/v1", mock.base_url()), "api_key": "sk"}}
+    }));
+    let r = run(d.command(&config, &args(STREAM, &["hi"])), "");
+    assert_eq!(r.code, Some(0));
+    let lines = r.lines();
+    let result = lines.last().unwrap();
+    assert_eq!((result["subtype"].as_str(), result["is_error"].as_bool()), (Some("success"), Some(false)));
+    assert_eq!((result["result"].as_str(), result["stop_reason"].as_str()), (Some("half"), Some("max_tokens")));
+}
+
+/// B.3: a provider retry shows as `system/api_retry` before the step's answer.
+#[test]
+fn provider_retries_are_api_retry_lines() {
+    let d = Dirs::new();
+    let config = d.scripted(&["error: 429 slow down", "text: done"]);
+    let r = run(d.command(&config, &args(STREAM, &["go"])), "");
+    assert_eq!(r.code, Some(0));
+    let lines = r.lines();
+    let retry = lines.iter().position(|l| l["subtype"] == "api_retry").expect("an api_retry line");
+    let answer = lines.iter().position(|l| l["type"] == "assistant").expect("an assistant line");
+    assert!(retry < answer, "the retry comes before the answer");
+    let line = &lines[retry];
+    assert_eq!((line["type"].as_str(), line["attempt"].as_u64()), (Some("system"), Some(1)));
+    assert_eq!((line["error_status"].as_u64(), line["error"].as_str()), (Some(429), Some("rate_limit")));
+    assert!(line["max_retries"].as_u64().unwrap() >= 1);
+    assert!(line["retry_delay_ms"].is_u64());
+    assert_eq!(line["session_id"], results(&lines)[0]["session_id"]);
+    assert_eq!(results(&lines)[0]["result"], "done");
+}
+
+#[test]
+fn max_turns() {
+    let d = Dirs::new();
+    let config = d.scripted(&[&shell("s1", "echo one"), &shell("s2", "echo two")]);
+    let r = run(d.command(&config, &args(STREAM, &["--max-turns", "1", "--dangerously-skip-permissions", "go"])), "");
+    assert_eq!(r.code, Some(1));
+    let lines = r.lines();
+    let result = results(&lines)[0];
+    assert_eq!(result["subtype"], "error_max_turns");
+    assert_eq!(result["errors"], json!(["Reached the maximum number of turns (1)"]));
+    assert_eq!(result["num_turns"], 1);
+}
+
+#[test]
+fn permissions_over_the_control_channel() {
+    let d = Dirs::new();
+    let config = d.scripted(&[&shell("c1", "echo original"), &shell("c2", "echo never"), "text: done"]);
+    let mut cmd = d.command(&config, &args(SDK, &["--permission-prompt-tool", "stdio"]));
+    cmd.env("CLAUDE_CODE_SDK_READS_SESSION_STATE", "1");
+    let mut k = Kiwi::spawn(cmd);
+    k.send_raw(&user("go"));
+    let mut seen = Vec::new();
+    let ask = |k: &mut Kiwi, seen: &mut Vec<Value>| loop {
+        let m = k.next();
+        if m["type"] == "control_request" {
+            return m;
+        }
+        seen.push(m);
+    };
+    let first = ask(&mut k, &mut seen);
+    assert_eq!(first["request"]["subtype"], "can_use_tool");
+    assert_eq!(first["request"]["tool_name"], "Shell");
+    assert_eq!(first["request"]["tool_use_id"], "c1");
+    assert_eq!(first["request"]["input"], json!({"command":"echo original"}));
+    let id = first["request_id"].as_str().unwrap();
+    k.send_raw(
+        &json!({"type":"control_response","response":{"subtype":"success","request_id":id,
+            "response":{"behavior":"allow","updatedInput":{"command":"echo edited"}}}})
+        .to_string(),
+    );
+    let second = ask(&mut k, &mut seen);
+    let id = second["request_id"].as_str().unwrap();
+    k.send_raw(
+        &json!({"type":"control_response","response":{"subtype":"success","request_id":id,
+            "response":{"behavior":"deny","message":"not this one"}}})
+        .to_string(),
+    );
+    let (rest, result) = until_result(&mut k);
+    seen.extend(rest);
+    let tool_results: Vec<&Value> =
+        seen.iter().filter(|m| m["type"] == "user").map(|m| &m["message"]["content"][0]).collect();
+    assert_eq!(tool_results[0]["content"], "Command executed successfully.\nedited\n");
+    assert_eq!(tool_results[0]["is_error"], false);
+    assert_eq!(tool_results[1]["content"], "not this one");
+    assert_eq!(tool_results[1]["is_error"], true);
+    assert_eq!(result["result"], "done", "the turn goes on after a deny");
+    assert_eq!(
+        result["permission_denials"],
+        json!([{"tool_name":"Shell","tool_use_id":"c2","tool_input":{"command":"echo never"}}])
+    );
+    let states: Vec<&str> =
+        seen.iter().filter(|m| m["subtype"] == "session_state_changed").map(|m| m["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["running", "requires_action", "running", "requires_action", "running"]);
+    assert_eq!(k.next()["state"], "idle");
+}
+
+#[test]
+fn without_a_prompt_surface_approvals_are_decided_not_waited_for() {
+    let d = Dirs::new();
+    let config = d.scripted(&[&shell("c1", "echo hi"), "text: denied, fine"]);
+    let r = run(d.command(&config, &args(STREAM, &["go"])), "");
+    assert_eq!(r.code, Some(0));
+    let lines = r.lines();
+    let result = results(&lines)[0];
+    assert_eq!(result["permission_denials"][0]["tool_use_id"], "c1");
+    let tool_result = lines.iter().find(|l| l["type"] == "user").unwrap();
+    assert!(tool_result["message"]["content"][0]["content"].as_str().unwrap().contains("nobody can be asked"));
+    // An allow-list lets it through.
+    let config = d.scripted(&[&shell("c1", "echo hi"), "text: ran"]);
+    let r = run(d.command(&config, &args(STREAM, &["--allowedTools", "Shell,ReadFile", "go"])), "");
+    let lines = r.lines();
+    assert_eq!(results(&lines)[0]["permission_denials"], json!([]));
+    assert_eq!(lines.iter().find(|l| l["type"] == "user").unwrap()["message"]["content"][0]["is_error"], false);
+}
+
+#[test]
+fn bad_input_lines_get_clear_errors_and_the_run_goes_on() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: still here"]);
+    let input = [
+        "this is not json".to_string(),
+        r#"{"type":"mystery"}"#.into(),
+        r#"{"type":"user","message":{"role":"user","content":[{"type":"audio"}]}}"#.into(),
+        control("c-1", json!({"subtype":"rewind_files"})),
+        control("c-2", json!({"subtype":"set_permission_mode","mode":"sideways"})),
+        control("c-3", json!({"subtype":"set_permission_mode","mode":"acceptEdits"})),
+        control("c-4", json!({"subtype":"set_model","model":"default"})),
+        control("c-5", json!({"subtype":"set_model","model":"nope"})),
+        r#"{"type":"control_response","response":{"subtype":"success","request_id":"unknown","response":{}}}"#.into(),
+        r#"{"type":"keep_alive"}"#.into(),
+        user("hello"),
+    ]
+    .join("\n");
+    let r = run(d.command(&config, SDK), &input);
+    assert_eq!(r.code, Some(0), "the last result was a success");
+    assert_golden("print_claude_bad_input.jsonl", &redacted_lines(&r.lines(), &d.work()));
+    assert!(r.stderr.contains("kiwi: ignoring input: an input line is not JSON"), "{}", r.stderr);
+    assert!(r.stderr.contains("\"mystery\""));
+}
+
+/// B.2 `set_model`: another model of the config answers from the next turn on; unknown models
+/// are refused and the session keeps its model.
+#[test]
+fn set_model_switches_from_the_next_turn() {
+    let d = Dirs::new();
+    let scripts = d.work().join("scripts.json");
+    std::fs::write(&scripts, r#"["text: from the first model"]"#).unwrap();
+    let config = d.config(json!({
+        "default_model": "first",
+        "models": {
+            "first": {"provider": "s", "model": "scripted-one", "max_context_size": 100000},
+            "second": {"provider": "e", "model": "echo-two", "max_context_size": 200000}
+        },
+        "providers": {
+            "s": {"type": "_scripted_echo", "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts.to_str().unwrap()}},
+            "e": {"type": "_echo"}
+        }
+    }));
+    let input = [
+        user("one"),
+        control("m-1", json!({"subtype":"set_model","model":"nope"})),
+        control("m-2", json!({"subtype":"set_model","model":"second"})),
+        user("text: from the second model"),
+    ]
+    .join("\n");
+    let r = run(d.command(&config, SDK), &input);
+    assert_eq!(r.code, Some(0), "{}\n{:#?}", r.stderr, r.lines());
+    let lines = r.lines();
+    let answers: Vec<&Value> = lines.iter().filter(|l| l["type"] == "control_response").collect();
+    assert_eq!(answers[0]["response"]["subtype"], "error");
+    assert_eq!(answers[0]["response"]["error"], "Unknown model \"nope\"");
+    assert_eq!(answers[1]["response"]["subtype"], "success");
+    let models: Vec<&str> =
+        lines.iter().filter(|l| l["type"] == "assistant").map(|l| l["message"]["model"].as_str().unwrap()).collect();
+    assert_eq!(models, ["scripted_echo", "echo"], "{lines:#?}");
+    let texts: Vec<&str> = results(&lines).iter().map(|r| r["result"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["from the first model", "from the second model"]);
+}
+
+#[test]
+fn command_line_choices() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: ok"]);
+    // Unknown Claude options are accepted and ignored.
+    let r = run(
+        d.command(&config, &args(STREAM, &["--brand-new-flag", "x", "--setting-sources=user", "--fork-session", "q"])),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // Usage errors exit 2 with nothing on stdout.
+    for bad in [
+        &["-p", "--resume", "..", "q"][..],
+        &["-p", "--session-id=a/b", "q"],
+        &["-p", "--max-turns", "0", "q"],
+        &["--output-format", "xml", "-p", "q"],
+    ] {
+        let r = run(d.command(&config, bad), "");
+        assert_eq!((r.code, r.stdout.as_str()), (Some(2), ""), "{bad:?}");
+    }
+    assert!(run(d.command(&config, &["-p", "--resume", "..", "q"]), "").stderr.contains("Invalid session id"));
+    // A session to resume must exist: one error result, exit 1.
+    let r = run(d.command(&config, &args(STREAM, &["--resume", "no-such-session", "q"])), "");
+    assert_eq!(r.code, Some(1));
+    let lines = r.lines();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["errors"], json!(["No conversation found with session ID: no-such-session"]));
+    // A bad --mcp-config is one line on stderr and an error result, not a silent run.
+    let config = d.scripted(&["text: ok"]);
+    let r = run(d.command(&config, &args(STREAM, &["--mcp-config", r#"{"mcpServers":{"x":{"url":5}}}"#, "q"])), "");
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("Invalid MCP config: "), "{}", r.stderr);
+}
+
+/// B.1 `--mcp-config`: Claude-shaped server definitions run through kiwi's MCP client; `init`
+/// lists them and the model can call their tools.
+#[test]
+fn mcp_config_servers_are_served() {
+    let d = Dirs::new();
+    let call =
+        format!("tool_call: {}", json!({"id": "m1", "name": "echo", "arguments": json!({"text": "hi"}).to_string()}));
+    let config = d.scripted(&[&call, "text: done"]);
+    let server = json!({"mcpServers": {"tester": {"type": "stdio", "command": mcp::test_server().to_str().unwrap()}}});
+    let server = server.to_string();
+    let r = run(
+        d.command(
+            &config,
+            &args(STREAM, &["--mcp-config", &server, "--strict-mcp-config", "--dangerously-skip-permissions", "go"]),
+        ),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines = r.lines();
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(init["mcp_servers"][0]["name"], "tester");
+    let result = lines
+        .iter()
+        .filter(|l| l["type"] == "user")
+        .flat_map(|l| l["message"]["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result")
+        .expect("a tool_result");
+    assert_eq!(result["tool_use_id"], "m1");
+    assert!(result.to_string().contains("pong:hi"), "{result}");
+    assert_eq!(results(&lines)[0]["result"], "done");
+}
+
+#[test]
+fn tool_filters_and_system_prompt_flags() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: ok"]);
+    let r = run(
+        d.command(
+            &config,
+            &args(
+                STREAM,
+                &[
+                    "--tools",
+                    "Shell,ReadFile,Grep",
+                    "--disallowedTools",
+                    "Grep",
+                    "--append-system-prompt",
+                    "Be brief.",
+                    "q",
+                ],
+            ),
+        ),
+        "",
+    );
+    let lines = r.lines();
+    assert_eq!(lines[0]["tools"], json!(["Shell", "ReadFile"]));
+    let r = run(d.command(&config, &args(STREAM, &["--tools", "Bash", "q"])), "");
+    let lines = r.lines();
+    assert!(lines[0]["message"].as_str().unwrap().contains("no kiwi tool is called \"Bash\""));
+}
+
+#[test]
+fn resume_across_front_ends() {
+    let d = Dirs::new();
+    // A Claude print session, continued from the wire.
+    let config = d.scripted(&["text: from print"]);
+    let r = run(d.command(&config, &args(STREAM, &["first"])), "");
+    let id = r.lines()[0]["session_id"].as_str().unwrap().to_string();
+    let config = d.scripted(&["text: from wire"]);
+    let mut k = Kiwi::spawn(d.command(&config, &["--wire", "--session", &id]));
+    k.initialize();
+    let (_, response) = k.prompt("p", json!("second"));
+    assert_eq!(response["result"]["status"], "finished");
+    k.close_stdin();
+    k.wait_exit(common::TIMEOUT);
+    let dir = print_support::session_dir(&d, &id);
+    let context = std::fs::read_to_string(dir.join("context.jsonl")).unwrap();
+    assert!(context.contains("first") && context.contains("from print") && context.contains("second"), "{context}");
+    let wire = std::fs::read_to_string(dir.join("wire.jsonl")).unwrap();
+    assert_eq!(wire.matches("\"TurnBegin\"").count(), 2, "one record file for both front ends");
+    // And back: the same session resumed in the Claude dialect.
+    let config = d.scripted(&["text: print again"]);
+    let r = run(d.command(&config, &args(STREAM, &[&format!("--resume={id}"), "third"])), "");
+    assert_eq!(r.code, Some(0));
+    assert_eq!(r.lines()[0]["session_id"], id.as_str());
+    let context = std::fs::read_to_string(dir.join("context.jsonl")).unwrap();
+    assert!(context.contains("from wire") && context.contains("print again"));
+    // --session-id creates a session with that id, and refuses one that exists.
+    let config = d.scripted(&["text: named"]);
+    let r = run(d.command(&config, &args(STREAM, &["--session-id", "my-named-session", "q"])), "");
+    assert_eq!(r.lines()[0]["session_id"], "my-named-session");
+    let r = run(d.command(&config, &args(STREAM, &["--session-id", "my-named-session", "q"])), "");
+    assert_eq!(r.code, Some(1));
+    assert_eq!(r.lines()[0]["errors"], json!(["Session ID my-named-session is already in use."]));
+}
