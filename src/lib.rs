@@ -56,6 +56,7 @@ pub mod builder;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod live;
 pub mod llm;
 pub mod mcp;
 pub mod net;

@@ -9,7 +9,6 @@
 //! either; `set_plan_mode` always runs.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +23,7 @@ use super::params::{
     SteerResult,
 };
 use super::replay::replay;
+use crate::live::{LiveSession, SHUTDOWN_GRACE};
 use crate::llm::ClientIdentity;
 use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
 use crate::rpc::pending::PendingRequests;
@@ -32,9 +32,6 @@ use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, RequestId};
 use crate::soul::hooks::Subscription;
 use crate::soul::{TurnDriver, TurnTag};
 use crate::tools::external::ExternalTool;
-
-/// How long shutdown waits for a cancelled turn to unwind before giving up on it.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 pub struct WireServer {
     outbound: Outbound,
@@ -47,14 +44,8 @@ pub struct WireServer {
 }
 
 impl WireServer {
-    pub fn new(
-        outbound: Outbound,
-        pending: Arc<PendingRequests>,
-        driver: Arc<TurnDriver>,
-        version: String,
-        wire_path: PathBuf,
-    ) -> Self {
-        Self { outbound, pending, driver, version, wire_path }
+    pub fn new(outbound: Outbound, pending: Arc<PendingRequests>, live: &LiveSession, version: String) -> Self {
+        Self { outbound, pending, driver: live.driver().clone(), version, wire_path: live.wire_path() }
     }
 
     /// Serves until the inbound channel closes (EOF) or `stop` fires.

@@ -124,6 +124,36 @@ pub enum Work {
 
 /// The reason of a task killed because kiwi exits.
 const STOPPED_AT_EXIT: &str = "Stopped at exit";
+/// The reason of a task killed because its session was closed (the process goes on).
+const STOPPED_AT_CLOSE: &str = "Stopped when the session closed";
+
+/// What closing a session did to its background tasks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TaskTally {
+    /// Tasks killed.
+    pub stopped: usize,
+    /// Tasks left running (`background.keep_alive_on_exit`).
+    pub kept: usize,
+}
+
+impl TaskTally {
+    pub fn add(&mut self, other: TaskTally) {
+        self.stopped += other.stopped;
+        self.kept += other.kept;
+    }
+
+    /// The one stderr line at exit, if any task was stopped or is left running.
+    pub fn notice(&self) -> Option<String> {
+        match (self.stopped, self.kept) {
+            (0, 0) => None,
+            (n, 0) => Some(format!("kiwi: killed {n} background task(s) still running at exit.")),
+            (0, k) => Some(format!("kiwi: left {k} background task(s) running (background.keep_alive_on_exit).")),
+            (n, k) => {
+                Some(format!("kiwi: killed {n} background task(s) at exit; left {k} running (keep_alive_on_exit)."))
+            }
+        }
+    }
+}
 
 /// Why a task could not start.
 pub const TOO_MANY: &str = "Failed to start background task: Too many background tasks are already running.";
@@ -147,9 +177,7 @@ impl BackgroundTasks {
                 stop: Mutex::new(None),
             }));
         }
-        let manager = Arc::new(Self { settings, store, tasks: Mutex::new(tasks), notices: Mutex::new(notices) });
-        managers().push(Arc::downgrade(&manager));
-        manager
+        Arc::new(Self { settings, store, tasks: Mutex::new(tasks), notices: Mutex::new(notices) })
     }
 
     pub fn settings(&self) -> &BackgroundSettings {
@@ -333,23 +361,33 @@ impl BackgroundTasks {
         taken
     }
 
-    /// Stops every active task now (exit), unless they are to be kept alive; the number stopped.
-    pub fn stop_all_for_exit(&self) -> usize {
+    /// The process exits: stops every active task now, unless tasks are to be kept alive.
+    pub fn stop_all_for_exit(&self) -> TaskTally {
         if self.settings.keep_alive_on_exit {
-            return 0;
+            return TaskTally { stopped: 0, kept: self.active_count() };
         }
+        TaskTally { stopped: self.stop_all(STOPPED_AT_EXIT), kept: 0 }
+    }
+
+    /// The session closes while the process goes on: its tasks end with it, kept alive or not,
+    /// so a session reopened later never finds a task of its own still running unmanaged.
+    pub fn stop_all_for_close(&self) -> TaskTally {
+        TaskTally { stopped: self.stop_all(STOPPED_AT_CLOSE), kept: 0 }
+    }
+
+    fn stop_all(&self, reason: &str) -> usize {
         let mut stopped = 0;
         for entry in self.entries() {
             if lock(&entry.info).status.is_terminal() {
                 continue;
             }
             if let Some(stop) = entry.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                let _ = stop.send(STOPPED_AT_EXIT.into());
+                let _ = stop.send(reason.into());
                 // Recorded now: the runtime may be gone before the task's own end is.
                 let end = TaskEnd {
                     status: TaskStatus::Killed,
                     exit_code: None,
-                    reason: Some(STOPPED_AT_EXIT.into()),
+                    reason: Some(reason.into()),
                     timed_out: false,
                 };
                 self.finish(&entry, end);
@@ -357,33 +395,6 @@ impl BackgroundTasks {
             }
         }
         stopped
-    }
-}
-
-/// Every session's manager in this process, for the exit notice.
-fn managers() -> std::sync::MutexGuard<'static, Vec<std::sync::Weak<BackgroundTasks>>> {
-    static ALL: std::sync::OnceLock<Mutex<Vec<std::sync::Weak<BackgroundTasks>>>> = std::sync::OnceLock::new();
-    let mut all = ALL.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner());
-    all.retain(|m| m.strong_count() > 0);
-    all
-}
-
-/// At exit: stops every active task that is not kept alive; the notice for stderr, if any
-/// task was stopped or is left running.
-pub fn stop_all_at_exit() -> Option<String> {
-    let live: Vec<Arc<BackgroundTasks>> = managers().iter().filter_map(|m| m.upgrade()).collect();
-    let (mut stopped, mut kept) = (0, 0);
-    for manager in live {
-        match manager.settings.keep_alive_on_exit {
-            true => kept += manager.active_count(),
-            false => stopped += manager.stop_all_for_exit(),
-        }
-    }
-    match (stopped, kept) {
-        (0, 0) => None,
-        (n, 0) => Some(format!("kiwi: killed {n} background task(s) still running at exit.")),
-        (0, k) => Some(format!("kiwi: left {k} background task(s) running (background.keep_alive_on_exit).")),
-        (n, k) => Some(format!("kiwi: killed {n} background task(s) at exit; left {k} running (keep_alive_on_exit).")),
     }
 }
 
