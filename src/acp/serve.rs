@@ -6,12 +6,11 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::errors::OutgoingIds;
 use super::server::AcpServer;
 use super::session::Shared;
 use crate::builder::AgentSetup;
 use crate::live::{Runtime, shell};
-use crate::rpc::pending::PendingRequests;
+use crate::rpc::Peer;
 use crate::rpc::reader::spawn_reader;
 
 pub struct AcpOptions {
@@ -33,9 +32,8 @@ where
     let served = shell::run(Runtime::MultiThread(WORKERS), output, |process| async move {
         let shared = Shared {
             setup,
+            peer: Peer::new(process.outbound.clone(), "kiwi"),
             outbound: process.outbound,
-            pending: Arc::new(PendingRequests::default()),
-            ids: Arc::new(OutgoingIds::default()),
             sessions: process.sessions,
             client_terminal: Default::default(),
             client_read: Default::default(),

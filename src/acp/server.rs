@@ -81,7 +81,7 @@ impl AcpServer {
                 None => tracing::debug!("ignoring the notification `{method}`"),
             },
             Incoming::Response { id, outcome } => {
-                if !self.shared.pending.resolve(&id, outcome) {
+                if !self.shared.peer.answered(&id, outcome) {
                     tracing::info!("ignoring a response to unknown request {id}");
                 }
             }
@@ -343,7 +343,7 @@ impl AcpServer {
                 driver.cancel();
             }
         }
-        self.shared.pending.fail_all();
+        self.shared.peer.fail_all();
     }
 }
 

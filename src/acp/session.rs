@@ -13,15 +13,14 @@ use serde_json::Value;
 
 use super::client_calls::ClientCalls;
 use super::client_fs::AcpFiles;
-use super::errors::{self, OutgoingIds};
+use super::errors;
 use super::mapping::EventMapper;
 use super::modes::ModelChoice;
 use super::projection::AcpProjection;
 use super::terminal_shell::TerminalShell;
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::live::{CloseReason, LiveSession, Sessions};
-use crate::rpc::pending::PendingRequests;
-use crate::rpc::{ErrorObject, Outbound};
+use crate::rpc::{ErrorObject, Outbound, Peer};
 use crate::session::store::SessionChoice;
 use crate::soul::TurnDriver;
 use crate::tools::client_files::ClientFiles;
@@ -30,8 +29,8 @@ use crate::tools::client_files::ClientFiles;
 pub struct Shared {
     pub setup: AgentSetup,
     pub outbound: Outbound,
-    pub pending: Arc<PendingRequests>,
-    pub ids: Arc<OutgoingIds>,
+    /// kiwi's requests to the client (permission cards, terminals, files) and their answers.
+    pub peer: Arc<Peer>,
     /// The process's live sessions (the shell closes those still open at exit).
     pub sessions: Sessions,
     /// The client runs terminals for us (`clientCapabilities.terminal`): Shell uses them.
@@ -43,7 +42,7 @@ pub struct Shared {
 
 impl Shared {
     fn calls(&self) -> ClientCalls {
-        ClientCalls { outbound: self.outbound.clone(), pending: self.pending.clone(), ids: self.ids.clone() }
+        ClientCalls { peer: self.peer.clone() }
     }
 }
 
@@ -74,13 +73,7 @@ impl AcpSession {
             })?;
         let id = built.session.id.clone();
         let mapper = Arc::new(Mutex::new(EventMapper::new(cwd.to_path_buf(), false)));
-        let projection = Arc::new(AcpProjection::new(
-            id.clone(),
-            shared.outbound.clone(),
-            shared.pending.clone(),
-            shared.ids.clone(),
-            mapper.clone(),
-        ));
+        let projection = Arc::new(AcpProjection::new(id.clone(), shared.peer.clone(), mapper.clone()));
         let shell = terminal_shell(shared, &id, &mapper);
         let files = client_files(shared, &id);
         let live = LiveSession::open(built, projection, &shared.sessions);

@@ -71,7 +71,7 @@ impl TerminalShell {
             .status(ToolCallStatus::InProgress)
             .content(vec![ToolCallContent::Terminal(Terminal::new(terminal.clone()))]);
         send_update(
-            &self.calls.outbound,
+            self.calls.peer.outbound(),
             &self.session_id,
             SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(acp_id, fields)),
         )

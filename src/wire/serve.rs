@@ -14,9 +14,8 @@ use super::server::WireServer;
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::live::{LiveSession, Runtime, shell};
 use crate::llm::build::TraceSink;
-use crate::rpc::Outbound;
-use crate::rpc::pending::PendingRequests;
 use crate::rpc::reader::spawn_reader;
+use crate::rpc::{Outbound, Peer};
 
 /// What the wire server needs besides its session.
 pub struct WireOptions {
@@ -43,11 +42,12 @@ where
         let request = SessionRequest { trace: Some(trace_to(process.outbound.clone())), ..request };
         // Built inside the shell: a signal during a long load already ends the server cleanly.
         let built = setup.build(request)?;
-        let pending = Arc::new(PendingRequests::default());
-        let projection = Arc::new(WireProjection::new(process.outbound.clone(), pending.clone()));
+        // The wire's requests carry their own ids (the approval's, the tool call's); no prefix.
+        let peer = Peer::new(process.outbound, "kiwi");
+        let projection = Arc::new(WireProjection::new(peer.clone()));
         let live = LiveSession::open(built, projection, &process.sessions);
         live.start().await;
-        let server = WireServer::new(process.outbound, pending, &live, options.version);
+        let server = WireServer::new(peer, &live, options.version);
         server.serve(spawn_reader(input, options.max_line_bytes), process.stop).await;
         Ok(ExitCode::SUCCESS)
     });
