@@ -4,6 +4,7 @@
 mod acp_client;
 mod acp_sdk;
 mod config_diagnostics;
+mod layout;
 mod mcp_commands;
 mod mcp_oauth;
 mod mcp_sse;
