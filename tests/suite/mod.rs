@@ -4,6 +4,7 @@
 mod acp_client;
 mod acp_sdk;
 mod config_diagnostics;
+mod layout;
 mod live_lifecycle;
 mod live_session;
 mod mcp_commands;
