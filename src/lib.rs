@@ -7,9 +7,12 @@
 //! ```text
 //! stdin → rpc::reader → wire::server (dispatcher) → soul::TurnDriver → soul (steps, tools, approvals)
 //!                          ↑ answers to our requests            │ events via soul::EventSink
-//!                          └── rpc::pending ◀── wire::projection ◀┘  (+ session::wire_log recorder)
-//!                                                  │
+//!                          └── rpc::peer ◀── wire::projection ◀── live::Fanout ◀┘  (+ session::wire_log)
+//!                                                  │          (one projection per client)
 //!                                        rpc::writer (sole owner of stdout) → stdout
+//!
+//! live::shell (runtime, signals, writer, drain, exit sweep) around it all; live::LiveSession
+//! opens the session (SessionStart) and closes it (SessionEnd, tasks, bookkeeping).
 //! ```
 //!
 //! Each module, bottom layer first (a module only uses the ones above it in this list;
@@ -19,7 +22,7 @@
 //! - [`protocol`]: the core's vocabulary: content parts, display blocks, tool calls and results,
 //!   events and requests, in the shape the wire and `wire.jsonl` use.
 //! - [`rpc`]: JSON-RPC 2.0 bytes ⇄ messages, generic over methods: the stdin reader (line framing,
-//!   classification), the stdout writer, the map of requests awaiting the client's answer.
+//!   classification), the stdout writer, the peer that asks the client and routes its answers.
 //! - [`llm`]: chat providers (Kimi, OpenAI, Anthropic, Gemini, the scripted test providers) and
 //!   the settings that build them.
 //! - [`config`]: the config file, its defaults, and choosing the model.
