@@ -4,7 +4,8 @@
 //! Invariants:
 //! - a task's work runs in a tokio task owned by the runtime: a shell's process group is owned
 //!   by a `CallGuard` there, so when the runtime goes away (exit) or the task is stopped, the
-//!   whole tree is killed; a subagent's future is dropped the same way;
+//!   whole tree is killed; a subagent's future is dropped the same way; an external command
+//!   (the ACP client's terminal) is ended by its own run on a stop, and released when dropped;
 //! - a task reaches a terminal status exactly once, and that creates exactly one notification,
 //!   queued until the main agent's next step takes it;
 //! - at most `background.max_running_tasks` tasks are active at once.
@@ -118,8 +119,23 @@ pub struct BackgroundTasks {
 pub enum Work {
     /// Run by `shell_task` (its process group in its own session).
     Shell { command: String, shell: PathBuf, work_dir: PathBuf, scrub: Vec<std::ffi::OsString>, timeout_s: u64 },
+    /// A `bash` task run outside kiwi's processes (the ACP client's terminal): `run` owns the
+    /// command from its start to its end, keeps the output file current, ends the command when
+    /// stopped or at its own time limit, and says how it ended.
+    External { command: String, run: ExternalRun },
     /// A subagent's run; it ends with its status and the output to keep.
     Agent { agent_id: String, subagent_type: String, run: BoxFuture<'static, (TaskEnd, String)>, timeout_s: u64 },
+}
+
+/// The work of a [`Work::External`] task.
+pub type ExternalRun = Box<dyn FnOnce(ExternalTask) -> BoxFuture<'static, TaskEnd> + Send>;
+
+/// What the manager hands an external task's run.
+pub struct ExternalTask {
+    /// The task's `output.log`: what the command printed so far (TaskOutput and the notice read it).
+    pub output_path: PathBuf,
+    /// Fires (with the reason) when the task is stopped; a dropped sender counts as a stop.
+    pub stop: oneshot::Receiver<String>,
 }
 
 /// The reason of a task killed because kiwi exits.
@@ -203,7 +219,7 @@ impl BackgroundTasks {
     /// Starts `work` as a task; `Err` is the message for the model.
     pub fn start(self: &Arc<Self>, work: Work, description: &str) -> Result<TaskInfo, String> {
         let kind = match work {
-            Work::Shell { .. } => TaskKind::Bash,
+            Work::Shell { .. } | Work::External { .. } => TaskKind::Bash,
             Work::Agent { .. } => TaskKind::Agent,
         };
         self.start_as(new_task_id(kind), work, description)
@@ -214,14 +230,14 @@ impl BackgroundTasks {
     pub fn start_as(self: &Arc<Self>, id: String, work: Work, description: &str) -> Result<TaskInfo, String> {
         self.check_room()?;
         let kind = match work {
-            Work::Shell { .. } => TaskKind::Bash,
+            Work::Shell { .. } | Work::External { .. } => TaskKind::Bash,
             Work::Agent { .. } => TaskKind::Agent,
         };
         let task_dir = self.store.task_dir(&id);
         std::fs::create_dir_all(&task_dir).map_err(|e| format!("Failed to start background task: {e}"))?;
         let output_path = task_dir.join("output.log");
         let (command, agent_id, subagent_type) = match &work {
-            Work::Shell { command, .. } => (Some(command.clone()), None, None),
+            Work::Shell { command, .. } | Work::External { command, .. } => (Some(command.clone()), None, None),
             Work::Agent { agent_id, subagent_type, .. } => (None, Some(agent_id.clone()), Some(subagent_type.clone())),
         };
         let info = TaskInfo {
@@ -254,6 +270,14 @@ impl BackgroundTasks {
             Work::Shell { command, shell, work_dir, scrub, timeout_s } => {
                 let run = shell_task::Run { command, shell, work_dir, scrub, timeout_s, output_path, keep_alive };
                 shell_task::spawn(run, stop_rx, move |end| manager.finish(&entry, end))
+            }
+            Work::External { run, .. } => {
+                let task = ExternalTask { output_path, stop: stop_rx };
+                tokio::spawn(async move {
+                    let end = run(task).await;
+                    manager.finish(&entry, end);
+                });
+                Ok(())
             }
             Work::Agent { run, timeout_s, .. } => {
                 let output = output_path.clone();
