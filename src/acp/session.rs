@@ -17,7 +17,7 @@ use super::errors;
 use super::mapping::EventMapper;
 use super::modes::ModelChoice;
 use super::projection::AcpProjection;
-use super::terminal_shell::TerminalShell;
+use super::terminal_shell::TerminalRunner;
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::live::{CloseReason, LiveSession, Sessions};
 use crate::rpc::{ErrorObject, Outbound, Peer};
@@ -132,7 +132,8 @@ fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -
     if !shared.client_terminal.load(Ordering::SeqCst) {
         return None;
     }
-    let tool = TerminalShell::new(id.to_string(), shared.calls(), mapper.clone());
+    let runner = TerminalRunner::new(id.to_string(), shared.calls(), mapper.clone());
+    let tool = crate::tools::shell::Shell::with_runner(Arc::new(runner));
     Some(Arc::new(crate::tools::Typed::new(tool)))
 }
 

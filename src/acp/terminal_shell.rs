@@ -39,7 +39,7 @@ use super::projection::send_update;
 use crate::tools::ToolCallContext;
 use crate::tools::background::{ExternalRun, ExternalTask, TaskEnd, TaskStatus, Work};
 use crate::tools::output::OutputBuilder;
-use crate::tools::shell::{CommandRunner, Exit, Ran, Shell};
+use crate::tools::shell::{CommandRunner, Exit, Ran};
 
 /// The tail of the output the client keeps.
 const OUTPUT_BYTE_LIMIT: u64 = 50_000;
@@ -49,18 +49,6 @@ const SNAPSHOT_EVERY: Duration = Duration::from_secs(2);
 const CLIENT_BOUND: Duration = Duration::from_secs(10);
 /// Added to the result's message when the client cut the output (`acp.md` §12.5).
 const TRUNCATED_NOTE: &str = "Output was truncated by the client output limit.";
-
-/// The Shell tool of an ACP session whose client runs terminals: the name `acp::session` builds
-/// it by (`Shell::with_runner(Arc::new(TerminalRunner::new(..)))` says the same).
-pub struct TerminalShell;
-
-impl TerminalShell {
-    /// The Shell tool running its commands in the client's terminals of session `session_id`.
-    #[allow(clippy::new_ret_no_self)] // it builds the one Shell tool, not a type of its own
-    pub fn new(session_id: String, calls: ClientCalls, mapper: Arc<Mutex<EventMapper>>) -> Shell {
-        Shell::with_runner(Arc::new(TerminalRunner { session_id, calls, mapper }))
-    }
-}
 
 /// Runs Shell commands in the client's terminals.
 pub struct TerminalRunner {

@@ -733,7 +733,12 @@ fn a_background_command_runs_in_the_clients_terminal_with_its_own_timeout() {
         assert_eq!(result["message"], "Background task started");
         let output = result["output"].as_str().unwrap();
         assert_eq!((output_line(output, "kind"), output_line(output, "command")), ("bash", command));
-        let log = peer.terminal_log();
+        // The task asks for the wait on its own task: it may trail the prompt's answer.
+        let mut log = peer.terminal_log();
+        while log.len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            log = peer.terminal_log();
+        }
         assert_eq!(log[..2], [format!("create {command}"), "wait".to_string()]);
         assert!(!log.contains(&"release".to_string()), "the command still runs: {log:?}");
         let updates: Vec<Value> = peer.drain().iter().map(as_json).collect();
