@@ -7,7 +7,7 @@
 //! ends (next `StepBegin`, `StepInterrupted`, `TurnEnd` or the turn's end), never token by token;
 //! calls without a result are left out; a turn's final text is printed only when the turn
 //! finished normally; every approval is granted (print implies yolo); errors are one line on
-//! stderr.
+//! stderr; the exit status of a provider error follows the core's retry rule.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::options::{Format, KimiOptions};
-use crate::llm::{ChatError, Message, Role};
+use crate::llm::{Message, Role};
 use crate::print::common::{TurnReport, report_turn, stderr_line};
 use crate::protocol::{
     ApprovalDecision, ContentPart, Event, Fed, Request, Run, RunAssembler, StepMessage, ToolCall, ToolReturnValue,
@@ -147,16 +147,8 @@ pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
         Ok(TurnOutcome::Cancelled) => Some(("Interrupted by user".into(), 1)),
         Err(TurnError::LlmNotSet { .. }) => Some(("LLM not set".into(), 1)),
         Err(e @ TurnError::Capability { .. }) => Some((e.to_string(), 1)),
-        Err(TurnError::Provider(e)) => {
-            let retryable = matches!(
-                e,
-                ChatError::Connection(_)
-                    | ChatError::Timeout(_)
-                    | ChatError::EmptyResponse
-                    | ChatError::Status { status: 429 | 500 | 502 | 503 | 504, .. }
-            );
-            Some((e.to_string(), if retryable { EXIT_RETRYABLE } else { 1 }))
-        }
+        // Worth retrying later exactly when the core would have retried it (its one rule).
+        Err(TurnError::Provider(e)) => Some((e.to_string(), if e.is_retryable() { EXIT_RETRYABLE } else { 1 })),
         Err(e @ TurnError::Internal { .. }) => Some((format!("Unknown error: {e}"), 1)),
     }
 }
@@ -261,6 +253,7 @@ fn answer_closed() -> oneshot::Receiver<ClientAnswer> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::ChatError;
     use crate::protocol::{ToolCallPart, ToolResult};
 
     fn step_of(events: &[Event]) -> Step {
@@ -340,5 +333,8 @@ mod tests {
         assert_eq!(failure(&Err(e(504))).unwrap().1, EXIT_RETRYABLE);
         assert_eq!(failure(&Err(e(401))).unwrap().1, 1);
         assert_eq!(failure(&Err(TurnError::Provider(ChatError::Timeout("t".into())))).unwrap().1, EXIT_RETRYABLE);
+        // The core retries an answer that only thought; so does the exit status ask for it.
+        assert_eq!(failure(&Err(TurnError::Provider(ChatError::ThinkingOnly))).unwrap().1, EXIT_RETRYABLE);
+        assert_eq!(failure(&Err(TurnError::Provider(ChatError::Invalid("x".into())))).unwrap().1, 1);
     }
 }
