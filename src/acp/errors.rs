@@ -45,7 +45,8 @@ pub fn auth_required(reason: Option<&str>) -> ErrorObject {
 /// How a failed turn answers its prompt (`acp.md` §13.1, with the recommended provider mapping).
 pub fn turn_error(e: &TurnError) -> ErrorObject {
     match e {
-        TurnError::LlmNotSet { reason } => auth_required(reason.as_deref()),
+        // As the wire's -32001: no `data`; the reason is in the log and the start-up warning.
+        TurnError::LlmNotSet { .. } => auth_required(None),
         other => internal(other.to_string()),
     }
 }

@@ -103,10 +103,7 @@ pub fn turn_error(e: &TurnError) -> ErrorObject {
         TurnError::Provider(_) => ErrorCode::ChatProvider,
         TurnError::Internal { .. } => ErrorCode::InternalError,
     };
-    let mut error = code.with_message(e.to_string());
-    // The message is the interface's fixed text; why is in `data`.
-    if let TurnError::LlmNotSet { reason: Some(reason) } = e {
-        error.data = serde_json::Value::String(reason.clone());
-    }
-    error
+    // The whole error object is the interface (harnesses compare it): the fixed text and no
+    // `data`. Why the model is missing is in the log and the start-up warning on stderr.
+    code.with_message(e.to_string())
 }

@@ -867,6 +867,31 @@ fn a_wire_session_loads_over_acp_and_an_acp_session_resumes_over_the_wire() {
     assert_eq!(inputs, [json!("hello from the wire"), json!("hello over acp")]);
 }
 
+/// A session stored in the legacy flat layout (`<id>.jsonl` beside the folders) loads over ACP as
+/// `--session` finds it on the wire: ACP asks the session store where a session lives.
+#[test]
+fn a_legacy_flat_session_file_loads_over_acp() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: said on the wire", "text: said over acp"]);
+    let work = env.work();
+    let mut k = env.spawn(&config, &["--session", "flat-1"]);
+    let (_, response) = k.prompt("p", json!("hello from the wire"));
+    assert_eq!(response["result"]["status"], "finished");
+    k.close_stdin();
+    assert!(k.wait_exit(Duration::from_secs(10)).expect("exit").success());
+    let sessions = std::fs::read_dir(env.share().join("sessions")).unwrap().next().unwrap().unwrap().path();
+    let folder = sessions.join("flat-1");
+    std::fs::rename(folder.join("context.jsonl"), sessions.join("flat-1.jsonl")).unwrap();
+    std::fs::remove_dir_all(&folder).unwrap();
+    with_client(&env, &config, &[], move |peer| async move {
+        peer.initialize().await;
+        peer.cx.send_request(LoadSessionRequest::new("flat-1", &work)).block_task().await.unwrap();
+        assert_eq!(peer.prompt("flat-1", "hello over acp").await.unwrap(), StopReason::EndTurn);
+    });
+    let context = std::fs::read_to_string(folder.join("context.jsonl")).unwrap();
+    assert!(context.contains("hello from the wire") && context.contains("hello over acp"), "{context}");
+}
+
 #[test]
 fn provider_errors_and_a_missing_model_are_json_rpc_errors() {
     let env = Env::new();
@@ -887,6 +912,8 @@ fn provider_errors_and_a_missing_model_are_json_rpc_errors() {
         let session = peer.new_session(&work).await;
         let error = peer.prompt(&session, "hi").await.unwrap_err();
         assert_eq!(i32::from(error.code), -32000, "authentication required: {error:?}");
+        // As the wire's -32001: the fixed error and nothing more (the reason is in the log).
+        assert!(error.data.as_ref().is_none_or(Value::is_null), "{error:?}");
     });
 }
 

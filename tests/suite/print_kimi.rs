@@ -150,6 +150,17 @@ fn exit_codes() {
     assert_eq!((r.code, r.stdout.as_str()), (Some(0), ""));
 }
 
+/// An answer that only thinks is an error the core retries; when the retries run out, print mode
+/// exits 75 (worth retrying later) as for every error the core retries, not 1.
+#[test]
+fn a_thinking_only_answer_is_worth_retrying_later() {
+    let d = Dirs::new();
+    let config = d.scripted(&["think: only thinking"]);
+    let r = run(d.command(&config, &["--print", "--max-retries-per-step", "1", "-p", "x"]), "");
+    assert_eq!(r.code, Some(75), "{}", r.stderr);
+    assert!(r.stderr.contains("only thinking content"), "{}", r.stderr);
+}
+
 #[test]
 fn sigint_cancels_the_turn() {
     let d = Dirs::new();
