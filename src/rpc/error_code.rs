@@ -1,4 +1,5 @@
-//! JSON-RPC error codes, mapped in one place.
+//! JSON-RPC 2.0's standard error codes; a front end's own codes live with it (`wire::errors`,
+//! `acp::errors`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -10,13 +11,6 @@ pub enum ErrorCode {
     MethodNotFound,
     InvalidParams,
     InternalError,
-    /// A turn is (or is not) in progress.
-    InvalidState,
-    LlmNotSet,
-    LlmCapability,
-    ChatProvider,
-    /// The Kimi account login has expired (an OAuth provider answered 401 after a refresh).
-    LoginExpired,
 }
 
 impl ErrorCode {
@@ -27,11 +21,6 @@ impl ErrorCode {
             ErrorCode::MethodNotFound => -32601,
             ErrorCode::InvalidParams => -32602,
             ErrorCode::InternalError => -32603,
-            ErrorCode::InvalidState => -32000,
-            ErrorCode::LlmNotSet => -32001,
-            ErrorCode::LlmCapability => -32002,
-            ErrorCode::ChatProvider => -32003,
-            ErrorCode::LoginExpired => -32004,
         }
     }
 

@@ -303,7 +303,7 @@ mod tests {
     #[test]
     fn frames_serialize_in_spec_key_order() {
         let id = RequestId::Int(3);
-        let err = ErrorCode::InvalidState.with_message("No agent turn is in progress");
+        let err = ErrorObject { code: -32000, message: "No agent turn is in progress".into(), data: Value::Null };
         assert_eq!(
             serde_json::to_string(&ErrorFrame { jsonrpc: "2.0", id: Some(&id), error: &err }).unwrap(),
             r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"No agent turn is in progress","data":null}}"#

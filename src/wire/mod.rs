@@ -6,6 +6,7 @@
 //! `serve` puts them together on a pair of byte streams.
 
 pub mod answers;
+pub mod errors;
 pub mod frames;
 pub mod methods;
 pub mod params;

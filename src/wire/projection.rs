@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::answers::{RequestKind, interpret};
+use super::errors::WireError;
 use super::frames::{event_frame, request_frame, request_id};
 use super::params::PromptResult;
 use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue};
@@ -96,14 +97,14 @@ fn duplicate_id_answer(kind: RequestKind, id: &RequestId) -> ClientAnswer {
 
 /// Each way a turn can fail, as its JSON-RPC error.
 pub fn turn_error(e: &TurnError) -> ErrorObject {
-    let code = match e {
-        TurnError::LlmNotSet { .. } => ErrorCode::LlmNotSet,
-        TurnError::Capability { .. } => ErrorCode::LlmCapability,
-        TurnError::Provider(crate::llm::ChatError::LoginExpired) => ErrorCode::LoginExpired,
-        TurnError::Provider(_) => ErrorCode::ChatProvider,
-        TurnError::Internal { .. } => ErrorCode::InternalError,
-    };
     // The whole error object is the interface (harnesses compare it): the fixed text and no
     // `data`. Why the model is missing is in the log and the start-up warning on stderr.
-    code.with_message(e.to_string())
+    let message = e.to_string();
+    match e {
+        TurnError::LlmNotSet { .. } => WireError::LlmNotSet.with_message(message),
+        TurnError::Capability { .. } => WireError::LlmCapability.with_message(message),
+        TurnError::Provider(crate::llm::ChatError::LoginExpired) => WireError::LoginExpired.with_message(message),
+        TurnError::Provider(_) => WireError::ChatProvider.with_message(message),
+        TurnError::Internal { .. } => ErrorCode::InternalError.with_message(message),
+    }
 }

@@ -9,6 +9,7 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
+use super::errors::WireError;
 use super::params::{
     ApprovalReply, Empty, HookReply, InitializeParams, InitializeResult, InterruptResult, PROTOCOL_VERSION,
     PromptParams, PromptResult, QuestionReply, ReplayResult, SetPlanModeParams, SetPlanModeResult, SteerParams,
@@ -58,18 +59,18 @@ pub fn document() -> Value {
     });
     let record = json!({"summary": "A wire.jsonl line after the metadata header: {\"timestamp\": <epoch seconds>, \"message\": WireMessage}.", "message": reference::<WireMessage>(g)});
     let errors: Map<String, Value> = [
-        (ErrorCode::ParseError, "Invalid JSON format"),
-        (ErrorCode::InvalidRequest, "Invalid request / Invalid response"),
-        (ErrorCode::MethodNotFound, "Unexpected method received: <method>"),
-        (ErrorCode::InvalidParams, "Invalid parameters for method `<method>`"),
-        (ErrorCode::InternalError, "<ErrorKind>: <text>"),
-        (ErrorCode::InvalidState, "An agent turn is already in progress / No agent turn is in progress"),
-        (ErrorCode::LlmNotSet, "LLM is not set"),
-        (ErrorCode::LlmCapability, "LLM model '<model>' does not support required capability: <cap>."),
-        (ErrorCode::ChatProvider, "<the provider's error text>"),
+        (ErrorCode::ParseError.code(), "Invalid JSON format"),
+        (ErrorCode::InvalidRequest.code(), "Invalid request / Invalid response"),
+        (ErrorCode::MethodNotFound.code(), "Unexpected method received: <method>"),
+        (ErrorCode::InvalidParams.code(), "Invalid parameters for method `<method>`"),
+        (ErrorCode::InternalError.code(), "<ErrorKind>: <text>"),
+        (WireError::InvalidState.code(), "An agent turn is already in progress / No agent turn is in progress"),
+        (WireError::LlmNotSet.code(), "LLM is not set"),
+        (WireError::LlmCapability.code(), "LLM model '<model>' does not support required capability: <cap>."),
+        (WireError::ChatProvider.code(), "<the provider's error text>"),
     ]
     .into_iter()
-    .map(|(code, message)| (code.code().to_string(), Value::from(message)))
+    .map(|(code, message)| (code.to_string(), Value::from(message)))
     .collect();
     let mut defs: Vec<(String, Value)> = generator.take_definitions(true).into_iter().collect();
     defs.sort_by(|a, b| a.0.cmp(&b.0));

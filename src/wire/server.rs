@@ -16,6 +16,7 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
+use super::errors::WireError;
 use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
     Empty, ExternalToolsOutcome, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
@@ -221,9 +222,9 @@ impl WireServer {
 }
 
 fn busy() -> ErrorObject {
-    ErrorCode::InvalidState.with_message("An agent turn is already in progress")
+    WireError::InvalidState.with_message("An agent turn is already in progress")
 }
 
 fn idle() -> ErrorObject {
-    ErrorCode::InvalidState.with_message("No agent turn is in progress")
+    WireError::InvalidState.with_message("No agent turn is in progress")
 }
