@@ -56,9 +56,10 @@ impl EventMapper {
         format!("{}/{id}", self.turn)
     }
 
-    /// The title of a known call (for permission requests).
-    pub fn call_title(&self, id: &str) -> Option<String> {
-        self.calls.get(id).map(|c| c.title.clone())
+    /// The title a call of `tool` with `arguments` gets (for a permission request, from the
+    /// request itself: ids can repeat, and a subagent's calls are never announced).
+    pub fn title_of(&self, tool: &str, arguments: &str) -> String {
+        tool_view::title(tool, arguments, &self.cwd)
     }
 
     /// Marks a call of this turn as running in the client's terminal.

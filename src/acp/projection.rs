@@ -48,7 +48,8 @@ impl AcpProjection {
         let (reply, answer) = oneshot::channel();
         let (tool_call_id, title) = {
             let mapper = self.mapper();
-            (mapper.acp_call_id(&approval.tool_call_id), mapper.call_title(&approval.tool_call_id))
+            let title = approval.arguments.as_ref().map(|a| mapper.title_of(&approval.sender, &a.to_string()));
+            (mapper.acp_call_id(&approval.tool_call_id), title)
         };
         let diffs: Vec<ToolCallContent> = approval.display.iter().filter_map(diff_content).collect();
         let content = if diffs.is_empty() {

@@ -4,7 +4,8 @@
 //!
 //! Invariants: every member is serialized (nulls included) in the spec's order; a record written
 //! by an older server (an `ApprovalRequest` without the 1.6 source fields) reads back with those
-//! fields at their defaults.
+//! fields at their defaults; what kiwi's front ends pass along with a request (an approval's
+//! parsed arguments and grant) never reaches the wire.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,16 @@ pub struct ApprovalRequest {
     pub source_description: Option<String>,
     #[serde(default)]
     pub display: Vec<DisplayBlock>,
+    /// The asking call's own arguments, parsed (`None` when it had none, or not JSON). Never on
+    /// the wire: a front end that shows the call (Claude's `can_use_tool`, ACP's permission card)
+    /// reads it here, so it shows exactly the call that asks, a subagent's too.
+    #[serde(skip)]
+    pub arguments: Option<Value>,
+    /// The session's grants for this run (yolo, afk, approve-for-session) cover the request.
+    /// Never on the wire; only a front end with approval rules of its own is ever asked with it
+    /// set (the others never see a granted request), and it applies it after its own rules.
+    #[serde(skip)]
+    pub granted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -157,6 +168,16 @@ mod tests {
         rt(
             r#"{"type":"HookRequest","payload":{"id":"0123456789ab","subscription_id":"s1","event":"PreToolUse","target":"Shell","input_data":{"hook_event_name":"PreToolUse","session_id":"x","cwd":"/w"}}}"#,
         );
+    }
+
+    #[test]
+    fn what_front_ends_pass_along_stays_off_the_wire() {
+        let json = r#"{"type":"ApprovalRequest","payload":{"id":"a","tool_call_id":"t","sender":"Shell","action":"run command","description":"d","source_kind":"foreground_turn","source_id":null,"agent_id":null,"subagent_type":null,"source_description":null,"display":[]}}"#;
+        let Request::ApprovalRequest(mut a) = serde_json::from_str(json).unwrap() else { panic!() };
+        assert_eq!((a.arguments.clone(), a.granted), (None, false));
+        a.arguments = Some(serde_json::json!({"command": "touch PWNED"}));
+        a.granted = true;
+        assert_eq!(serde_json::to_string(&Request::ApprovalRequest(a)).unwrap(), json);
     }
 
     #[test]

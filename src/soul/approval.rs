@@ -9,9 +9,15 @@
 //!   by the client's answer, by an `approve_for_session` answer covering the same action (the
 //!   covered siblings' own JSON-RPC requests are then forgotten, a late answer is ignored), by the
 //!   end or cancellation of the turn that asked (reject), or by the client going away (reject);
-//! - a request that cannot be answered is a rejection; yolo, afk and session-approved actions
-//!   never ask.
+//! - a request that cannot be answered is a rejection;
+//! - the front end's own rules come first: without any (wire, ACP, kimi's print), the session's
+//!   grants — yolo, afk, actions approved for the session — approve without asking; a front end
+//!   with rules of its own (the Claude dialect, [`ApprovalHub::let_front_end_decide`]) gets every
+//!   request, marked `granted` when this run's grants cover it, and applies the grant only where
+//!   its own rules would ask (grants saved by earlier runs do not count for it);
+//! - the request carries the asking call's own arguments, so whoever shows it shows that call.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -91,11 +97,21 @@ pub struct ApprovalHub {
     state: Arc<SessionState>,
     /// Oldest first.
     pending: Mutex<Vec<Pending>>,
+    /// The front end decides every request itself (see the module doc).
+    front_end_decides: AtomicBool,
 }
 
 impl ApprovalHub {
     pub fn new(state: Arc<SessionState>) -> Arc<Self> {
-        Arc::new(Self { state, pending: Mutex::default() })
+        Arc::new(Self { state, pending: Mutex::default(), front_end_decides: AtomicBool::new(false) })
+    }
+
+    /// The front end has approval rules of its own that come before the session's grants: from
+    /// now on every request reaches it, marked `granted` when this run's grants cover it, and
+    /// the grants earlier runs saved are set aside. Called before the first turn.
+    pub fn let_front_end_decide(&self) {
+        self.state.count_only_this_runs_grants();
+        self.front_end_decides.store(true, Ordering::SeqCst);
     }
 
     pub fn state(&self) -> &Arc<SessionState> {
@@ -106,10 +122,6 @@ impl ApprovalHub {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn auto_approved(&self, action: &str) -> bool {
-        self.state.bypass_approvals() || self.state.is_session_approved(action)
-    }
-
     /// Number of requests waiting for a decision.
     pub fn pending_count(&self) -> usize {
         self.lock().len()
@@ -117,7 +129,8 @@ impl ApprovalHub {
 
     /// Asks the client on behalf of `origin`; resolves as described in the module doc.
     pub async fn request(self: &Arc<Self>, ask: ApprovalAsk, origin: &ApprovalOrigin, sink: &EventSink) -> Verdict {
-        if self.auto_approved(&ask.action) {
+        let granted = self.state.grants(&ask.action);
+        if granted && !self.front_end_decides.load(Ordering::SeqCst) {
             return Verdict::approve();
         }
         let id = uuid::Uuid::new_v4().to_string();
@@ -141,6 +154,8 @@ impl ApprovalHub {
             subagent_type: origin.subagent_type.clone(),
             source_description: None,
             display: ask.display,
+            arguments: ask.arguments.as_deref().and_then(|a| serde_json::from_str(a).ok()),
+            granted,
         });
         let answer = sink.request_unrecorded(request).await;
         let hub = self.clone();
@@ -260,6 +275,7 @@ mod tests {
             action: action.into(),
             description: String::new(),
             display: Vec::new(),
+            arguments: Some(format!(r#"{{"command":"{call}"}}"#)),
         }
     }
 
@@ -322,6 +338,48 @@ mod tests {
         // Now approved for the session: no request at all.
         assert!(hub.request(ask("d", "run command"), &ApprovalOrigin::main_turn("t2"), &sink).await.is_approved());
         assert!(asked.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_front_end_with_its_own_rules_is_asked_even_when_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        SessionState::load(dir.path(), false).approve_for_session("run command");
+        let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = EventSink::new(Arc::new(Client { asked: tx, events }), None);
+        // Saved by an earlier run, and `--yolo` of this one: without rules of its own, no request.
+        let hub = ApprovalHub::new(Arc::new(SessionState::load(dir.path(), false)));
+        assert!(hub.request(ask("a", "run command"), &ApprovalOrigin::main_turn("t"), &sink).await.is_approved());
+        assert!(asked.try_recv().is_err());
+        let hub = ApprovalHub::new(Arc::new(SessionState::load(dir.path(), true)));
+        hub.let_front_end_decide();
+        let asking = |hub: &Arc<ApprovalHub>, call: &'static str, action: &'static str| {
+            let (hub, sink) = (hub.clone(), sink.clone());
+            tokio::spawn(async move { hub.request(ask(call, action), &ApprovalOrigin::main_turn("t"), &sink).await })
+        };
+        let waiting = asking(&hub, "b", "run command");
+        let (request, answer) = asked.recv().await.unwrap();
+        let Request::ApprovalRequest(q) = request else { panic!() };
+        assert!(q.granted, "this run's --yolo covers it; the front end applies it after its own rules");
+        assert_eq!(q.arguments, Some(serde_json::json!({"command": "b"})), "the very call's arguments");
+        let _ = answer.send(ClientAnswer::Denial("plan mode".into()));
+        assert_eq!(waiting.await.unwrap().denial.as_deref(), Some("plan mode"), "the front end's rule wins");
+        // Without --yolo, the saved approval does not count for it.
+        let hub = ApprovalHub::new(Arc::new(SessionState::load(dir.path(), false)));
+        hub.let_front_end_decide();
+        let waiting = asking(&hub, "c", "run command");
+        let (request, answer) = asked.recv().await.unwrap();
+        let Request::ApprovalRequest(q) = request else { panic!() };
+        assert!(!q.granted, "an earlier run's approve-for-session is set aside");
+        let _ = answer
+            .send(ClientAnswer::Approval { decision: ApprovalDecision::ApproveForSession, feedback: String::new() });
+        assert!(waiting.await.unwrap().is_approved());
+        let waiting = asking(&hub, "d", "run command");
+        let (request, _answer) = asked.recv().await.unwrap();
+        let Request::ApprovalRequest(q) = request else { panic!() };
+        assert!(q.granted, "approved for the session in this run");
+        hub.reject_turn("t", &sink).await;
+        assert!(!waiting.await.unwrap().is_approved());
     }
 
     #[tokio::test]

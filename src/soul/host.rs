@@ -3,8 +3,10 @@
 //! through the session state.
 //!
 //! Invariants: what the step needs to know after its tools ran is kept here, keyed by tool call
-//! id — a rejection's feedback (the step rewrites that call's result) and plan-file writes that
-//! were granted without asking — plus whether a tool switched plan mode (the step reports it).
+//! id — a rejection's feedback (the step rewrites that call's result) — plus whether a tool
+//! switched plan mode (the step reports it). What is granted without asking (a plan-file write,
+//! the rerun of a call with the arguments its approver gave) is granted to the call itself: its
+//! id, tool and arguments, since ids can repeat within a step.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,14 +36,18 @@ pub struct SoulToolHost {
     /// Feedback given with rejections, by tool call id.
     feedback: Mutex<HashMap<String, String>>,
     /// Calls whose approval plan mode grants (writes of the plan file).
-    granted: Mutex<HashSet<String>>,
+    granted: Mutex<HashSet<CallKey>>,
     plan_switched: AtomicBool,
-    /// What the step must do with a call after its tool returned, by tool call id (an approval
-    /// answer that said more than yes or no: a denial, or approved edited arguments).
-    follow_ups: Mutex<HashMap<String, FollowUp>>,
-    /// Calls whose next approval is granted without asking (their rerun with edited arguments).
-    preapproved: Mutex<HashSet<String>>,
+    /// What the step must do with a call after its tool returned, by tool call id and arguments
+    /// (an approval answer that said more than yes or no: a denial, or approved edited arguments).
+    follow_ups: Mutex<HashMap<(String, Option<String>), FollowUp>>,
+    /// Calls whose next approval is granted without asking (their rerun with edited arguments),
+    /// by id and arguments.
+    preapproved: Mutex<HashSet<(String, Option<String>)>>,
 }
+
+/// One call: its id, its tool and its arguments as the model sent them.
+type CallKey = (String, String, Option<String>);
 
 /// What the step must do with a call after its tool returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,18 +80,23 @@ impl SoulToolHost {
         self
     }
 
-    /// The follow-up the approval answer of this call asked for, if any.
-    pub fn take_follow_up(&self, tool_call_id: &str) -> Option<FollowUp> {
-        let follow_up = self.follow_ups.lock().unwrap_or_else(|p| p.into_inner()).remove(tool_call_id);
-        if matches!(follow_up, Some(FollowUp::Rerun(_))) {
-            self.preapproved.lock().unwrap_or_else(|p| p.into_inner()).insert(tool_call_id.to_string());
+    /// The follow-up the approval answer of the call `tool_call_id` with `arguments` asked for,
+    /// if any.
+    pub fn take_follow_up(&self, tool_call_id: &str, arguments: Option<&str>) -> Option<FollowUp> {
+        let key = (tool_call_id.to_string(), arguments.map(str::to_string));
+        let follow_up = self.follow_ups.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        if let Some(FollowUp::Rerun(arguments)) = &follow_up {
+            let key = (tool_call_id.to_string(), Some(arguments.clone()));
+            self.preapproved.lock().unwrap_or_else(|p| p.into_inner()).insert(key);
         }
         follow_up
     }
 
-    /// The call `tool_call_id` needs no approval (plan mode's own file).
-    pub fn grant(&self, tool_call_id: &str) {
-        self.granted.lock().unwrap_or_else(|p| p.into_inner()).insert(tool_call_id.to_string());
+    /// The call `tool_call_id` of `tool` with `arguments` needs no approval (plan mode's own
+    /// file); another call with the same id still asks.
+    pub fn grant(&self, tool_call_id: &str, tool: &str, arguments: Option<&str>) {
+        let key = (tool_call_id.to_string(), tool.to_string(), arguments.map(str::to_string));
+        self.granted.lock().unwrap_or_else(|p| p.into_inner()).insert(key);
     }
 
     /// The feedback given with the rejection of `tool_call_id` ("" when none).
@@ -106,13 +117,15 @@ impl ToolHost for SoulToolHost {
 
     fn request_approval(&self, ask: ApprovalAsk) -> BoxFuture<'_, bool> {
         Box::pin(async move {
-            if self.granted.lock().unwrap_or_else(|p| p.into_inner()).contains(&ask.tool_call_id) {
+            let call = (ask.tool_call_id.clone(), ask.sender.clone(), ask.arguments.clone());
+            if self.granted.lock().unwrap_or_else(|p| p.into_inner()).remove(&call) {
                 return true;
             }
-            if self.preapproved.lock().unwrap_or_else(|p| p.into_inner()).remove(&ask.tool_call_id) {
+            let (call_id, _, arguments) = call;
+            let key = (call_id.clone(), arguments);
+            if self.preapproved.lock().unwrap_or_else(|p| p.into_inner()).remove(&key) {
                 return true;
             }
-            let call_id = ask.tool_call_id.clone();
             let verdict = self.hub.request(ask, &self.origin, &self.sink).await;
             let follow_up = match (&verdict.rerun_with, &verdict.denial) {
                 (Some(arguments), _) => Some(FollowUp::Rerun(arguments.clone())),
@@ -120,7 +133,7 @@ impl ToolHost for SoulToolHost {
                 (None, None) => None,
             };
             if let Some(follow_up) = follow_up {
-                self.follow_ups.lock().unwrap_or_else(|p| p.into_inner()).insert(call_id, follow_up);
+                self.follow_ups.lock().unwrap_or_else(|p| p.into_inner()).insert(key, follow_up);
                 return false;
             }
             let approved = verdict.is_approved();

@@ -5,7 +5,8 @@
 //! a slug is three words of a fixed list joined with `-`, redrawn while the file exists (20
 //! tries), then made unique with the plan id; the policy only restricts writes (every tool stays
 //! callable): `WriteFile`/`StrReplaceFile` may only touch the current plan file, and writing it
-//! needs no approval.
+//! needs no approval — granted to that very call (id, tool and arguments), never to its id alone,
+//! since another call may carry the same id.
 
 use std::path::{Path, PathBuf};
 
@@ -106,7 +107,7 @@ pub fn new_slug(plan_id: &str) -> String {
 pub enum PlanVerdict {
     /// Run it as usual.
     Run,
-    /// Run it; its approval is granted (a write of the plan file).
+    /// Run it; its approval is granted (a write of the plan file), to this call only.
     RunApproved,
     /// Do not run it; this is its result.
     Blocked(ToolReturnValue),

@@ -5,6 +5,12 @@
 //! written to `state.json` before the change is visible to anyone else; nothing is written until
 //! something changes (a session whose only prompt failed has no `state.json`); a session without
 //! a folder (tests, the nested `/init` agent) keeps its state in memory only.
+//!
+//! Approvals: `state.json` holds only what the user chose inside the session (`/yolo`, `/afk`,
+//! approve-for-session). What the invocation grants (`--yolo`, the yolo print mode implies)
+//! lives in memory for this run and is never written, so one `--yolo` run cannot make every
+//! later resume yolo. A front end with approval rules of its own (the Claude dialect) counts only
+//! this run's grants: what earlier runs saved is set aside for it (see `docs/approvals.md`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -13,75 +19,143 @@ use crate::protocol::TodoItem;
 use crate::session::state::{self as file, SessionStateFile};
 pub use crate::tools::PlanView;
 
+/// Approval grants made in this process: the invocation's flags, then what the user chose since.
+#[derive(Debug, Clone, Default)]
+struct RunGrants {
+    yolo: bool,
+    afk: bool,
+    /// Actions approved for the session in this run.
+    actions: Vec<String>,
+}
+
+struct Inner {
+    /// What `state.json` holds.
+    file: SessionStateFile,
+    run: RunGrants,
+    /// Whether the grants `state.json` carries from earlier runs count (false for a front end
+    /// with its own approval rules).
+    saved_grants: bool,
+}
+
+impl Inner {
+    fn new(file: SessionStateFile, yolo: bool) -> Self {
+        Self { file, run: RunGrants { yolo, ..RunGrants::default() }, saved_grants: true }
+    }
+}
+
 pub struct SessionState {
     /// The session folder `state.json` lives in; `None` keeps everything in memory.
     dir: Option<PathBuf>,
-    inner: Mutex<SessionStateFile>,
+    inner: Mutex<Inner>,
 }
 
 impl SessionState {
-    /// The state saved in `session_dir` (defaults when there is none), with `--yolo` applied.
+    /// The state saved in `session_dir` (defaults when there is none); `yolo` is the invocation's
+    /// flag, for this run only.
     pub fn load(session_dir: &Path, yolo: bool) -> Self {
-        let mut state = file::load(session_dir);
-        state.approval.yolo |= yolo;
-        Self { dir: Some(session_dir.to_path_buf()), inner: Mutex::new(state) }
+        let state = file::load(session_dir);
+        if state.approval.yolo || state.approval.afk {
+            // Older kiwi versions also saved `--yolo` (and print mode's implied yolo) here; such a
+            // flag cannot be told from a `/yolo` the user chose, so it is honoured, and said.
+            tracing::warn!(
+                "{} has {} on, saved by an earlier run: approvals are skipped unless the front end has rules \
+                 of its own (/yolo or /afk turns it off)",
+                file::state_path(session_dir).display(),
+                if state.approval.yolo { "yolo" } else { "afk" }
+            );
+        }
+        Self { dir: Some(session_dir.to_path_buf()), inner: Mutex::new(Inner::new(state, yolo)) }
     }
 
     pub fn in_memory(yolo: bool) -> Self {
-        let mut state = SessionStateFile::default();
-        state.approval.yolo = yolo;
-        Self { dir: None, inner: Mutex::new(state) }
+        Self { dir: None, inner: Mutex::new(Inner::new(SessionStateFile::default(), yolo)) }
     }
 
-    fn lock(&self) -> MutexGuard<'_, SessionStateFile> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reads a snapshot.
+    /// Reads a snapshot of what `state.json` holds.
     pub fn read<T>(&self, f: impl FnOnce(&SessionStateFile) -> T) -> T {
-        f(&self.lock())
+        f(&self.lock().file)
     }
 
-    /// Changes the state and persists it.
+    /// Changes what `state.json` holds and persists it.
     pub fn update<T>(&self, f: impl FnOnce(&mut SessionStateFile) -> T) -> T {
         let mut guard = self.lock();
-        let out = f(&mut guard);
-        if let Some(dir) = &self.dir
-            && let Err(e) = file::save(dir, &guard)
-        {
-            tracing::warn!("cannot save {}: {e}", file::state_path(dir).display());
-        }
+        let out = f(&mut guard.file);
+        self.save(&guard);
         out
     }
 
-    pub fn yolo(&self) -> bool {
-        self.read(|s| s.approval.yolo)
+    fn save(&self, inner: &Inner) {
+        if let Some(dir) = &self.dir
+            && let Err(e) = file::save(dir, &inner.file)
+        {
+            tracing::warn!("cannot save {}: {e}", file::state_path(dir).display());
+        }
     }
 
+    /// Sets aside the grants earlier runs saved (a front end with approval rules of its own
+    /// calls this before the first turn): from now on only this run's grants count.
+    pub fn count_only_this_runs_grants(&self) {
+        self.lock().saved_grants = false;
+    }
+
+    /// Whether yolo is on for this run.
+    pub fn yolo(&self) -> bool {
+        let s = self.lock();
+        s.run.yolo || (s.saved_grants && s.file.approval.yolo)
+    }
+
+    /// Whether afk is on for this run.
     pub fn afk(&self) -> bool {
-        self.read(|s| s.approval.afk)
+        let s = self.lock();
+        s.run.afk || (s.saved_grants && s.file.approval.afk)
     }
 
     /// Approvals are skipped (yolo or afk).
     pub fn bypass_approvals(&self) -> bool {
-        self.read(|s| s.approval.yolo || s.approval.afk)
+        self.yolo() || self.afk()
     }
 
+    /// The user's `/yolo`: on or off for this run, and saved.
     pub fn set_yolo(&self, on: bool) {
-        self.update(|s| s.approval.yolo = on);
+        let mut s = self.lock();
+        s.run.yolo = on;
+        s.file.approval.yolo = on;
+        self.save(&s);
     }
 
+    /// The user's `/afk`: on or off for this run, and saved.
     pub fn set_afk(&self, on: bool) {
-        self.update(|s| s.approval.afk = on);
+        let mut s = self.lock();
+        s.run.afk = on;
+        s.file.approval.afk = on;
+        self.save(&s);
     }
 
     pub fn is_session_approved(&self, action: &str) -> bool {
-        self.read(|s| s.approval.auto_approve_actions.iter().any(|a| a == action))
+        let s = self.lock();
+        s.run.actions.iter().any(|a| a == action)
+            || (s.saved_grants && s.file.approval.auto_approve_actions.iter().any(|a| a == action))
     }
 
+    /// Whether the session's grants that count (see [`Self::count_only_this_runs_grants`])
+    /// approve `action` without asking: yolo, afk, or the action approved for the session.
+    pub fn grants(&self, action: &str) -> bool {
+        self.bypass_approvals() || self.is_session_approved(action)
+    }
+
+    /// The user's approve-for-session: for this run, and saved.
     pub fn approve_for_session(&self, action: &str) {
-        if !self.is_session_approved(action) {
-            self.update(|s| s.approval.auto_approve_actions.push(action.to_string()));
+        let mut s = self.lock();
+        if !s.run.actions.iter().any(|a| a == action) {
+            s.run.actions.push(action.to_string());
+        }
+        if !s.file.approval.auto_approve_actions.iter().any(|a| a == action) {
+            s.file.approval.auto_approve_actions.push(action.to_string());
+            self.save(&s);
         }
     }
 
@@ -197,15 +271,66 @@ mod tests {
     #[test]
     fn nothing_is_written_until_something_changes() {
         let dir = tempfile::tempdir().unwrap();
-        let state = SessionState::load(dir.path(), true);
-        assert!(state.yolo());
-        assert!(!dir.path().join("state.json").exists(), "--yolo alone writes nothing");
+        let state = SessionState::load(dir.path(), false);
+        assert!(!state.yolo());
+        assert!(!dir.path().join("state.json").exists());
         state.approve_for_session("run command");
         let saved = crate::session::state::load(dir.path());
-        assert!(saved.approval.yolo, "the whole approval object is persisted, --yolo included");
         assert_eq!(saved.approval.auto_approve_actions, ["run command"]);
         let again = SessionState::load(dir.path(), false);
-        assert!(again.is_session_approved("run command"));
+        assert!(again.is_session_approved("run command"), "approve-for-session outlives the process");
+    }
+
+    #[test]
+    fn an_invocation_flag_is_never_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), true);
+        assert!(state.yolo() && state.bypass_approvals());
+        assert!(!dir.path().join("state.json").exists(), "--yolo alone writes nothing");
+        // Any later write persists only what the user chose inside the session.
+        state.approve_for_session("run command");
+        state.set_todos(Vec::new());
+        state.title_from_first_prompt("hello");
+        let saved = crate::session::state::load(dir.path());
+        assert!(!saved.approval.yolo, "the flag stays in memory");
+        assert_eq!(saved.approval.auto_approve_actions, ["run command"]);
+        let again = SessionState::load(dir.path(), false);
+        assert!(!again.yolo(), "the next run without --yolo asks again");
+    }
+
+    #[test]
+    fn slash_yolo_is_the_users_choice_and_is_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        // `--yolo` then `/yolo`: off for this run, and off is what is saved.
+        let state = SessionState::load(dir.path(), true);
+        state.set_yolo(!state.yolo());
+        assert!(!state.yolo());
+        assert!(!crate::session::state::load(dir.path()).approval.yolo);
+        // `/yolo` and `/afk` turned on inside the session are saved and come back.
+        state.set_yolo(true);
+        state.set_afk(true);
+        let again = SessionState::load(dir.path(), false);
+        assert!(again.yolo() && again.afk());
+    }
+
+    #[test]
+    fn a_front_end_with_its_own_rules_counts_only_this_runs_grants() {
+        let dir = tempfile::tempdir().unwrap();
+        let earlier = SessionState::load(dir.path(), false);
+        earlier.set_yolo(true);
+        earlier.set_afk(true);
+        earlier.approve_for_session("run command");
+        let state = SessionState::load(dir.path(), false);
+        assert!(state.grants("run command") && state.grants("edit file"));
+        state.count_only_this_runs_grants();
+        assert!(!state.yolo() && !state.afk() && !state.bypass_approvals());
+        assert!(!state.is_session_approved("run command") && !state.grants("run command"));
+        state.approve_for_session("run command");
+        assert!(state.grants("run command"), "granted in this run");
+        assert!(!state.grants("edit file"));
+        let saved = crate::session::state::load(dir.path());
+        assert!(saved.approval.yolo && saved.approval.afk, "what earlier runs saved is kept on disk");
+        assert_eq!(saved.approval.auto_approve_actions, ["run command"]);
     }
 
     #[test]

@@ -339,7 +339,9 @@ impl Soul {
             let arguments = parse_arguments(call.function.arguments.as_deref()).unwrap_or_default();
             match check_call(&call.function.name, &arguments, plan_file, &self.agent.env.work_dir) {
                 PlanVerdict::Run => {}
-                PlanVerdict::RunApproved => host.grant(&call.id),
+                PlanVerdict::RunApproved => {
+                    host.grant(&call.id, &call.function.name, call.function.arguments.as_deref())
+                }
                 PlanVerdict::Blocked(result) => {
                     attempt.running.push(Box::pin(async move { (index, result) }));
                     return;
@@ -374,7 +376,7 @@ impl Soul {
             }
             let mut result = toolset.dispatch(&name, ctx.raw_arguments.as_deref(), &ctx).await;
             // An approval answer that said more than yes or no (see `SoulToolHost`).
-            match host.take_follow_up(&ctx.tool_call_id) {
+            match host.take_follow_up(&ctx.tool_call_id, ctx.raw_arguments.as_deref()) {
                 Some(FollowUp::Rerun(arguments)) => {
                     let ctx = ToolCallContext { raw_arguments: Some(arguments), ..ctx.clone() };
                     result = toolset.dispatch(&name, ctx.raw_arguments.as_deref(), &ctx).await;

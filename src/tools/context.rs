@@ -25,6 +25,7 @@ impl ToolCallContext {
                 action: action.to_string(),
                 description,
                 display,
+                arguments: self.raw_arguments.clone(),
             })
             .await
     }

@@ -21,6 +21,9 @@ pub struct ApprovalAsk {
     pub action: String,
     pub description: String,
     pub display: Vec<DisplayBlock>,
+    /// The asking call's arguments exactly as it got them: the call itself, not only its id
+    /// (ids can repeat), is what an approval is for.
+    pub arguments: Option<String>,
 }
 
 /// A call of the `Agent` tool, validated: what to delegate, to which kind of subagent, how.

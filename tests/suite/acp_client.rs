@@ -945,3 +945,72 @@ fn legacy_models_and_set_model_for_older_clients() {
         k.call("p", "session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}));
     assert_eq!(prompt["result"]["stopReason"], "end_turn");
 }
+
+/// Issue 20 item 1: `--yolo` holds for its own process; a later `session/load` asks again.
+#[test]
+fn a_yolo_flag_is_not_loaded_with_the_session() {
+    let env = Env::new();
+    let work = env.work();
+    let pwned = work.join("PWNED");
+    let first = env.named_scripted_config("first", &[&shell("a", "echo yolo"), "text: ran"], json!({}));
+    let id = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (w, keep) = (work.clone(), id.clone());
+    with_client(&env, &first, &["--yolo"], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&w).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::EndTurn);
+        assert!(peer.permissions.try_recv().is_err(), "yolo: nothing asked");
+        *keep.lock().unwrap() = session;
+    });
+    let session = id.lock().unwrap().clone();
+    let later = env.named_scripted_config(
+        "later",
+        &[shell("b", &format!("touch {}", pwned.display())), "text: never".into()],
+        json!({}),
+    );
+    let p = pwned.clone();
+    with_client(&env, &later, &[], move |mut peer| async move {
+        peer.initialize().await;
+        peer.cx.send_request(LoadSessionRequest::new(session.clone(), &work)).block_task().await.unwrap();
+        let cx = peer.cx.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(session, vec![ContentBlock::from("again".to_string())]))
+                .block_task()
+                .await
+        });
+        let (request, responder) = peer.next_permission().await;
+        assert_eq!(request.tool_call.fields.title.as_deref(), Some(format!("Shell: touch {}", p.display()).as_str()));
+        answer(responder, Some("reject"));
+        prompt.await.unwrap().unwrap();
+        assert!(!p.exists());
+    });
+}
+
+/// Issue 20 item 3: a subagent's permission request is titled after its own call, even when
+/// its call id is the parent's.
+#[test]
+fn a_subagents_permission_shows_its_own_call() {
+    let env = Env::new();
+    let agent = format!(
+        "tool_call: {}",
+        json!({"id": "t1", "name": "Agent", "arguments": json!({"description": "look", "prompt": "look around",
+            "subagent_type": "explore"}).to_string()})
+    );
+    let summary = "text: The subagent ran its command and found that the work directory holds nothing surprising \
+                   at all; the command printed its greeting, no file needed a change, and this summary is deliberately \
+                   long enough to be kept as it is.";
+    let config = env.scripted_config(&[&agent, &shell("t1", "echo from-sub"), summary, "text: parent done"]);
+    let work = env.work();
+    with_client(&env, &config, &[], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(session, vec![ContentBlock::from("go".to_string())])).block_task().await
+        });
+        let (request, responder) = peer.next_permission().await;
+        assert_eq!(request.tool_call.fields.title.as_deref(), Some("Shell: echo from-sub"));
+        answer(responder, Some("approve"));
+        assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::EndTurn);
+    });
+}

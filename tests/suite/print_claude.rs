@@ -501,3 +501,239 @@ fn resume_across_front_ends() {
     assert_eq!(r.code, Some(1));
     assert_eq!(r.lines()[0]["errors"], json!(["Session ID my-named-session is already in use."]));
 }
+
+/// A wire run on session `id` (`--wire` and `extra`) whose one Shell call is answered with
+/// `answer` when it asks.
+fn wire_run(d: &Dirs, id: &str, extra: &[&str], answer: Option<&str>) {
+    let config = d.scripted(&[&shell("w1", "echo earlier"), "text: ok"]);
+    let mut k = Kiwi::spawn(d.command(&config, &args(&["--wire", "--session", id], extra)));
+    k.send(json!({"jsonrpc":"2.0","id":"p","method":"prompt","params":{"user_input":"earlier"}}));
+    if let Some(answer) = answer {
+        let (_, request) = k.until_request();
+        let rid = request["id"].clone();
+        k.send(json!({"jsonrpc":"2.0","id":rid,"result":{"request_id":rid,"response":answer}}));
+    }
+    let (_, response) = k.until_response(&json!("p"));
+    assert_eq!(response["result"]["status"], "finished");
+    k.close_stdin();
+    assert!(k.wait_exit(common::TIMEOUT).expect("exit").success());
+}
+
+/// Reads `can_use_tool` requests, answering each with `decide(input)` (allow as shown, or deny),
+/// until the turn's result; returns the inputs shown, the requests and the result.
+fn host_until_result(k: &mut Kiwi, decide: impl Fn(&Value) -> bool) -> (Vec<Value>, Value) {
+    let mut asked = Vec::new();
+    loop {
+        let m = k.next();
+        if m["type"] == "result" {
+            return (asked, m);
+        }
+        if m["type"] != "control_request" {
+            continue;
+        }
+        let request = &m["request"];
+        assert_eq!(request["subtype"], "can_use_tool");
+        let response = if decide(&request["input"]) {
+            json!({"behavior":"allow","updatedInput":request["input"]})
+        } else {
+            json!({"behavior":"deny","message":"not that one"})
+        };
+        k.send_raw(
+            &json!({"type":"control_response","response":{"subtype":"success","request_id":m["request_id"],
+                "response":response}})
+            .to_string(),
+        );
+        asked.push(request.clone());
+    }
+}
+
+/// Issue 20 items 1-2: neither a `--yolo` run nor an approve-for-session saved by an earlier
+/// run decides anything here: the permission mode, the deny list and the host come first.
+#[test]
+fn grants_saved_by_earlier_runs_never_override_the_dialects_rules() {
+    let d = Dirs::new();
+    wire_run(&d, "s1", &["--yolo"], None);
+    wire_run(&d, "s1", &[], Some("approve_for_session"));
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(print_support::session_dir(&d, "s1").join("state.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["approval"], json!({"yolo": false, "afk": false, "auto_approve_actions": ["run command"]}));
+    let pwned = d.work().join("PWNED");
+    let touch = format!("touch {}", pwned.display());
+    // (`--disallowedTools` takes the tool out of the toolset: nothing to decide.)
+    for mode in [&["--permission-mode", "dontAsk"][..], &[], &["--permission-mode", "plan"]] {
+        let config = d.scripted(&[&shell("c1", &touch), "text: done"]);
+        let r = run(d.command(&config, &args(STREAM, &args(&["--resume", "s1", "go"], mode))), "");
+        assert_eq!(r.code, Some(0), "{mode:?}: {}", r.stderr);
+        let lines = r.lines();
+        assert_eq!(results(&lines)[0]["permission_denials"][0]["tool_use_id"], "c1", "{mode:?}");
+        assert!(!pwned.exists(), "{mode:?}");
+    }
+    // A host is asked, whatever the session saved.
+    let config = d.scripted(&[&shell("c1", &touch), "text: done"]);
+    let mut k = Kiwi::spawn(d.command(&config, &args(SDK, &["--resume", "s1", "--permission-prompt-tool", "stdio"])));
+    k.send_raw(&user("go"));
+    let (asked, result) = host_until_result(&mut k, |_| false);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["input"], json!({"command": touch}));
+    assert_eq!(result["result"], "done");
+    assert!(!pwned.exists());
+}
+
+/// Issue 20 item 3: two calls with one id each show the host their own input, and what the
+/// host allowed is what runs.
+#[test]
+fn can_use_tool_shows_the_host_the_call_that_asks() {
+    let d = Dirs::new();
+    let pwned = d.work().join("PWNED");
+    let touch = format!("touch {}", pwned.display());
+    let config = d.scripted(&[&format!("{}\n{}", shell("dup", &touch), shell("dup", "echo harmless")), "text: done"]);
+    let mut k = Kiwi::spawn(d.command(&config, &args(SDK, &["--permission-prompt-tool", "stdio"])));
+    k.send_raw(&user("go"));
+    let (asked, result) = host_until_result(&mut k, |input| *input == json!({"command": "echo harmless"}));
+    let mut shown: Vec<String> = asked.iter().map(|a| a["input"]["command"].as_str().unwrap().to_string()).collect();
+    shown.sort();
+    assert_eq!(shown, ["echo harmless".to_string(), touch]);
+    assert!(asked.iter().all(|a| a["tool_use_id"] == "dup" && a.get("agent_id").is_none()));
+    assert_eq!(result["result"], "done");
+    assert!(!pwned.exists(), "the host refused exactly this command");
+}
+
+/// Issue 20 item 3: a subagent's call shows its own input and the SDK's `agent_id`.
+#[test]
+fn can_use_tool_shows_a_subagents_call_with_its_agent_id() {
+    let d = Dirs::new();
+    let agent = format!(
+        "tool_call: {}",
+        json!({"id": "ag-1", "name": "Agent", "arguments": json!({"description": "look", "prompt": "look around",
+            "subagent_type": "explore"}).to_string()})
+    );
+    let summary = "text: The subagent ran its command and found that the work directory holds nothing surprising \
+                   at all; the command printed its greeting, no file needed a change, and this summary is deliberately \
+                   long enough to be kept as it is.";
+    let config = d.scripted(&[&agent, &shell("sub-1", "echo from-sub"), summary, "text: parent done"]);
+    let mut k = Kiwi::spawn(d.command(&config, &args(SDK, &["--permission-prompt-tool", "stdio"])));
+    k.send_raw(&user("go"));
+    let (asked, result) = host_until_result(&mut k, |_| true);
+    assert_eq!(result["result"], "parent done");
+    let sub: Vec<&Value> = asked.iter().filter(|a| a["tool_use_id"] == "sub-1").collect();
+    assert_eq!(sub.len(), 1, "{asked:#?}");
+    assert_eq!(sub[0]["input"], json!({"command": "echo from-sub"}));
+    let agent_id = sub[0]["agent_id"].as_str().expect("the subagent's id");
+    assert!(agent_id.len() == 9 && agent_id.starts_with('a'), "{agent_id}");
+}
+
+/// Issue 20 item 4: `acceptEdits` approves edits inside the work dir only, links resolved;
+/// outside it, and inside `.git/`, the decision goes on down the list (here: nobody to ask).
+#[test]
+fn accept_edits_covers_the_work_dir_only() {
+    let d = Dirs::new();
+    let home = d.dir.path().join("home");
+    let outside = d.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(d.work().join(".git")).unwrap();
+    std::os::unix::fs::symlink(&outside, d.work().join("link")).unwrap();
+    let write = |id: &str, path: &str| {
+        format!(
+            "tool_call: {}",
+            json!({"id": id, "name": "WriteFile", "arguments": json!({"path": path, "content": "x\n"}).to_string()})
+        )
+    };
+    let calls = [
+        ("inside", "notes.txt".to_string()),
+        ("bashrc", home.join(".bashrc").display().to_string()),
+        ("tilde", "~/.profile".to_string()),
+        ("via-link", "link/escaped.txt".to_string()),
+        ("dot-git", ".git/config".to_string()),
+        ("climb", d.work().join("../outside/climbed.txt").display().to_string()),
+    ];
+    let step: Vec<String> = calls.iter().map(|(id, path)| write(id, path)).collect();
+    let config = d.scripted(&[&step.join("\n"), "text: done"]);
+    let r = run(d.command(&config, &args(STREAM, &["--permission-mode", "acceptEdits", "go"])), "");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines = r.lines();
+    let mut denied: Vec<&str> = results(&lines)[0]["permission_denials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["tool_use_id"].as_str().unwrap())
+        .collect();
+    denied.sort();
+    assert_eq!(denied, ["bashrc", "climb", "dot-git", "tilde", "via-link"], "{lines:#?}");
+    assert_eq!(std::fs::read_to_string(d.work().join("notes.txt")).unwrap(), "x\n");
+    assert!(!home.join(".bashrc").exists() && !home.join(".profile").exists());
+    assert!(!outside.join("escaped.txt").exists() && !outside.join("climbed.txt").exists());
+    assert!(!d.work().join(".git/config").exists());
+}
+
+/// Issue 19: `plan` means the core's plan mode, as in ACP: edits are held to the plan file by
+/// the core (not every approval refused), the session is in plan mode, and choosing another
+/// mode leaves it.
+#[test]
+fn plan_permission_mode_is_the_cores_plan_mode() {
+    let d = Dirs::new();
+    let elsewhere = d.work().join("src.rs");
+    let write = format!(
+        "tool_call: {}",
+        json!({"id": "w1", "name": "WriteFile", "arguments": json!({"path": elsewhere, "content": "x"}).to_string()})
+    );
+    let config = d.scripted(&[&write, "text: planned"]);
+    let r = run(d.command(&config, &args(STREAM, &["--permission-mode", "plan", "go"])), "");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines = r.lines();
+    assert_eq!(lines[0]["permissionMode"], "plan");
+    let result = results(&lines)[0];
+    assert_eq!(result["permission_denials"], json!([]), "the core blocks it; nobody refused an approval");
+    let tool_result = &lines.iter().find(|l| l["type"] == "user").unwrap()["message"]["content"][0];
+    assert!(tool_result["content"].as_str().unwrap().contains("Plan mode is active"), "{tool_result}");
+    assert!(!elsewhere.exists());
+    let id = result["session_id"].as_str().unwrap().to_string();
+    let state_of = || -> Value {
+        let path = print_support::session_dir(&d, &id).join("state.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    assert_eq!(state_of()["plan_mode"], true);
+    // Resumed, the session is still in plan mode; choosing `default` leaves it.
+    let config = d.scripted(&["text: one", "text: two"]);
+    let mut k = Kiwi::spawn(d.command(&config, &args(SDK, &["--resume", &id])));
+    k.send_raw(&user("one"));
+    let (seen, _) = until_result(&mut k);
+    assert_eq!(seen.iter().find(|l| l["subtype"] == "init").unwrap()["permissionMode"], "plan");
+    k.send_raw(&control("m-1", json!({"subtype":"set_permission_mode","mode":"default"})));
+    k.send_raw(&user("two"));
+    let (seen, _) = until_result(&mut k);
+    assert_eq!(seen.iter().find(|l| l["subtype"] == "init").unwrap()["permissionMode"], "default");
+    k.close_stdin();
+    assert_eq!(k.wait_exit(common::TIMEOUT).and_then(|s| s.code()), Some(0));
+    assert_eq!(state_of()["plan_mode"], false);
+}
+
+/// C.3: the host's `updatedPermissions` approves that kind of action for the rest of the run.
+#[test]
+fn updated_permissions_approve_the_action_for_the_rest_of_the_run() {
+    let d = Dirs::new();
+    let config = d.scripted(&[&shell("c1", "echo one"), &shell("c2", "echo two"), "text: done"]);
+    let mut k = Kiwi::spawn(d.command(&config, &args(SDK, &["--permission-prompt-tool", "stdio"])));
+    k.send_raw(&user("go"));
+    let mut asked = 0;
+    let result = loop {
+        let m = k.next();
+        if m["type"] == "control_request" {
+            asked += 1;
+            k.send_raw(
+                &json!({"type":"control_response","response":{"subtype":"success","request_id":m["request_id"],
+                    "response":{"behavior":"allow","updatedInput":m["request"]["input"],
+                        "updatedPermissions":[{"type":"addRules","rules":[{"toolName":"Shell"}],"behavior":"allow","destination":"session"}]}}})
+                .to_string(),
+            );
+            continue;
+        }
+        if m["type"] == "result" {
+            break m;
+        }
+    };
+    assert_eq!(asked, 1, "the second command is not asked about");
+    assert_eq!(result["result"], "done");
+    assert_eq!(result["permission_denials"], json!([]));
+}

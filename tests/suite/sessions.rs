@@ -603,3 +603,56 @@ fn a_failed_session_write_is_cut_back_logged_and_reported() {
     let after = lines(&context);
     assert_eq!(after.iter().filter(|l| l.contains("\"role\":\"user\"")).count(), 2, "{after:#?}");
 }
+
+fn shell_call(id: &str, command: &str) -> String {
+    let args = serde_json::to_string(&json!({ "command": command })).unwrap();
+    format!("tool_call: {}", json!({"id": id, "name": "Shell", "arguments": args}))
+}
+
+fn saved_approval(env: &Env, id: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(env.session_dir(id).join("state.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["approval"].clone()
+}
+
+/// `wire-1.10.md` §10.2 (corrected): `--yolo`, and the yolo print mode implies, hold for their
+/// run only; `state.json` keeps what the user chose inside the session.
+#[test]
+fn an_invocation_flag_is_never_saved_with_the_session() {
+    let env = Env::new();
+    let pwned = env.work().join("PWNED");
+    let touch = format!("touch {}", pwned.display());
+    // One `--yolo` run: its command runs without a request.
+    let config = env.named_scripted_config("yolo", &[&shell_call("a", "echo first"), "text: ok"], json!({}));
+    let mut k = env.spawn(&config, &["--yolo", "--session", "s1"]);
+    let (events, response) = k.prompt("p", json!("first"));
+    assert_eq!(response["result"]["status"], "finished");
+    assert!(!types(&events).iter().any(|t| t.starts_with("request")));
+    finish(k);
+    assert_eq!(saved_approval(&env, "s1"), json!({"yolo": false, "afk": false, "auto_approve_actions": []}));
+    // The next run without it asks.
+    let config = env.named_scripted_config("later", &[&shell_call("b", &touch), "text: never"], json!({}));
+    let mut k = env.spawn(&config, &["--session", "s1"]);
+    k.send(json!({"jsonrpc":"2.0","id":"p","method":"prompt","params":{"user_input":"again"}}));
+    let (_, request) = k.until_request();
+    assert_eq!(request["params"]["type"], "ApprovalRequest");
+    let id = request["id"].clone();
+    k.send(json!({"jsonrpc":"2.0","id":id,"result":{"request_id":id,"response":"reject"}}));
+    k.until_response(&json!("p"));
+    finish(k);
+    assert!(!pwned.exists());
+    // kimi's print mode implies yolo, for its own run.
+    let config = env.named_scripted_config("print", &["text: printed"], json!({}));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"))
+        .args(["--print", "--session", "s2", "-p", "hello", "--config-file"])
+        .arg(&config)
+        .arg("--work-dir")
+        .arg(env.work())
+        .env("HOME", env.home())
+        .env("KIMI_SHARE_DIR", env.share())
+        .env_remove("KIMI_SCRIPTED_ECHO_TRACE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(saved_approval(&env, "s2")["yolo"], false);
+}

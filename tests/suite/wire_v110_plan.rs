@@ -347,3 +347,35 @@ fn plan_flag_starts_new_sessions_in_plan_mode() {
     let (events, _) = k.prompt("p", json!("hi"));
     assert_eq!(status(&events[3])["plan_mode"], false, "a resumed session keeps its own state");
 }
+
+/// §6.3: the plan-file write needs no approval — that call's, not its id's: a Shell call that
+/// carries the same id in the same step still asks.
+#[test]
+fn plan_mode_grants_the_call_not_its_id() {
+    let env = Env::new();
+    let plan_file = planning_session(&env, "same-id");
+    let pwned = env.work().join("PWNED");
+    let config = env.scripted_config(&[
+        &format!(
+            "{}\n{}",
+            call("w", "WriteFile", json!({"path": plan_file, "content": "# Plan\n"})),
+            call("w", "Shell", json!({"command": format!("touch {}", pwned.display())}))
+        ),
+        "text: never",
+    ]);
+    let mut k = env.spawn(&config, &["--session", "same-id"]);
+    initialize(&mut k, true, true);
+    k.send(json!({"jsonrpc":"2.0","id":"p","method":"prompt","params":{"user_input":"plan it"}}));
+    let (_, request) = k.until_request();
+    assert_eq!(request["params"]["type"], "ApprovalRequest");
+    assert_eq!(
+        (&request["params"]["payload"]["sender"], &request["params"]["payload"]["tool_call_id"]),
+        (&json!("Shell"), &json!("w"))
+    );
+    let id = request["id"].clone();
+    k.send(json!({"jsonrpc":"2.0","id":id,"result":{"request_id":id,"response":"reject"}}));
+    let (_, response) = k.until_response(&json!("p"));
+    assert_eq!(response["result"]["status"], "finished");
+    assert!(!pwned.exists());
+    assert_eq!(std::fs::read_to_string(&plan_file).unwrap(), "# Plan\n", "the plan file was written unasked");
+}

@@ -103,6 +103,8 @@ pub struct ClaudeArgs {
     pub config: Option<String>,
     pub config_file: Option<PathBuf>,
     pub work_dir: Option<PathBuf>,
+    /// `--add-dir` (repeatable): where `acceptEdits` approves edits besides the work dir.
+    pub add_dirs: Vec<PathBuf>,
     pub debug: bool,
     pub log_stderr: bool,
     /// Options accepted and ignored (logged at debug level once logging is up).
@@ -145,6 +147,7 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--work-dir"], Arity::Value),
     (&["-d", "--debug"], Arity::Switch),
     (&["--log-stderr"], Arity::Switch),
+    (&["--add-dir"], Arity::Value),
     // Accepted and ignored: kiwi has no equivalent, and none changes what a run means.
     (&["--fork-session"], Arity::Switch),
     (&["--include-hook-events"], Arity::Switch),
@@ -154,7 +157,6 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--ide"], Arity::Switch),
     (&["--settings"], Arity::Value),
     (&["--setting-sources"], Arity::Value),
-    (&["--add-dir"], Arity::Value),
     (&["--max-budget-usd"], Arity::Value),
     (&["--task-budget"], Arity::Value),
     (&["--fallback-model"], Arity::Value),
@@ -301,6 +303,7 @@ impl ClaudeArgs {
             "--config" => self.config = Some(v),
             "--config-file" => self.config_file = Some(PathBuf::from(v)),
             "--work-dir" => self.work_dir = Some(PathBuf::from(v)),
+            "--add-dir" => self.add_dirs.push(PathBuf::from(v)),
             "--debug" => self.debug = true,
             "--log-stderr" => self.log_stderr = true,
             other => self.ignored.push(if v.is_empty() { other.to_string() } else { format!("{other}={v}") }),
@@ -406,6 +409,9 @@ mod tests {
         let a = parse(&["--disallowed-tools", "Shell WriteFile", "--tools", ""]).unwrap();
         assert_eq!(a.disallowed_tools, ["Shell", "WriteFile"]);
         assert_eq!(a.tools, Some(vec![]));
+        let a = parse(&["--add-dir", "/a", "--add-dir=../b", "-p", "q"]).unwrap();
+        assert_eq!(a.add_dirs, [PathBuf::from("/a"), PathBuf::from("../b")]);
+        assert!(a.ignored.is_empty());
     }
 
     #[test]

@@ -348,6 +348,9 @@ pub struct CanUseTool {
     pub tool_use_id: String,
     pub permission_suggestions: Vec<Value>,
     pub description: String,
+    /// The subagent whose call asks (absent for the main agent), as the SDK names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

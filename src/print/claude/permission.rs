@@ -1,13 +1,33 @@
 //! Who decides an approval in the Claude dialect (`print-mode.md` C.3): the permission mode,
 //! the allow and deny lists, and — only when someone can answer — the host over stdio.
 //!
-//! Invariants: the decision never waits for an absent user: without a prompt surface the answer
-//! is a denial with a message of ours; the mode can change between decisions
-//! (`set_permission_mode`), never during one.
+//! Invariants:
+//! - the dialect's own rules come first, then the session's grants, then the host: the policy is
+//!   installed on the session's approval hub ([`Policy::attach`]) so that every request reaches
+//!   it; a grant (yolo, afk, approve-for-session) counts only when made in this run and only
+//!   where the host would be asked (never in `dontAsk`, never against a deny list); what earlier
+//!   runs saved in the session never decides here;
+//! - `acceptEdits` approves an edit only when its target, resolved through symlinks, lies inside
+//!   the work dir or an `--add-dir` dir and not inside a `.git` folder; anything else goes on
+//!   down the list;
+//! - `plan` is the core's plan mode (one meaning for every front end): choosing it switches the
+//!   core's plan mode on, choosing another mode switches it off, and the mode reported is `plan`
+//!   exactly while the core's plan mode is on (a resumed session may be in it); approvals follow
+//!   the chosen mode, `plan` deciding as `default` does (the core itself keeps plan mode's limits);
+//! - the decision never waits for an absent user: without a prompt surface the answer is a denial
+//!   with a message of ours; the mode can change between decisions (`set_permission_mode`), never
+//!   during one.
 
-use std::sync::RwLock;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use serde_json::Value;
 
 use super::args::PermissionMode;
+use crate::protocol::ApprovalRequest;
+use crate::soul::Agent;
+use crate::soul::state::SessionState;
+use crate::tools::paths::expand_home;
 
 /// The file-edit tools `acceptEdits` lets through.
 const EDIT_TOOLS: &[&str] = &["WriteFile", "StrReplaceFile"];
@@ -21,13 +41,23 @@ pub enum Decision {
     Ask,
 }
 
+/// What the policy knows of its session once attached.
+struct Session {
+    work_dir: PathBuf,
+    state: Arc<SessionState>,
+}
+
 pub struct Policy {
+    /// The chosen mode (`plan` decides approvals as `default`).
     mode: RwLock<PermissionMode>,
     skip_all: bool,
     allowed: Vec<String>,
     disallowed: Vec<String>,
     /// `--permission-prompt-tool stdio` with stream-json input: the host can answer.
     can_ask: bool,
+    /// `--add-dir`: where `acceptEdits` approves edits besides the work dir.
+    add_dirs: Vec<PathBuf>,
+    session: OnceLock<Session>,
 }
 
 impl Policy {
@@ -38,15 +68,62 @@ impl Policy {
         disallowed: Vec<String>,
         can_ask: bool,
     ) -> Self {
-        Self { mode: RwLock::new(mode), skip_all, allowed, disallowed, can_ask }
+        Self {
+            mode: RwLock::new(mode),
+            skip_all,
+            allowed,
+            disallowed,
+            can_ask,
+            add_dirs: Vec::new(),
+            session: OnceLock::new(),
+        }
     }
 
-    pub fn mode(&self) -> PermissionMode {
+    /// The `--add-dir` directories (relative ones are taken from the work dir).
+    pub fn with_add_dirs(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.add_dirs = dirs;
+        self
+    }
+
+    /// Makes this policy decide the session's approvals (before the session's grants, see the
+    /// module doc) and applies `plan` to the core. Called once, before the first turn.
+    pub fn attach(&self, agent: &Agent) {
+        agent.approvals.let_front_end_decide();
+        let session = Session { work_dir: agent.env.work_dir.clone(), state: agent.state.clone() };
+        if self.session.set(session).is_err() {
+            return;
+        }
+        if self.chosen() == PermissionMode::Plan {
+            self.switch_core_plan(true);
+        }
+    }
+
+    fn chosen(&self) -> PermissionMode {
         *self.mode.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn switch_core_plan(&self, on: bool) {
+        if let Some(session) = self.session.get()
+            && session.state.plan_mode() != on
+        {
+            session.state.set_plan_mode(on);
+        }
+    }
+
+    /// The mode in force: `plan` exactly while the core's plan mode is on.
+    pub fn mode(&self) -> PermissionMode {
+        let chosen = self.chosen();
+        match self.session.get() {
+            Some(session) if session.state.plan_mode() => PermissionMode::Plan,
+            // Plan mode was left inside the session (the plan was approved, `/plan off`).
+            Some(_) if chosen == PermissionMode::Plan => PermissionMode::Default,
+            _ => chosen,
+        }
     }
 
     pub fn set_mode(&self, mode: PermissionMode) {
         *self.mode.write().unwrap_or_else(|p| p.into_inner()) = mode;
+        self.switch_core_plan(mode == PermissionMode::Plan);
     }
 
     /// The mode `system/init` reports.
@@ -54,17 +131,15 @@ impl Policy {
         if self.skip_all { PermissionMode::BypassPermissions } else { self.mode() }
     }
 
-    pub fn decide(&self, tool: &str) -> Decision {
-        let mode = self.mode();
+    /// C.3 for `request`; `request.granted` is this run's grant, applied where the host would be
+    /// asked.
+    pub fn decide(&self, request: &ApprovalRequest) -> Decision {
+        let tool = request.sender.as_str();
+        let mode = self.chosen();
         if self.skip_all || mode == PermissionMode::BypassPermissions {
             return Decision::Approve;
         }
-        if mode == PermissionMode::Plan {
-            return Decision::Deny(format!(
-                "Permission to use {tool} was denied: in plan mode nothing is changed or run. Describe the plan instead."
-            ));
-        }
-        if mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&tool) {
+        if mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&tool) && self.edits_inside(request) {
             return Decision::Approve;
         }
         if self.disallowed.iter().any(|t| t == tool) {
@@ -73,11 +148,74 @@ impl Policy {
         if self.allowed.iter().any(|t| t == tool) {
             return Decision::Approve;
         }
-        if self.can_ask && mode != PermissionMode::DontAsk {
-            return Decision::Ask;
+        if mode != PermissionMode::DontAsk {
+            if request.granted {
+                return Decision::Approve;
+            }
+            if self.can_ask {
+                return Decision::Ask;
+            }
         }
         Decision::Deny(no_one_to_ask(tool))
     }
+
+    /// Whether the edit's target lies inside the work dir or an `--add-dir` dir, links
+    /// resolved, and outside any `.git` folder.
+    fn edits_inside(&self, request: &ApprovalRequest) -> bool {
+        let Some(session) = self.session.get() else { return false };
+        let Some(path) = request.arguments.as_ref().and_then(|a| a.get("path")).and_then(Value::as_str) else {
+            return false;
+        };
+        let Some(target) = real_path(&session.work_dir, path) else { return false };
+        let roots = std::iter::once(session.work_dir.clone())
+            .chain(self.add_dirs.iter().map(|d| session.work_dir.join(expand_home(&d.to_string_lossy()))));
+        for root in roots {
+            let Ok(root) = std::fs::canonicalize(&root) else { continue };
+            if let Ok(inside) = target.strip_prefix(&root) {
+                return !inside.components().any(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
+            }
+        }
+        false
+    }
+}
+
+/// Where `path` (as a tool gets it: `~` expanded, relative to `work_dir`) really is: every link
+/// on the way followed, `..` taken after the link it follows. The part that does not exist yet
+/// is taken as written. `None` when it cannot be told (a dangling or looping link, no work dir).
+fn real_path(work_dir: &Path, path: &str) -> Option<PathBuf> {
+    let path = work_dir.join(expand_home(path));
+    let mut real = PathBuf::new();
+    // Components below `real` that do not exist (yet).
+    let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Prefix(_) | Component::RootDir => real.push(component.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if missing.pop().is_none() {
+                    real.pop();
+                }
+            }
+            Component::Normal(name) => {
+                if !missing.is_empty() {
+                    missing.push(name);
+                    continue;
+                }
+                let next = real.join(name);
+                match std::fs::canonicalize(&next) {
+                    Ok(resolved) => real = resolved,
+                    // A link whose target cannot be resolved may lead anywhere.
+                    Err(_) if std::fs::symlink_metadata(&next).is_ok() => return None,
+                    Err(_) => missing.push(name),
+                }
+            }
+        }
+    }
+    if !real.is_absolute() {
+        return None;
+    }
+    real.extend(missing);
+    Some(real)
 }
 
 /// The denial when nobody can be asked.
@@ -104,6 +242,8 @@ pub fn denied_by_host(tool: &str, message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn policy(mode: PermissionMode, can_ask: bool) -> Policy {
@@ -116,33 +256,84 @@ mod tests {
         )
     }
 
+    fn request(tool: &str, arguments: Value) -> ApprovalRequest {
+        ApprovalRequest {
+            id: "r".into(),
+            tool_call_id: "t".into(),
+            sender: tool.into(),
+            action: "act".into(),
+            description: String::new(),
+            source_kind: Default::default(),
+            source_id: None,
+            agent_id: None,
+            subagent_type: None,
+            source_description: None,
+            display: Vec::new(),
+            arguments: Some(arguments),
+            granted: false,
+        }
+    }
+
+    fn ask(tool: &str) -> ApprovalRequest {
+        request(tool, json!({}))
+    }
+
+    fn granted(tool: &str) -> ApprovalRequest {
+        ApprovalRequest { granted: true, ..ask(tool) }
+    }
+
     #[test]
     fn the_order_of_c3() {
         let p = Policy::new(PermissionMode::Default, true, vec![], vec!["Shell".into()], false);
-        assert_eq!(p.decide("Shell"), Decision::Approve, "skip-permissions wins over everything");
+        assert_eq!(p.decide(&ask("Shell")), Decision::Approve, "skip-permissions wins over everything");
         assert_eq!(p.reported_mode(), PermissionMode::BypassPermissions);
-        assert_eq!(policy(PermissionMode::BypassPermissions, false).decide("Shell"), Decision::Approve);
-        assert_eq!(policy(PermissionMode::AcceptEdits, false).decide("WriteFile"), Decision::Approve);
+        assert_eq!(policy(PermissionMode::BypassPermissions, false).decide(&ask("Shell")), Decision::Approve);
         assert!(
-            matches!(policy(PermissionMode::Default, true).decide("Shell"), Decision::Deny(m) if m.contains("--disallowedTools"))
+            matches!(policy(PermissionMode::Default, true).decide(&ask("Shell")), Decision::Deny(m) if m.contains("--disallowedTools"))
         );
-        assert_eq!(policy(PermissionMode::Default, false).decide("ReadFile"), Decision::Approve);
-        assert_eq!(policy(PermissionMode::Default, true).decide("StrReplaceFile"), Decision::Ask);
+        assert_eq!(policy(PermissionMode::Default, false).decide(&ask("ReadFile")), Decision::Approve);
+        assert_eq!(policy(PermissionMode::Default, true).decide(&ask("StrReplaceFile")), Decision::Ask);
         assert!(
-            matches!(policy(PermissionMode::Default, false).decide("StrReplaceFile"), Decision::Deny(m) if m.contains("nobody can be asked"))
+            matches!(policy(PermissionMode::Default, false).decide(&ask("StrReplaceFile")), Decision::Deny(m) if m.contains("nobody can be asked"))
         );
-        assert!(matches!(policy(PermissionMode::DontAsk, true).decide("StrReplaceFile"), Decision::Deny(_)));
-        assert!(
-            matches!(policy(PermissionMode::Plan, true).decide("ReadFile"), Decision::Deny(m) if m.contains("plan mode"))
-        );
+        assert!(matches!(policy(PermissionMode::DontAsk, true).decide(&ask("StrReplaceFile")), Decision::Deny(_)));
+        // Not attached to a session: plan is only the mode; approvals go as in default.
+        assert_eq!(policy(PermissionMode::Plan, true).decide(&ask("StrReplaceFile")), Decision::Ask);
+        assert_eq!(policy(PermissionMode::Plan, true).decide(&ask("ReadFile")), Decision::Approve);
+    }
+
+    #[test]
+    fn grants_of_this_run_come_after_the_dialects_rules() {
+        assert_eq!(policy(PermissionMode::Default, true).decide(&granted("StrReplaceFile")), Decision::Approve);
+        assert_eq!(policy(PermissionMode::Default, false).decide(&granted("StrReplaceFile")), Decision::Approve);
+        assert!(matches!(policy(PermissionMode::Default, true).decide(&granted("Shell")), Decision::Deny(_)));
+        assert!(matches!(policy(PermissionMode::DontAsk, true).decide(&granted("StrReplaceFile")), Decision::Deny(_)));
     }
 
     #[test]
     fn the_mode_changes_between_decisions() {
         let p = policy(PermissionMode::Default, false);
         p.set_mode(PermissionMode::BypassPermissions);
-        assert_eq!(p.decide("StrReplaceFile"), Decision::Approve);
+        assert_eq!(p.decide(&ask("StrReplaceFile")), Decision::Approve);
         assert_eq!(denied_by_host("Shell", " "), "Permission to use Shell was denied by the host.");
         assert_eq!(denied_by_host("Shell", "not now"), "not now");
+    }
+
+    #[test]
+    fn real_paths_follow_links_and_keep_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let work = base.join("work");
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::os::unix::fs::symlink(base.join("outside"), work.join("link")).unwrap();
+        std::os::unix::fs::symlink(base.join("nowhere/x"), work.join("dangling")).unwrap();
+        assert_eq!(real_path(&work, "a.txt"), Some(work.join("a.txt")));
+        assert_eq!(real_path(&work, "sub/../new/dir/b.txt"), Some(work.join("new/dir/b.txt")));
+        assert_eq!(real_path(&work, "link/c.txt"), Some(base.join("outside/c.txt")));
+        assert_eq!(real_path(&work, "link/../d.txt"), Some(base.join("d.txt")), "`..` after the link");
+        assert_eq!(real_path(&work, "new/../../e.txt"), Some(base.join("e.txt")));
+        assert_eq!(real_path(&work, "dangling"), None);
+        assert_eq!(real_path(&work, &base.join("outside/f").to_string_lossy()), Some(base.join("outside/f")));
     }
 }

@@ -76,6 +76,7 @@ impl ClaudeProjection {
         pending: Arc<PendingRequests>,
     ) -> Self {
         let partial = settings.partial;
+        policy.attach(&agent);
         Self {
             inner: Arc::new(Inner {
                 out,
@@ -164,7 +165,7 @@ impl Inner {
         lock(&self.turn).flush(&mut lines);
         self.write_all(lines).await;
         let tool = request.sender.clone();
-        match self.policy.decide(&tool) {
+        match self.policy.decide(&request) {
             Decision::Approve => {
                 let _ =
                     reply.send(ClientAnswer::Approval { decision: ApprovalDecision::Approve, feedback: String::new() });
@@ -185,10 +186,8 @@ impl Inner {
             let _ = reply.send(ClientAnswer::Denial(host_gone(&request.sender)));
             return;
         };
-        let input = lock(&self.turn)
-            .tool_input(&request.tool_call_id)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| Value::Object(Default::default()));
+        // The asking call's own arguments (ids can repeat; a subagent's calls are not in the turn).
+        let input = request.arguments.clone().unwrap_or_else(|| Value::Object(Default::default()));
         let line = OutLine::ControlRequest(ControlRequestLine {
             request_id: request_id.clone(),
             request: CanUseTool {
@@ -198,6 +197,7 @@ impl Inner {
                 tool_use_id: request.tool_call_id.clone(),
                 permission_suggestions: Vec::new(),
                 description: request.description.clone(),
+                agent_id: request.agent_id.clone(),
             },
         });
         self.write(&line).await;
