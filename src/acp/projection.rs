@@ -21,8 +21,7 @@ use super::mapping::{EventMapper, diff_content, text_content};
 use super::permission;
 use crate::llm::ModelStop;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, HookAction, Request, ToolReturnValue};
-use crate::rpc::peer::IdTaken;
-use crate::rpc::pending::RawAnswer;
+use crate::rpc::peer::{IdTaken, Settled};
 use crate::rpc::{Outbound, Peer, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
 
@@ -64,7 +63,9 @@ impl AcpProjection {
         let frame = Outbound::request_frame(&id, permission::METHOD, &params);
         let started =
             Started { outbound: self.peer.outbound().clone(), session_id: self.session_id.clone(), tool_call_id };
-        if let Err(IdTaken(reply)) = self.peer.ask(id, frame, reply, |raw| permission_answer(raw, started)).await {
+        if let Err(IdTaken(reply)) =
+            self.peer.ask(id, frame, reply, |settled| permission_answer(settled, started)).await
+        {
             let _ = reply.send(reject());
         }
         answer
@@ -153,8 +154,8 @@ struct Started {
 }
 
 /// The client's answer to a permission card, as the soul hears it.
-async fn permission_answer(raw: RawAnswer, started: Started) -> ClientAnswer {
-    let decision = match raw {
+async fn permission_answer(settled: Settled, started: Started) -> Option<ClientAnswer> {
+    let decision = match settled.answer()? {
         Ok(value) => permission::decision(value),
         Err(e) => {
             tracing::info!("the client answered a permission request with an error: {}", e.message);
@@ -167,5 +168,5 @@ async fn permission_answer(raw: RawAnswer, started: Started) -> ClientAnswer {
         let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(started.tool_call_id, fields));
         send_update(&started.outbound, &started.session_id, update).await;
     }
-    ClientAnswer::Approval { decision, feedback: String::new() }
+    Some(ClientAnswer::Approval { decision, feedback: String::new() })
 }

@@ -36,6 +36,27 @@ pub enum CallError {
     DuplicateId,
 }
 
+/// What became of a request.
+#[derive(Debug)]
+pub enum Settled {
+    /// The client's answer (or an error answer when the request could not be sent).
+    Answer(RawAnswer),
+    /// The peer shut down before the client answered.
+    PeerGone,
+    /// The asker stopped waiting (its turn was cancelled); the id is forgotten.
+    AskerGone,
+}
+
+impl Settled {
+    /// The answer, if the client (or the failed send) gave one.
+    pub fn answer(self) -> Option<RawAnswer> {
+        match self {
+            Settled::Answer(raw) => Some(raw),
+            Settled::PeerGone | Settled::AskerGone => None,
+        }
+    }
+}
+
 /// The id is already waiting for an answer; the reply is handed back unused.
 pub struct IdTaken<T>(pub oneshot::Sender<T>);
 
@@ -62,26 +83,31 @@ impl Peer {
         RequestId::Str(format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed) + 1))
     }
 
-    /// Sends `frame` (a request under `id`) and relays the answer to `reply` through `interpret`.
-    /// `None` for `frame` means it could not be encoded: the asker hears an error answer.
-    /// `interpret` may do its own work before the asker hears (ACP tells the client an approved
-    /// call is starting).
+    /// Sends `frame` (a request under `id`) and relays what became of it to `reply` through
+    /// `settle`: the client's answer, the peer shutting down, or the asker giving up (its turn was
+    /// cancelled). `settle` may do its own work first (ACP tells the client an approved call is
+    /// starting, the Claude dialect withdraws an abandoned question) and returns what the asker
+    /// hears, if anything (`None` drops the reply: "client gone"). `None` for `frame` means it
+    /// could not be encoded: the asker hears an error answer.
     pub async fn ask<T, F, Fut>(
         &self,
         id: RequestId,
         frame: Option<Vec<u8>>,
         mut reply: oneshot::Sender<T>,
-        interpret: F,
+        settle: F,
     ) -> Result<(), IdTaken<T>>
     where
         T: Send + 'static,
-        F: FnOnce(RawAnswer) -> Fut + Send + 'static,
-        Fut: Future<Output = T> + Send,
+        F: FnOnce(Settled) -> Fut + Send + 'static,
+        Fut: Future<Output = Option<T>> + Send,
     {
         let Ok(answer) = self.pending.register(id.clone()) else { return Err(IdTaken(reply)) };
         let Some(frame) = frame else {
             self.pending.forget(&id);
-            let _ = reply.send(interpret(Err(ErrorCode::InternalError.with_message("cannot send the request"))).await);
+            let error = ErrorCode::InternalError.with_message("cannot send the request");
+            if let Some(value) = settle(Settled::Answer(Err(error))).await {
+                let _ = reply.send(value);
+            }
             return Ok(());
         };
         let sent = self.outbound.send_raw(frame).await;
@@ -91,17 +117,18 @@ impl Peer {
         }
         let pending = self.pending.clone();
         tokio::spawn(async move {
-            let raw = tokio::select! {
-                raw = answer => raw,
+            let settled = tokio::select! {
+                raw = answer => match raw {
+                    Ok(raw) => Settled::Answer(raw),
+                    Err(_) => Settled::PeerGone,
+                },
                 () = reply.closed() => {
                     pending.forget(&id);
-                    return;
+                    Settled::AskerGone
                 }
             };
-            // On shutdown (`Err`) the reply is dropped: the asker reads that as "client gone".
-            if let Ok(raw) = raw {
-                let answer = interpret(raw).await;
-                let _ = reply.send(answer);
+            if let Some(value) = settle(settled).await {
+                let _ = reply.send(value);
             }
         });
         Ok(())
@@ -117,12 +144,12 @@ impl Peer {
         let frame = Outbound::request_frame(&id, method, params);
         let (reply, answer) = oneshot::channel();
         let name = method.to_string();
-        self.ask(id, frame, reply, move |raw| async move {
-            match raw {
+        self.ask(id, frame, reply, move |settled| async move {
+            Some(match settled.answer()? {
                 Ok(value) => serde_json::from_value(value)
                     .map_err(|e| CallError::Unreadable { method: name, reason: e.to_string() }),
                 Err(e) => Err(CallError::Refused { method: name, message: e.message }),
-            }
+            })
         })
         .await
         .map_err(|_| CallError::DuplicateId)?;
@@ -186,9 +213,12 @@ mod tests {
         let id = peer.next_id();
         assert_eq!(id, RequestId::Str("t-1".into()));
         let (reply, answer) = oneshot::channel();
-        assert!(peer.ask(id.clone(), frame(&id), reply, |raw| async move { raw }).await.is_ok());
+        assert!(peer.ask(id.clone(), frame(&id), reply, |settled| async move { settled.answer() }).await.is_ok());
         let (again, _) = oneshot::channel::<RawAnswer>();
-        assert!(peer.ask(id.clone(), frame(&id), again, |raw| async move { raw }).await.is_err(), "the id is waiting");
+        assert!(
+            peer.ask(id.clone(), frame(&id), again, |settled| async move { settled.answer() }).await.is_err(),
+            "the id is waiting"
+        );
         assert!(peer.answered(&id, Ok(Value::from(7))));
         assert_eq!(answer.await.unwrap(), Ok(Value::from(7)));
         assert!(!peer.answered(&id, Ok(Value::Null)), "a second answer finds nobody");
@@ -200,7 +230,7 @@ mod tests {
         let peer = Peer::new(out, "t");
         let id = peer.next_id();
         let (reply, answer) = oneshot::channel::<RawAnswer>();
-        peer.ask(id.clone(), frame(&id), reply, |raw| async move { raw }).await.ok();
+        peer.ask(id.clone(), frame(&id), reply, |settled| async move { settled.answer() }).await.ok();
         drop(answer);
         for _ in 0..100 {
             tokio::task::yield_now().await;
@@ -217,10 +247,10 @@ mod tests {
         writer.closed.cancelled().await;
         let id = peer.next_id();
         let (reply, answer) = oneshot::channel();
-        peer.ask(id.clone(), frame(&id), reply, |raw| async move { raw }).await.ok();
+        peer.ask(id.clone(), frame(&id), reply, |settled| async move { settled.answer() }).await.ok();
         assert_eq!(answer.await.unwrap().unwrap_err().message, "the output is closed");
         let (reply, answer) = oneshot::channel();
-        peer.ask(peer.next_id(), None, reply, |raw| async move { raw }).await.ok();
+        peer.ask(peer.next_id(), None, reply, |settled| async move { settled.answer() }).await.ok();
         assert_eq!(answer.await.unwrap().unwrap_err().message, "cannot send the request");
     }
 

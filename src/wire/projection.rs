@@ -45,8 +45,10 @@ impl Projection for WireProjection {
             let kind = RequestKind::of(&request);
             let id = request_id(&request);
             let frame = request_frame(&id, &request);
-            if let Err(IdTaken(reply)) =
-                self.peer.ask(id.clone(), frame, reply, move |raw| async move { interpret(kind, raw) }).await
+            if let Err(IdTaken(reply)) = self
+                .peer
+                .ask(id.clone(), frame, reply, move |s| async move { s.answer().map(|raw| interpret(kind, raw)) })
+                .await
             {
                 // Two calls of one step share a model-chosen id: the client's answer could not
                 // be told apart, so the later call gets its own clear error instead.

@@ -23,9 +23,9 @@ use super::turn::{Identity, TurnLines, fresh_uuid};
 use crate::print::common::{TurnReport, report_turn, stderr_line};
 use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, Request, ToolReturnValue};
 use crate::rpc::Outbound;
-use crate::rpc::pending::{PendingRequests, RawAnswer};
+use crate::rpc::peer::{IdTaken, Settled};
 use crate::rpc::writer::encode;
-use crate::rpc::{ErrorCode, RequestId};
+use crate::rpc::{ErrorCode, Peer, RequestId};
 use crate::soul::{Agent, ClientAnswer, Projection, TurnDriver, TurnResult, TurnTag};
 
 /// The Claude Code release whose headless protocol this dialect follows (`print-mode.md` was
@@ -47,8 +47,8 @@ struct Inner {
     settings: Settings,
     agent: Arc<Agent>,
     policy: Arc<Policy>,
-    /// Questions to the host awaiting its `control_response`.
-    pending: Arc<PendingRequests>,
+    /// Asks the host (`can_use_tool`) and routes its `control_response`s.
+    peer: Arc<Peer>,
     /// Set once the driver exists (a deny with `interrupt: true` cancels the turn).
     driver: OnceLock<Weak<TurnDriver>>,
     turn: Mutex<TurnLines>,
@@ -73,7 +73,7 @@ impl ClaudeProjection {
         agent: Arc<Agent>,
         identity: Identity,
         policy: Arc<Policy>,
-        pending: Arc<PendingRequests>,
+        peer: Arc<Peer>,
     ) -> Self {
         let partial = settings.partial;
         policy.attach(&agent);
@@ -83,7 +83,7 @@ impl ClaudeProjection {
                 settings,
                 agent,
                 policy,
-                pending,
+                peer,
                 driver: OnceLock::new(),
                 turn: Mutex::new(TurnLines::new(identity, partial)),
                 replay: Mutex::new(None),
@@ -182,10 +182,6 @@ impl Inner {
     /// Sends `can_use_tool` and answers the soul when the host does.
     async fn ask(self: &Arc<Self>, request: ApprovalRequest, reply: oneshot::Sender<ClientAnswer>) {
         let request_id = format!("perm-{}", uuid::Uuid::new_v4());
-        let Ok(raw) = self.pending.register(RequestId::Str(request_id.clone())) else {
-            let _ = reply.send(ClientAnswer::Denial(host_gone(&request.sender)));
-            return;
-        };
         // The asking call's own arguments (ids can repeat; a subagent's calls are not in the turn).
         let input = request.arguments.clone().unwrap_or_else(|| Value::Object(Default::default()));
         let line = OutLine::ControlRequest(ControlRequestLine {
@@ -200,27 +196,63 @@ impl Inner {
                 agent_id: request.agent_id.clone(),
             },
         });
-        self.write(&line).await;
-        self.state(SessionState::RequiresAction).await;
-        tokio::spawn(self.clone().await_answer(request, request_id, input, raw, reply));
+        let tool = request.sender.clone();
+        // The answer is settled only after `requires_action` is out, so `running` follows it.
+        let (shown, on_show) = oneshot::channel::<()>();
+        let me = self.clone();
+        let id = RequestId::Str(request_id.clone());
+        let settle = move |settled| async move {
+            let _ = on_show.await;
+            me.settle(settled, request, request_id, input).await
+        };
+        // The soul hears the answer first; a deny with `interrupt` then cancels the turn.
+        let (settled, heard) = oneshot::channel::<(ClientAnswer, bool)>();
+        match self.peer.ask(id, encode(&line), settled, settle).await {
+            Ok(()) => {
+                self.state(SessionState::RequiresAction).await;
+                let _ = shown.send(());
+                tokio::spawn(self.clone().hand_on(heard, reply));
+            }
+            Err(IdTaken(_)) => {
+                let _ = reply.send(ClientAnswer::Denial(host_gone(&tool)));
+            }
+        }
     }
 
-    async fn await_answer(
+    /// Hands the settled answer to the soul, then interrupts the turn if the host asked to; a
+    /// soul that stops waiting lets the peer know (the question is withdrawn).
+    async fn hand_on(
         self: Arc<Self>,
+        heard: oneshot::Receiver<(ClientAnswer, bool)>,
+        mut reply: oneshot::Sender<ClientAnswer>,
+    ) {
+        let settled = tokio::select! {
+            settled = heard => settled,
+            () = reply.closed() => return,
+        };
+        let Ok((answer, interrupt)) = settled else { return };
+        let _ = reply.send(answer);
+        if interrupt && let Some(driver) = self.driver.get().and_then(Weak::upgrade) {
+            driver.cancel();
+        }
+    }
+
+    /// What the soul hears of a `can_use_tool` question.
+    async fn settle(
+        self: Arc<Self>,
+        settled: Settled,
         request: ApprovalRequest,
         request_id: String,
         input: Value,
-        raw: oneshot::Receiver<RawAnswer>,
-        mut reply: oneshot::Sender<ClientAnswer>,
-    ) {
-        let raw = tokio::select! {
-            raw = raw => raw.ok(),
+    ) -> Option<(ClientAnswer, bool)> {
+        let raw = match settled {
+            Settled::Answer(raw) => Some(raw),
+            Settled::PeerGone => None,
             // The turn was cancelled first: withdraw the question.
-            () = reply.closed() => {
-                self.pending.resolve(&RequestId::Str(request_id.clone()), Ok(Value::Null));
+            Settled::AskerGone => {
                 self.write(&OutLine::ControlCancelRequest(ControlCancelLine { request_id })).await;
                 self.state(SessionState::Running).await;
-                return;
+                return None;
             }
         };
         let tool = &request.sender;
@@ -260,10 +292,7 @@ impl Inner {
             lock(&self.turn).deny(tool, &request.tool_call_id, message);
         }
         self.state(SessionState::Running).await;
-        let _ = reply.send(answer);
-        if interrupt && let Some(driver) = self.driver.get().and_then(Weak::upgrade) {
-            driver.cancel();
-        }
+        Some((answer, interrupt))
     }
 }
 

@@ -31,7 +31,6 @@ use crate::builder::AgentSetup;
 use crate::live::SHUTDOWN_GRACE;
 use crate::print::common::{TurnWaiter, stderr_line, turn_tag};
 use crate::protocol::UserInput;
-use crate::rpc::pending::PendingRequests;
 use crate::rpc::writer::encode;
 use crate::rpc::{Outbound, RequestId};
 use crate::soul::TurnDriver;
@@ -48,7 +47,7 @@ pub struct RunLoop {
     pub driver: Arc<TurnDriver>,
     pub projection: Arc<ClaudeProjection>,
     pub policy: Arc<Policy>,
-    pub pending: Arc<PendingRequests>,
+    pub peer: Arc<crate::rpc::Peer>,
     pub session_id: String,
     /// What the session was built from; `set_model` builds the new model through it.
     pub setup: AgentSetup,
@@ -107,7 +106,7 @@ impl RunLoop {
                     None => {
                         // End of input: not a cancel. Questions nobody can answer now are denied.
                         lines = None;
-                        self.pending.fail_all();
+                        self.peer.fail_all();
                     }
                 },
                 report = wait(&mut running) => {
@@ -124,7 +123,7 @@ impl RunLoop {
             }
         }
         self.driver.shutdown(SHUTDOWN_GRACE).await;
-        self.pending.fail_all();
+        self.peer.fail_all();
         u8::from(last_failed)
     }
 
@@ -171,7 +170,7 @@ impl RunLoop {
                     ControlResponse::Success { request_id, response } => (request_id, Ok(response)),
                     ControlResponse::Error { request_id, error } => (request_id, Err(host_error(&error))),
                 };
-                if !self.pending.resolve(&RequestId::Str(id.clone()), outcome) {
+                if !self.peer.answered(&RequestId::Str(id.clone()), outcome) {
                     tracing::info!("ignoring a control response to unknown request {id}");
                 }
             }

@@ -23,7 +23,7 @@ use crate::builder::{AgentChoice, AgentSetup, BuildError, BuiltSession, PromptEd
 use crate::live::{LiveSession, Runtime, Sessions, shell};
 use crate::print::common::{stderr_line, trace_to_stderr};
 use crate::protocol::UserInput;
-use crate::rpc::pending::PendingRequests;
+use crate::rpc::Peer;
 use crate::rpc::reader::DEFAULT_MAX_LINE_BYTES;
 use crate::rpc::writer::encode;
 use crate::session::store::{SessionChoice, share_dir};
@@ -243,14 +243,18 @@ async fn run(
     let streaming = args.output_format == OutputFormat::StreamJson;
     let can_ask =
         args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == InputFormat::StreamJson;
-    let policy = Arc::new(Policy::new(
-        args.permission_mode,
-        args.dangerously_skip_permissions,
-        args.allowed_tools.clone(),
-        args.disallowed_tools.clone(),
-        can_ask,
-    ));
-    let pending = Arc::new(PendingRequests::default());
+    let policy = Arc::new(
+        Policy::new(
+            args.permission_mode,
+            args.dangerously_skip_permissions,
+            args.allowed_tools.clone(),
+            args.disallowed_tools.clone(),
+            can_ask,
+        )
+        .with_add_dirs(args.add_dirs.clone()),
+    );
+    // The host's answers to `can_use_tool` come back on stdin as `control_response`s.
+    let peer = Peer::new(out.clone(), "perm");
     let identity = Identity {
         session_id: session_id.clone(),
         model: agent.model_name(),
@@ -263,14 +267,8 @@ async fn run(
         cwd,
         mcp_servers: super::mcp::init_servers(agent.mcp.as_ref().map(|m| m.snapshot())),
     };
-    let projection = Arc::new(ClaudeProjection::new(
-        out.clone(),
-        settings,
-        agent.clone(),
-        identity,
-        policy.clone(),
-        pending.clone(),
-    ));
+    let projection =
+        Arc::new(ClaudeProjection::new(out.clone(), settings, agent.clone(), identity, policy.clone(), peer.clone()));
     let live = LiveSession::open(built, projection.clone(), shell.sessions);
     let driver = live.driver().clone();
     projection.set_driver(&driver);
@@ -288,7 +286,7 @@ async fn run(
         driver: driver.clone(),
         projection: projection.clone(),
         policy,
-        pending,
+        peer,
         session_id,
         setup: setup.clone(),
         next_model: Default::default(),
