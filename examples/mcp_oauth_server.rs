@@ -11,10 +11,15 @@
 //! sends `error=access_denied`); `--wrong-state`; `--bad-metadata` (the authorization server
 //! metadata is not JSON); `--register-fails`; `--token-fails` (the code exchange is refused);
 //! `--refresh-fails`. `POST /forget` drops every client and token (a server that lost its
-//! state); `POST /revoke` drops the access tokens only (refresh tokens still work); `GET /log` lists what happened (`register`, `authorize`, `token:<grant>`, `mcp:401`).
+//! state); `POST /revoke` drops the access tokens only (refresh tokens still work); `GET /log` lists what happened (`register`, `authorize`, `token:<grant>`, `mcp:401`, `call:<tool>`).
+//!
+//! Tools: `secret_echo {text}`, `whoami`, and `upstream_401`, whose JSON-RPC error says
+//! `HTTP 401` although the server took the token (the error of an API the tool called).
 //!
 //! `mcp_oauth_server --browse URL` is the "browser" the tests put in `$BROWSER`: it GETs the URL
-//! and follows the redirects to kiwi's callback.
+//! and follows the redirects to kiwi's callback. `--hostile-browse URL` first holds three idle
+//! connections to the callback server and sends it forged callbacks (a wrong state, a missing
+//! state, `error=` without the state), then does the same.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -67,7 +72,7 @@ struct Mock {
     state: Mutex<State>,
 }
 
-struct Echo;
+struct Echo(Arc<Mock>);
 
 impl ServerHandler for Echo {
     fn get_info(&self) -> ServerConfig {
@@ -83,6 +88,7 @@ impl ServerHandler for Echo {
         Ok(serde_json::from_value(json!({"tools": [
             {"name": "secret_echo", "description": "Echoes the text (behind OAuth).", "inputSchema": schema},
             {"name": "whoami", "description": "Says who is asking.", "inputSchema": {"type": "object", "properties": {}}},
+            {"name": "upstream_401", "description": "Calls an API that refuses it.", "inputSchema": {"type": "object", "properties": {}}},
         ]}))
         .expect("a valid tool list"))
     }
@@ -93,7 +99,11 @@ impl ServerHandler for Echo {
         _: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        self.0.log(format!("call:{}", request.name));
         let text = match request.name.as_ref() {
+            "upstream_401" => {
+                return Err(ErrorData::internal_error("the upstream API answered HTTP 401 Unauthorized", None));
+            }
             "secret_echo" => format!("secret:{}", args.get("text").and_then(Value::as_str).unwrap_or("")),
             _ => "an authorized client".to_string(),
         };
@@ -275,6 +285,9 @@ async fn main() {
         let _ = client.get(&args[i + 1]).send().await.and_then(|r| r.error_for_status());
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "--hostile-browse") {
+        return hostile_browse(&args[i + 1]).await;
+    }
     let has = |flag: &str| args.iter().any(|a| a == flag);
     let expires_in = args
         .iter()
@@ -294,6 +307,29 @@ async fn main() {
     serve(options).await;
 }
 
+/// A local process that found the callback port: idle connections, forged callbacks, and then
+/// the user's real visit of `url`.
+async fn hostile_browse(url: &str) {
+    let client = kiwi::net::client_builder().build().expect("an HTTP client");
+    let authorization = reqwest::Url::parse(url).expect("the authorization URL");
+    let callback = authorization
+        .query_pairs()
+        .find(|(k, _)| k == "redirect_uri")
+        .map(|(_, v)| v.into_owned())
+        .expect("a redirect_uri");
+    let port = reqwest::Url::parse(&callback).expect("the redirect URI").port().expect("a port");
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect to the callback server"));
+    }
+    for forged in ["code=forged&state=forged", "code=forged", "error=access_denied&state=forged", "error=access_denied"]
+    {
+        let _ = client.get(format!("{callback}?{forged}")).send().await;
+    }
+    let _ = client.get(url).send().await.and_then(|r| r.error_for_status());
+    drop(idle);
+}
+
 async fn serve(options: Options) {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -304,8 +340,9 @@ async fn serve(options: Options) {
     let base = format!("http://127.0.0.1:{port}");
     println!("{base}/mcp");
     let mock = Arc::new(Mock { base, options, state: Mutex::new(State::default()) });
+    let for_tools = mock.clone();
     let mcp = StreamableHttpService::new(
-        || Ok(Echo),
+        move || Ok(Echo(for_tools.clone())),
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default(),
     );

@@ -20,7 +20,7 @@ use crate::acp::serve::{AcpOptions, serve_streams as serve_acp};
 use crate::builder::{AgentChoice, AgentSetup, BuildError, SessionRequest};
 use crate::cli::Cli;
 use crate::session::store::{SessionChoice, share_dir};
-use crate::wire::serve::{WireOptions, serve_streams, signal_token};
+use crate::wire::serve::{WireOptions, serve_streams};
 
 pub use crate::VERSION;
 
@@ -184,13 +184,13 @@ where
     let served = match front_end {
         FrontEnd::Wire => {
             let options = WireOptions { max_line_bytes, version: VERSION.to_string() };
-            serve_streams(&setup, request, options, input, output, signal_token)
+            serve_streams(&setup, request, options, input, output)
         }
         FrontEnd::Print(options) => crate::print::kimi::run(&setup, request, options, input, output, max_line_bytes),
         FrontEnd::Acp => {
             let program = std::env::args().next().unwrap_or_else(|| "kiwi".into());
             let options = AcpOptions { max_line_bytes, version: VERSION.to_string(), program };
-            return serve_acp(setup, options, input, output, signal_token);
+            return serve_acp(setup, options, input, output);
         }
     };
     match served {

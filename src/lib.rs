@@ -7,17 +7,22 @@
 //! ```text
 //! stdin → rpc::reader → wire::server (dispatcher) → soul::TurnDriver → soul (steps, tools, approvals)
 //!                          ↑ answers to our requests            │ events via soul::EventSink
-//!                          └── rpc::pending ◀── wire::projection ◀┘  (+ session::wire_log recorder)
-//!                                                  │
+//!                          └── rpc::peer ◀── wire::projection ◀── live::Fanout ◀┘  (+ session::wire_log)
+//!                                                  │          (one projection per client)
 //!                                        rpc::writer (sole owner of stdout) → stdout
+//!
+//! live::shell (runtime, signals, writer, drain, exit sweep) around it all; live::LiveSession
+//! opens the session (SessionStart) and closes it (SessionEnd, tasks, bookkeeping).
 //! ```
 //!
-//! Each module, bottom layer first (a module only uses the ones above it in this list):
+//! Each module, bottom layer first (a module only uses the ones above it in this list;
+//! `tests/suite/layout.rs` checks it):
 //!
+//! - [`net`]: the one place HTTP clients are built.
 //! - [`protocol`]: the core's vocabulary: content parts, display blocks, tool calls and results,
 //!   events and requests, in the shape the wire and `wire.jsonl` use.
 //! - [`rpc`]: JSON-RPC 2.0 bytes ⇄ messages, generic over methods: the stdin reader (line framing,
-//!   classification), the stdout writer, the map of requests awaiting the client's answer.
+//!   classification), the stdout writer, the peer that asks the client and routes its answers.
 //! - [`llm`]: chat providers (Kimi, OpenAI, Anthropic, Gemini, the scripted test providers) and
 //!   the settings that build them.
 //! - [`config`]: the config file, its defaults, and choosing the model.
@@ -25,22 +30,26 @@
 //! - [`auth`]: the Kimi account login: stored OAuth credentials, their refresh, and the chat
 //!   provider and service keys that use them.
 //! - [`agent_env`]: what a running agent works in (work dir, session, config, model).
+//! - [`blueprint`]: what an agent is built from: agent files, system prompts, skills, flows.
 //! - [`tools`]: the built-in tools and client-owned tools; they reach the agent loop only through
 //!   [`tools::ToolHost`].
 //! - [`mcp`]: the MCP client: server definitions, stdio, Streamable HTTP and legacy SSE
 //!   connections, OAuth for remote servers, MCP tools as tools, the per-session connection status.
-//! - [`blueprint`]: what an agent is built from: agent files, system prompts, skills, flows.
 //! - [`soul`]: the running agent: the turn driver, steps, approvals, context, compaction, slash
 //!   commands. Knows nothing of JSON-RPC; front ends implement [`soul::Projection`].
 //! - [`builder`]: builds a ready session (soul + recorder) from a work dir and a session choice,
 //!   as often as a front end needs, without touching the process.
+//! - [`startup`]: logging, config loading and start-up errors, shared by every front end's process.
+//! - [`cli`]: the command line (kimi's flags and subcommands), parsed before any front end starts.
+//! - [`live`]: the live session every front end serves through, and the process shell around
+//!   front ends.
 //! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
+//! - [`acp`]: the Agent Client Protocol front end (`kiwi acp`): many sessions in one process,
+//!   events as `session/update`s, approvals as permission requests, history replay on load.
 //! - [`print`]: the headless front ends: kimi's `--print` and Claude Code's stream-json dialect,
 //!   each a projection plus a run loop over the same turn driver.
-//! - [`startup`]: logging, config loading and start-up errors, shared by every front end's process.
-//! - [`cli`], [`app`]: the command line and the process (logging, config, choosing the front end).
 //! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`, `mcp`).
-//! - [`net`]: the one place HTTP clients are built.
+//! - [`app`]: the process: logging, config, choosing the front end or subcommand, the exit code.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -56,6 +65,7 @@ pub mod builder;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod live;
 pub mod llm;
 pub mod mcp;
 pub mod net;

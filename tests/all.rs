@@ -6,6 +6,9 @@
 //! process group the process has started, which would hit tests running beside it.
 
 mod common;
+mod fuzz_wire;
+#[path = "common/provider_harness.rs"]
+mod harness;
 #[path = "common/mcp.rs"]
 mod mcp;
 #[path = "common/mock_llm.rs"]
@@ -14,9 +17,6 @@ mod mock_llm;
 mod mock_routes;
 #[path = "common/npm.rs"]
 mod npm;
-#[path = "common/provider_harness.rs"]
-mod harness;
-mod fuzz_wire;
 mod print_support;
 mod tools_support;
 

@@ -1,13 +1,11 @@
-//! ACP's errors (`acp.md` §11) and the ids of the requests kiwi sends the client.
+//! ACP's errors (`acp.md` §11).
 //!
 //! Messages are the fixed JSON-RPC texts; what went wrong is in `data`, as the reference does
 //! (`{"error": ...}` for turn failures, `{"session_id": "Session not found"}` for lookups).
 
-use std::sync::atomic::{AtomicI64, Ordering};
-
 use serde_json::json;
 
-use crate::rpc::{ErrorObject, RequestId};
+use crate::rpc::ErrorObject;
 use crate::soul::TurnError;
 
 pub const INVALID_PARAMS: i64 = -32602;
@@ -47,18 +45,8 @@ pub fn auth_required(reason: Option<&str>) -> ErrorObject {
 /// How a failed turn answers its prompt (`acp.md` §13.1, with the recommended provider mapping).
 pub fn turn_error(e: &TurnError) -> ErrorObject {
     match e {
-        TurnError::LlmNotSet { reason } => auth_required(reason.as_deref()),
+        // As the wire's -32001: no `data`; the reason is in the log and the start-up warning.
+        TurnError::LlmNotSet { .. } => auth_required(None),
         other => internal(other.to_string()),
-    }
-}
-
-/// Ids of kiwi's own requests to the client: `kiwi-1`, `kiwi-2`, … (strings never collide with a
-/// client's integers, and the prefix makes logs readable).
-#[derive(Debug, Default)]
-pub struct OutgoingIds(AtomicI64);
-
-impl OutgoingIds {
-    pub fn next(&self) -> RequestId {
-        RequestId::Str(format!("kiwi-{}", self.0.fetch_add(1, Ordering::Relaxed) + 1))
     }
 }

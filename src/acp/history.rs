@@ -1,5 +1,6 @@
 //! Stored sessions seen from ACP: the history `session/load` replays (the session's `wire.jsonl`
 //! through the same mapping as live events, `acp.md` §4.5) and the list `session/list` returns.
+//! Where a session lives is the session store's to say, never rebuilt here.
 
 use std::path::Path;
 
@@ -9,7 +10,7 @@ use super::mapping::EventMapper;
 use super::projection::send_update;
 use crate::protocol::WireMessage;
 use crate::rpc::Outbound;
-use crate::session::store::work_dir_key;
+use crate::session::store;
 use crate::session::wire_read;
 
 /// Records sent between two yields, so a long history does not starve the dispatcher.
@@ -37,16 +38,14 @@ pub async fn replay(wire_path: &Path, cwd: &Path, session_id: &str, outbound: &O
     Ok(())
 }
 
-/// Whether `id` names a stored session of `cwd` (a folder with a `context.jsonl`).
+/// Whether `id` names a stored session of `cwd`, found as opening it would find it.
 pub fn exists(share: &Path, cwd: &Path, id: &str) -> bool {
-    crate::session::id::check_session_id(id).is_ok()
-        && share.join("sessions").join(work_dir_key(cwd)).join(id).join("context.jsonl").is_file()
+    store::stored_session(share, cwd, id).is_some()
 }
 
 /// The sessions of `cwd`, most recently changed first (`acp.md` §4.7).
 pub fn list(share: &Path, cwd: &Path) -> Vec<SessionInfo> {
-    let base = share.join("sessions").join(work_dir_key(cwd));
-    let Ok(entries) = std::fs::read_dir(&base) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(store::sessions_dir(share, cwd)) else { return Vec::new() };
     let mut found: Vec<(std::time::SystemTime, SessionInfo)> = entries
         .flatten()
         .filter_map(|entry| {

@@ -12,6 +12,7 @@ pub mod errors;
 pub mod history;
 pub mod mapping;
 pub mod mcp_servers;
+pub mod methods;
 pub mod modes;
 pub mod permission;
 pub mod projection;

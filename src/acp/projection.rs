@@ -16,32 +16,28 @@ use agent_client_protocol::v1::schema::{
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::errors::{self, OutgoingIds};
+use super::errors;
 use super::mapping::{EventMapper, diff_content, text_content};
 use super::permission;
 use crate::llm::ModelStop;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, HookAction, Request, ToolReturnValue};
-use crate::rpc::pending::{PendingRequests, RawAnswer};
-use crate::rpc::{Outbound, RequestId};
+use crate::rpc::peer::IdTaken;
+use crate::rpc::pending::RawAnswer;
+use crate::rpc::{Outbound, Peer, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
 
 pub struct AcpProjection {
     session_id: String,
+    /// The connection's peer: updates go out through its writer, permission cards through it.
+    peer: Arc<Peer>,
     outbound: Outbound,
-    pending: Arc<PendingRequests>,
-    ids: Arc<OutgoingIds>,
     mapper: Arc<Mutex<EventMapper>>,
 }
 
 impl AcpProjection {
-    pub fn new(
-        session_id: String,
-        outbound: Outbound,
-        pending: Arc<PendingRequests>,
-        ids: Arc<OutgoingIds>,
-        mapper: Arc<Mutex<EventMapper>>,
-    ) -> Self {
-        Self { session_id, outbound, pending, ids, mapper }
+    pub fn new(session_id: String, peer: Arc<Peer>, mapper: Arc<Mutex<EventMapper>>) -> Self {
+        let outbound = peer.outbound().clone();
+        Self { session_id, peer, outbound, mapper }
     }
 
     fn mapper(&self) -> std::sync::MutexGuard<'_, EventMapper> {
@@ -63,24 +59,12 @@ impl AcpProjection {
         let fields =
             ToolCallUpdateFields::new().title(title.unwrap_or_else(|| approval.description.clone())).content(content);
         let params = permission::request(&self.session_id, ToolCallUpdate::new(tool_call_id.clone(), fields));
-        let id = self.ids.next();
-        let Ok(raw) = self.pending.register(id.clone()) else {
+        let id = self.peer.next_id();
+        let frame = Outbound::request_frame(&id, permission::METHOD, &params);
+        let started =
+            Started { outbound: self.peer.outbound().clone(), session_id: self.session_id.clone(), tool_call_id };
+        if let Err(IdTaken(reply)) = self.peer.ask(id, frame, reply, |raw| permission_answer(raw, started)).await {
             let _ = reply.send(reject());
-            return answer;
-        };
-        match Outbound::request_frame(&id, permission::METHOD, &params) {
-            Some(frame) => {
-                let started =
-                    Started { outbound: self.outbound.clone(), session_id: self.session_id.clone(), tool_call_id };
-                tokio::spawn(await_permission(raw, reply, self.pending.clone(), started));
-                if !self.outbound.send_raw(frame).await {
-                    self.pending.resolve(&id, Err(errors::internal("the output is closed")));
-                }
-            }
-            None => {
-                self.pending.resolve(&id, Err(errors::internal("cannot send the request")));
-                let _ = reply.send(reject());
-            }
         }
         answer
     }
@@ -167,27 +151,14 @@ struct Started {
     tool_call_id: String,
 }
 
-async fn await_permission(
-    answer: oneshot::Receiver<RawAnswer>,
-    mut reply: oneshot::Sender<ClientAnswer>,
-    pending: Arc<PendingRequests>,
-    started: Started,
-) {
-    let raw = tokio::select! {
-        raw = answer => raw,
-        // The turn was cancelled: forget the request; the client's answer finds nobody.
-        () = reply.closed() => {
-            pending.prune();
-            return;
-        }
-    };
+/// The client's answer to a permission card, as the soul hears it.
+async fn permission_answer(raw: RawAnswer, started: Started) -> ClientAnswer {
     let decision = match raw {
-        Ok(Ok(value)) => permission::decision(value),
-        Ok(Err(e)) => {
+        Ok(value) => permission::decision(value),
+        Err(e) => {
             tracing::info!("the client answered a permission request with an error: {}", e.message);
             ApprovalDecision::Reject
         }
-        Err(_) => return,
     };
     if decision.is_approved() {
         // Sent before the soul hears the answer, so it precedes the call's result.
@@ -195,5 +166,5 @@ async fn await_permission(
         let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(started.tool_call_id, fields));
         send_update(&started.outbound, &started.session_id, update).await;
     }
-    let _ = reply.send(ClientAnswer::Approval { decision, feedback: String::new() });
+    ClientAnswer::Approval { decision, feedback: String::new() }
 }

@@ -9,25 +9,22 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal, AuthenticateRequest, AuthenticateResponse,
-    AvailableCommand, AvailableCommandsUpdate, CancelNotification, ClientCapabilities, CloseSessionRequest,
-    CloseSessionResponse, Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, PromptRequest, ResumeSessionRequest, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal, AuthenticateResponse, AvailableCommand,
+    AvailableCommandsUpdate, ClientCapabilities, CloseSessionResponse, Implementation, InitializeRequest,
+    InitializeResponse, ListSessionsResponse, LoadSessionResponse, McpCapabilities, McpServer, NewSessionResponse,
+    PromptCapabilities, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionListCapabilities,
+    SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionResponse, SetSessionModeResponse,
 };
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::errors;
 use super::history;
 use super::mcp_servers;
+use super::methods::{AcpNotification, AcpRequest};
 use super::modes;
 use super::projection::send_update;
 use super::prompt_input;
@@ -37,9 +34,6 @@ use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorObject, Incoming, RequestId};
 use crate::session::store::SessionChoice;
 use crate::soul::TurnTag;
-
-/// How long shutdown waits for each session's turn to unwind.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 pub struct AcpServer {
     shared: Shared,
@@ -65,30 +59,29 @@ impl AcpServer {
         let out = &self.shared.outbound;
         match item {
             Incoming::Request { id, method, params } => {
-                let params = params.unwrap_or(Value::Null);
-                if let Err(e) = self.handle(&id, &method, params).await {
+                let handled = match AcpRequest::parse(&method, params) {
+                    Ok(request) => self.handle(&id, request).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = handled {
                     out.error(Some(&id), &e).await;
                 }
             }
-            Incoming::Notification { method, params } => match method.as_str() {
-                "session/cancel" => match parse::<CancelNotification>(params.unwrap_or(Value::Null)) {
-                    Ok(n) => match self.session(&n.session_id.0) {
-                        Ok(session) => {
-                            if let Some(driver) = session.driver() {
-                                driver.cancel();
-                            }
+            Incoming::Notification { method, params } => match AcpNotification::parse(&method, params) {
+                Some(Ok(AcpNotification::Cancel(n))) => match self.session(&n.session_id.0) {
+                    Ok(session) => {
+                        if let Some(driver) = session.driver() {
+                            driver.cancel();
                         }
-                        Err(_) => tracing::info!("session/cancel for unknown session {}", n.session_id.0),
-                    },
-                    Err(e) => tracing::info!("unreadable session/cancel: {}", e.message),
+                    }
+                    Err(_) => tracing::info!("session/cancel for unknown session {}", n.session_id.0),
                 },
-                // The only requests a client could abandon are prompts, which `session/cancel`
-                // stops; everything else is answered at once.
-                "$/cancel_request" => tracing::debug!("ignoring $/cancel_request"),
-                other => tracing::debug!("ignoring the notification `{other}`"),
+                Some(Ok(AcpNotification::CancelRequest)) => tracing::debug!("ignoring $/cancel_request"),
+                Some(Err(e)) => tracing::info!("unreadable `{method}`: {}", e.message),
+                None => tracing::debug!("ignoring the notification `{method}`"),
             },
             Incoming::Response { id, outcome } => {
-                if !self.shared.pending.resolve(&id, outcome) {
+                if !self.shared.peer.answered(&id, outcome) {
                     tracing::info!("ignoring a response to unknown request {id}");
                 }
             }
@@ -97,15 +90,14 @@ impl AcpServer {
         }
     }
 
-    async fn handle(self: &Arc<Self>, id: &RequestId, method: &str, params: Value) -> Result<(), ErrorObject> {
+    async fn handle(self: &Arc<Self>, id: &RequestId, request: AcpRequest) -> Result<(), ErrorObject> {
         let out = &self.shared.outbound;
-        match method {
-            "initialize" => {
-                let response = self.initialize(parse(params)?);
+        match request {
+            AcpRequest::Initialize(request) => {
+                let response = self.initialize(request);
                 out.respond(id, &response).await;
             }
-            "authenticate" => {
-                let request: AuthenticateRequest = parse(params)?;
+            AcpRequest::Authenticate(request) => {
                 if &*request.method_id.0 != "login" {
                     return Err(errors::invalid_params(format!("unknown auth method `{}`", request.method_id.0)));
                 }
@@ -116,57 +108,55 @@ impl AcpServer {
                 }
                 out.respond(id, &AuthenticateResponse::new()).await;
             }
-            "session/new" => {
-                let request: NewSessionRequest = parse(params)?;
+            // Opening a session (building it, replaying its history) runs on a task of its own:
+            // a slow one never holds up the other sessions' prompts, answers and cancels.
+            AcpRequest::NewSession(request) => {
                 let cwd = absolute_dir(&request.cwd)?;
-                let session = self.open(&cwd, SessionChoice::New, &request.mcp_servers)?;
-                let (modes, options) = session_modes(&self.shared, &session);
-                let response = NewSessionResponse::new(session.id.clone()).modes(modes).config_options(options);
-                out.respond(id, &with_models(&self.shared, &session, response)).await;
-                self.announce_commands(&session).await;
+                self.off_dispatcher(id, move |server, id| async move {
+                    let session = server.open(&cwd, SessionChoice::New, &request.mcp_servers).await?;
+                    let (modes, options) = session_modes(&server.shared, &session);
+                    let response = NewSessionResponse::new(session.id.clone()).modes(modes).config_options(options);
+                    server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
+                    server.announce_commands(&session).await;
+                    Ok(())
+                });
             }
-            "session/load" => {
-                let request: LoadSessionRequest = parse(params)?;
+            AcpRequest::LoadSession(request) => {
                 let cwd = absolute_dir(&request.cwd)?;
-                let session = self.reopen(&request.session_id.0, &cwd, &request.mcp_servers)?;
-                let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
-                let claim = driver.claim().map_err(|_| errors::internal("a prompt is running in this session"))?;
-                driver.sink().flush_record();
-                let server = self.clone();
-                let id = id.clone();
-                // On its own task: a long history must not hold up the dispatcher.
-                tokio::spawn(async move {
+                self.off_dispatcher(id, move |server, id| async move {
+                    let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers).await?;
+                    let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
+                    let claim = driver.claim().map_err(|_| errors::internal("a prompt is running in this session"))?;
+                    driver.sink().flush_record();
                     let out = &server.shared.outbound;
                     let replayed = match session.wire_path() {
                         Some(path) => history::replay(&path, &session.cwd, &session.id, out).await,
                         None => Ok(()),
                     };
                     drop(claim);
-                    match replayed {
-                        Ok(()) => {
-                            let (modes, options) = session_modes(&server.shared, &session);
-                            let response = LoadSessionResponse::new().modes(modes).config_options(options);
-                            out.respond(&id, &with_models(&server.shared, &session, response)).await;
-                            server.announce_commands(&session).await;
-                        }
-                        Err(e) => {
-                            tracing::error!("session/load replay failed: {e}");
-                            out.error(Some(&id), &errors::internal(format!("cannot replay the session: {e}"))).await;
-                        }
+                    if let Err(e) = replayed {
+                        tracing::error!("session/load replay failed: {e}");
+                        return Err(errors::internal(format!("cannot replay the session: {e}")));
                     }
+                    let (modes, options) = session_modes(&server.shared, &session);
+                    let response = LoadSessionResponse::new().modes(modes).config_options(options);
+                    out.respond(&id, &with_models(&server.shared, &session, response)).await;
+                    server.announce_commands(&session).await;
+                    Ok(())
                 });
             }
-            "session/resume" => {
-                let request: ResumeSessionRequest = parse(params)?;
+            AcpRequest::ResumeSession(request) => {
                 let cwd = absolute_dir(&request.cwd)?;
-                let session = self.reopen(&request.session_id.0, &cwd, &request.mcp_servers)?;
-                let (modes, options) = session_modes(&self.shared, &session);
-                let response = ResumeSessionResponse::new().modes(modes).config_options(options);
-                out.respond(id, &with_models(&self.shared, &session, response)).await;
-                self.announce_commands(&session).await;
+                self.off_dispatcher(id, move |server, id| async move {
+                    let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers).await?;
+                    let (modes, options) = session_modes(&server.shared, &session);
+                    let response = ResumeSessionResponse::new().modes(modes).config_options(options);
+                    server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
+                    server.announce_commands(&session).await;
+                    Ok(())
+                });
             }
-            "session/list" => {
-                let request: ListSessionsRequest = parse(params)?;
+            AcpRequest::ListSessions(request) => {
                 // Without a work dir there is nothing to look in (as the reference).
                 let sessions = match request.cwd {
                     Some(cwd) => history::list(&self.shared.setup.share_dir, &absolute(&cwd)?),
@@ -174,15 +164,17 @@ impl AcpServer {
                 };
                 out.respond(id, &ListSessionsResponse::new(sessions)).await;
             }
-            "session/close" => {
-                let request: CloseSessionRequest = parse(params)?;
+            AcpRequest::CloseSession(request) => {
                 let session = lock(&self.sessions).remove(&*request.session_id.0);
                 let Some(session) = session else { return Err(errors::session_not_found()) };
-                session.close().await;
-                out.respond(id, &CloseSessionResponse::new()).await;
+                // Closing waits for the turn to unwind and for SessionEnd hooks: not here.
+                self.off_dispatcher(id, move |server, id| async move {
+                    session.close().await;
+                    server.shared.outbound.respond(&id, &CloseSessionResponse::new()).await;
+                    Ok(())
+                });
             }
-            "session/prompt" => {
-                let request: PromptRequest = parse(params)?;
+            AcpRequest::Prompt(request) => {
                 let session = self.session(&request.session_id.0)?;
                 let input = prompt_input::user_input(&request.prompt).map_err(errors::invalid_params)?;
                 let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
@@ -190,8 +182,7 @@ impl AcpServer {
                     return Err(errors::internal("a prompt is already running for this session"));
                 }
             }
-            "session/set_mode" => {
-                let request: SetSessionModeRequest = parse(params)?;
+            AcpRequest::SetMode(request) => {
                 let session = self.session(&request.session_id.0)?;
                 let Some(plan) = modes::parse_mode(&request.mode_id.0) else {
                     return Err(errors::invalid_params(format!("unknown mode `{}`", request.mode_id.0)));
@@ -202,8 +193,7 @@ impl AcpServer {
                 driver.sink().emit(Event::StatusUpdate(StatusUpdate::plan_mode(view.active))).await;
                 out.respond(id, &SetSessionModeResponse::new()).await;
             }
-            "session/set_config_option" => {
-                let request: SetSessionConfigOptionRequest = parse(params)?;
+            AcpRequest::SetConfigOption(request) => {
                 let session = self.session(&request.session_id.0)?;
                 let Some(value) = request.value.as_value_id() else {
                     return Err(errors::invalid_params("kiwi's config options are selects"));
@@ -218,8 +208,7 @@ impl AcpServer {
                 out.respond(id, &SetSessionConfigOptionResponse::new(options)).await;
             }
             // Legacy (removed from the schema; older clients' model picker).
-            "session/set_model" => {
-                let request: modes::SetModelRequest = parse(params)?;
+            AcpRequest::SetModel(request) => {
                 let session = self.session(&request.session_id)?;
                 let Some(next) = modes::parse_legacy_model(&self.shared.setup.config, &request.model_id) else {
                     return Err(errors::model_not_found());
@@ -229,7 +218,6 @@ impl AcpServer {
                 }
                 out.respond(id, &json!({})).await;
             }
-            other => return Err(errors::method_not_found(other)),
         }
         Ok(())
     }
@@ -275,30 +263,63 @@ impl AcpServer {
             .agent_info(Implementation::new("kiwi", self.version.clone()))
     }
 
+    /// Runs a request's work on its own task; its error (if any) answers the request.
+    fn off_dispatcher<F, Fut>(self: &Arc<Self>, id: &RequestId, work: F)
+    where
+        F: FnOnce(Arc<Self>, RequestId) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<(), ErrorObject>> + Send + 'static,
+    {
+        let server = self.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let out = server.shared.outbound.clone();
+            if let Err(e) = work(server, id.clone()).await {
+                out.error(Some(&id), &e).await;
+            }
+        });
+    }
+
     fn session(&self, id: &str) -> Result<Arc<AcpSession>, ErrorObject> {
         lock(&self.sessions).get(id).cloned().ok_or_else(errors::session_not_found)
     }
 
-    fn open(&self, cwd: &Path, choice: SessionChoice, servers: &[McpServer]) -> Result<Arc<AcpSession>, ErrorObject> {
+    /// Builds and registers a session, on a blocking thread (loading a long session reads files).
+    async fn open(
+        self: &Arc<Self>,
+        cwd: &Path,
+        choice: SessionChoice,
+        servers: &[McpServer],
+    ) -> Result<Arc<AcpSession>, ErrorObject> {
         let mcp = mcp_servers::config_document(servers).map_err(errors::invalid_params)?;
-        let session = AcpSession::open(&self.shared, cwd, choice, mcp.into_iter().collect())?;
+        let (server, cwd) = (self.clone(), cwd.to_path_buf());
+        let opened = tokio::task::spawn_blocking(move || {
+            AcpSession::open(&server.shared, &cwd, choice, mcp.into_iter().collect())
+        })
+        .await
+        .map_err(|e| errors::internal(format!("opening the session failed: {e}")))?;
+        let session = opened?;
         lock(&self.sessions).insert(session.id.clone(), session.clone());
         Ok(session)
     }
 
     /// An open session by id, or the stored one opened now (`-32602` when there is none).
-    fn reopen(&self, id: &str, cwd: &Path, servers: &[McpServer]) -> Result<Arc<AcpSession>, ErrorObject> {
+    async fn reopen(
+        self: &Arc<Self>,
+        id: &str,
+        cwd: &Path,
+        servers: &[McpServer],
+    ) -> Result<Arc<AcpSession>, ErrorObject> {
         if let Ok(session) = self.session(id) {
             return Ok(session);
         }
         if !history::exists(&self.shared.setup.share_dir, cwd, id) {
             return Err(errors::session_not_found());
         }
-        self.open(cwd, SessionChoice::Id(id.to_string()), servers)
+        self.open(cwd, SessionChoice::Id(id.to_string()), servers).await
     }
 
     /// `available_commands_update`: the slash commands and skills the core offers.
-    async fn announce_commands(&self, session: &AcpSession) {
+    async fn announce_commands(&self, session: &Arc<AcpSession>) {
         let Some(driver) = session.driver() else { return };
         let commands: Vec<AvailableCommand> = driver
             .agent()
@@ -308,9 +329,13 @@ impl AcpServer {
             .collect();
         let update = SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands));
         send_update(&self.shared.outbound, &session.id, update).await;
-        session.start_hooks().await;
+        // A slow SessionStart hook must not hold up anything else.
+        let session = session.clone();
+        tokio::spawn(async move { session.start_hooks().await });
     }
 
+    /// EOF or a signal: every turn is cancelled and what waits for the client fails; the
+    /// process shell then closes the sessions (SessionEnd hooks, tasks, bookkeeping).
     async fn shutdown(&self) {
         let sessions: Vec<Arc<AcpSession>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for session in &sessions {
@@ -318,10 +343,7 @@ impl AcpServer {
                 driver.cancel();
             }
         }
-        for session in sessions {
-            let _ = tokio::time::timeout(SHUTDOWN_GRACE * 2, session.close()).await;
-        }
-        self.shared.pending.fail_all();
+        self.shared.peer.fail_all();
     }
 }
 
@@ -345,10 +367,6 @@ struct WithModels<T: serde::Serialize> {
 
 fn with_models<T: serde::Serialize>(shared: &Shared, session: &AcpSession, response: T) -> WithModels<T> {
     WithModels { response, models: modes::legacy_models(&shared.setup.config, &session.model_choice()) }
-}
-
-fn parse<T: DeserializeOwned>(params: Value) -> Result<T, ErrorObject> {
-    serde_json::from_value(params).map_err(|e| errors::invalid_params(e.to_string()))
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, ErrorObject> {

@@ -8,37 +8,31 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use serde_json::Value;
 
 use super::client_calls::ClientCalls;
 use super::client_fs::AcpFiles;
-use super::errors::{self, OutgoingIds};
+use super::errors;
 use super::mapping::EventMapper;
 use super::modes::ModelChoice;
 use super::projection::AcpProjection;
-use super::terminal_shell::TerminalShell;
-use crate::builder::{AgentSetup, BuildError, BuiltSession, SessionRequest};
-use crate::protocol::HookEvent;
-use crate::rpc::pending::PendingRequests;
-use crate::rpc::{ErrorObject, Outbound};
-use crate::session::store::{Session, SessionChoice};
-use crate::soul::hooks::{self, HookRunner};
-use crate::soul::{EventSink, TurnDriver};
+use super::terminal_shell::TerminalRunner;
+use crate::builder::{AgentSetup, BuildError, SessionRequest};
+use crate::live::{CloseReason, LiveSession, Sessions};
+use crate::rpc::{ErrorObject, Outbound, Peer};
+use crate::session::store::SessionChoice;
+use crate::soul::TurnDriver;
 use crate::tools::client_files::ClientFiles;
-
-/// The longest a turn may take to unwind when its session closes.
-const CLOSE_GRACE: Duration = Duration::from_millis(500);
-/// The longest the `SessionEnd` hooks may delay a close.
-const SESSION_END_BOUND: Duration = Duration::from_secs(5);
 
 /// What every session of the server shares.
 pub struct Shared {
     pub setup: AgentSetup,
     pub outbound: Outbound,
-    pub pending: Arc<PendingRequests>,
-    pub ids: Arc<OutgoingIds>,
+    /// kiwi's requests to the client (permission cards, terminals, files) and their answers.
+    pub peer: Arc<Peer>,
+    /// The process's live sessions (the shell closes those still open at exit).
+    pub sessions: Sessions,
     /// The client runs terminals for us (`clientCapabilities.terminal`): Shell uses them.
     pub client_terminal: AtomicBool,
     /// The client serves reads / takes writes of files (`clientCapabilities.fs`).
@@ -48,21 +42,15 @@ pub struct Shared {
 
 impl Shared {
     fn calls(&self) -> ClientCalls {
-        ClientCalls { outbound: self.outbound.clone(), pending: self.pending.clone(), ids: self.ids.clone() }
+        ClientCalls { peer: self.peer.clone() }
     }
-}
-
-struct Live {
-    session: Session,
-    driver: Arc<TurnDriver>,
-    hooks: HookRunner,
 }
 
 pub struct AcpSession {
     pub id: String,
     pub cwd: PathBuf,
     pub mapper: Arc<Mutex<EventMapper>>,
-    live: Mutex<Option<Live>>,
+    live: Arc<LiveSession>,
     choice: Mutex<ModelChoice>,
 }
 
@@ -85,33 +73,22 @@ impl AcpSession {
             })?;
         let id = built.session.id.clone();
         let mapper = Arc::new(Mutex::new(EventMapper::new(cwd.to_path_buf(), false)));
-        let projection = Arc::new(AcpProjection::new(
-            id.clone(),
-            shared.outbound.clone(),
-            shared.pending.clone(),
-            shared.ids.clone(),
-            mapper.clone(),
-        ));
+        let projection = Arc::new(AcpProjection::new(id.clone(), shared.peer.clone(), mapper.clone()));
         let shell = terminal_shell(shared, &id, &mapper);
         let files = client_files(shared, &id);
-        let live = live(built, &projection, shell, files);
-        lock(&mapper).set_plan_mode(live.driver.agent().state.plan_mode());
-        Ok(Arc::new(Self {
-            id,
-            cwd: cwd.to_path_buf(),
-            mapper,
-            live: Mutex::new(Some(live)),
-            choice: Mutex::new(model),
-        }))
+        let live = LiveSession::open(built, projection, &shared.sessions);
+        fit_agent(live.driver(), shell, files);
+        lock(&mapper).set_plan_mode(live.driver().agent().state.plan_mode());
+        Ok(Arc::new(Self { id, cwd: cwd.to_path_buf(), mapper, live, choice: Mutex::new(model) }))
     }
 
-    /// The turn driver; `None` only while the agent is being rebuilt (or after close).
+    /// The turn driver; `None` once the session is closed.
     pub fn driver(&self) -> Option<Arc<TurnDriver>> {
-        lock(&self.live).as_ref().map(|l| l.driver.clone())
+        (!self.live.is_closed()).then(|| self.live.driver().clone())
     }
 
     pub fn wire_path(&self) -> Option<PathBuf> {
-        lock(&self.live).as_ref().map(|l| l.session.wire_path())
+        (!self.live.is_closed()).then(|| self.live.wire_path())
     }
 
     pub fn model_choice(&self) -> ModelChoice {
@@ -119,46 +96,35 @@ impl AcpSession {
     }
 
     pub fn resumed(&self) -> bool {
-        lock(&self.live).as_ref().is_some_and(|l| l.session.resumed)
+        self.live.resumed()
     }
 
     /// `SessionStart` hooks (not visible to the client, as on the wire).
     pub async fn start_hooks(&self) {
-        let runner = lock(&self.live).as_ref().map(|l| (l.hooks.clone(), l.session.resumed));
-        if let Some((hooks, resumed)) = runner {
-            let source = if resumed { "resume" } else { "startup" };
-            hooks.run(HookEvent::SessionStart, source, hooks::input([("source", Value::from(source))])).await;
-        }
+        self.live.start().await;
     }
 
     /// Switches the session to another model choice (the session, its MCP servers and its
     /// tools stay as they are); refused while a turn runs.
     pub fn change_model(&self, shared: &Shared, next: ModelChoice) -> Result<(), ErrorObject> {
-        let live = lock(&self.live);
-        let Some(current) = live.as_ref() else { return Err(errors::session_not_found()) };
-        if current.driver.is_busy() {
+        let Some(driver) = self.driver() else { return Err(errors::session_not_found()) };
+        if driver.is_busy() {
             return Err(errors::internal("a prompt is running in this session; change the model after it"));
         }
         let base = &shared.setup;
         // Thinking is only forced when it differs from what the config would choose anyway.
         let thinking = Some(next.thinking).filter(|t| base.thinking.is_some() || *t != base.config.default_thinking);
-        let agent = current.driver.agent();
+        let agent = driver.agent();
         let model = base.model_switch(agent, next.model.as_deref(), thinking).map_err(errors::internal)?;
         agent.env.model.set(model);
         *lock(&self.choice) = next;
         Ok(())
     }
 
-    /// Cancels what runs, runs the `SessionEnd` hooks and releases the session folder.
+    /// Cancels what runs, stops the session's background tasks, runs the `SessionEnd` hooks and
+    /// releases the session folder (the process goes on).
     pub async fn close(&self) {
-        let live = lock(&self.live).take();
-        let Some(live) = live else { return };
-        live.driver.shutdown(CLOSE_GRACE).await;
-        let run = live.hooks.run(HookEvent::SessionEnd, "exit", hooks::input([("reason", Value::from("exit"))]));
-        if tokio::time::timeout(SESSION_END_BOUND, run).await.is_err() {
-            tracing::info!("SessionEnd hooks did not finish in {SESSION_END_BOUND:?}");
-        }
-        live.session.finish();
+        self.live.close(CloseReason::Closed).await;
     }
 }
 
@@ -166,7 +132,8 @@ fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -
     if !shared.client_terminal.load(Ordering::SeqCst) {
         return None;
     }
-    let tool = TerminalShell::new(id.to_string(), shared.calls(), mapper.clone());
+    let runner = TerminalRunner::new(id.to_string(), shared.calls(), mapper.clone());
+    let tool = crate::tools::shell::Shell::with_runner(Arc::new(runner));
     Some(Arc::new(crate::tools::Typed::new(tool)))
 }
 
@@ -178,14 +145,8 @@ fn client_files(shared: &Shared, id: &str) -> Option<Arc<dyn ClientFiles>> {
     Some(Arc::new(AcpFiles { session_id: id.to_string(), calls: shared.calls(), read, write }))
 }
 
-fn live(
-    built: BuiltSession,
-    projection: &Arc<AcpProjection>,
-    shell: Option<Arc<dyn crate::tools::Tool>>,
-    files: Option<Arc<dyn ClientFiles>>,
-) -> Live {
-    let BuiltSession { session, soul, recorder } = built;
-    let driver = TurnDriver::new(soul, EventSink::new(projection.clone(), Some(recorder)));
+/// Fits the agent to what the client offers: its files, its terminals, its modes.
+fn fit_agent(driver: &TurnDriver, shell: Option<Arc<dyn crate::tools::Tool>>, files: Option<Arc<dyn ClientFiles>>) {
     if let Some(files) = files {
         driver.agent().client.set_files(files);
     }
@@ -197,10 +158,6 @@ fn live(
     }
     // ACP has no question form; plan mode is an ACP mode, so its tools are offered.
     driver.agent().client.handshake(Some((false, true)));
-    let hooks =
-        HookRunner::new(driver.agent().hooks.clone(), driver.sink().clone(), &session.id, session.work_dir.clone())
-            .hidden();
-    Live { session, driver, hooks }
 }
 
 fn session_setup(base: &AgentSetup, choice: &ModelChoice, mcp_configs: &[Value]) -> AgentSetup {

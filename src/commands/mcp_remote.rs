@@ -17,7 +17,7 @@ use super::mcp::{entry, fail};
 use super::print_line;
 use crate::mcp::config::{RemoteAuth, RemoteEntry, RemoteTransport, ServerEntry, parse_entry};
 use crate::mcp::oauth::{FlowError, TokenSource, challenge, flow, with_tokens};
-use crate::mcp::{LinkEnv, ServerLink, StderrTo, oauth_store};
+use crate::mcp::{LinkEnv, LinkError, ServerLink, StderrTo, oauth_store};
 
 /// The limit on one `test` connection (the default tool call limit; the reference has none and
 /// hangs on a server that never answers).
@@ -62,12 +62,13 @@ pub fn test(name: &str, doc: &Value, share: &Path) -> ExitCode {
         let connect = || async {
             match tokio::time::timeout(TEST_TIMEOUT, link.connect()).await {
                 Ok(listed) => listed,
-                Err(_) => Err(format!("no answer within {} s", TEST_TIMEOUT.as_secs())),
+                Err(_) => Err(format!("no answer within {} s", TEST_TIMEOUT.as_secs()).into()),
             }
         };
-        let listed = with_tokens(oauth_token.as_deref(), connect)
-            .await
-            .unwrap_or_else(|e| Err(format!("OAuthError: {e}; run: kiwi mcp auth {name}")));
+        let listed = match with_tokens(oauth_token.as_deref(), connect).await {
+            Ok(listed) => listed.map_err(LinkError::into_text),
+            Err(e) => Err(format!("OAuthError: {e}; run: kiwi mcp auth {name}")),
+        };
         link.shut_down().await;
         listed
     });
@@ -178,7 +179,7 @@ async fn authorize_and_list(name: &str, remote: RemoteEntry, share: &Path) -> Re
         LinkEnv { work_dir, stderr: StderrTo::Inherit, oauth_token },
     );
     let listed = match tokio::time::timeout(TEST_TIMEOUT, link.connect()).await {
-        Ok(listed) => listed,
+        Ok(listed) => listed.map_err(LinkError::into_text),
         Err(_) => Err(format!("no answer within {} s", TEST_TIMEOUT.as_secs())),
     };
     link.shut_down().await;

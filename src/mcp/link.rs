@@ -4,22 +4,24 @@
 //!
 //! Invariants: the process of a stdio server lives exactly as long as its [`Live`] (dropping it
 //! kills the server's whole process group, see `tools::process::CallGuard`); a call never holds
-//! the lock while it waits for the server, so calls to one server run concurrently.
+//! the lock while it waits for the server, so calls to one server run concurrently. What a
+//! server can make kiwi keep is bounded: its tool list ([`MAX_PAGES`], [`MAX_TOOLS`],
+//! [`MAX_LISTING_BYTES`]; rmcp bounds one message) and its stderr (`super::stderr`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams};
 use rmcp::service::{Peer, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
-use tokio::io::AsyncBufReadExt;
 
 use super::config::{RemoteAuth, RemoteEntry, RemoteTransport, ServerEntry, StdioEntry};
+use super::error::LinkError;
 use crate::tools::process::CallGuard;
 
 /// The part of kiwi's environment a stdio server inherits (§2.6); the entry's `env` goes on top.
@@ -27,6 +29,15 @@ const INHERITED_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "US
 
 /// HTTP connect and write limit (§2.7); reads may take as long as a tool call is allowed to.
 const HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `tools/list` pages followed for one server: a server whose `nextCursor` never ends fails.
+pub const MAX_PAGES: usize = 100;
+
+/// The tools one server may list (more than any model can choose from).
+pub const MAX_TOOLS: usize = 1000;
+
+/// The size of one server's tool list as JSON (names, descriptions, schemas).
+pub const MAX_LISTING_BYTES: usize = 16 * 1024 * 1024;
 
 /// Where a stdio server's stderr goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,11 +111,11 @@ impl ServerLink {
     }
 
     /// Connects (or reconnects) and lists the server's tools.
-    pub async fn connect(&self) -> Result<Vec<rmcp::model::Tool>, String> {
+    pub async fn connect(&self) -> Result<Vec<rmcp::model::Tool>, LinkError> {
         let mut live = self.live.lock().await;
         *live = None;
         let fresh = self.open().await?;
-        let tools = fresh.service.peer().list_all_tools().await.map_err(|e| describe(&e))?;
+        let tools = list_tools(fresh.service.peer()).await?;
         *live = Some(fresh);
         Ok(tools)
     }
@@ -130,7 +141,8 @@ impl ServerLink {
     }
 
     async fn call_once(&self, tool: &str, arguments: Map<String, Value>) -> Result<Value, Attempt> {
-        let (peer, generation, token) = self.peer().await.map_err(|e| Attempt::Failed(CallError::Failed(e)))?;
+        let (peer, generation, token) =
+            self.peer().await.map_err(|e| Attempt::Failed(CallError::Failed(e.into_text())))?;
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = Some(arguments);
         match peer.call_tool(params).await {
@@ -142,7 +154,8 @@ impl ServerLink {
                 }
                 let text = describe(&e);
                 let lower = text.to_lowercase();
-                if let Some(token) = token.filter(|_| super::oauth::is_rejection(&text)) {
+                let refused = LinkError::of_request(&e, String::new()).is_unauthorized();
+                if let Some(token) = token.filter(|_| refused) {
                     self.forget(generation).await;
                     return Err(Attempt::Refused(token));
                 }
@@ -161,7 +174,7 @@ impl ServerLink {
         *self.live.lock().await = None;
     }
 
-    async fn peer(&self) -> Result<(Peer<RoleClient>, u64, Option<String>), String> {
+    async fn peer(&self) -> Result<(Peer<RoleClient>, u64, Option<String>), LinkError> {
         let mut live = self.live.lock().await;
         if let Some(l) = live.as_ref()
             && !l.service.is_closed()
@@ -183,7 +196,7 @@ impl ServerLink {
         }
     }
 
-    async fn open(&self) -> Result<Live, String> {
+    async fn open(&self) -> Result<Live, LinkError> {
         let generation = self.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("kiwi", crate::VERSION));
         // An OAuth server's token is read (and refreshed when expired) at every connection.
@@ -198,19 +211,21 @@ impl ServerLink {
                     Ok(service) => Ok(Live { service, _process: Some(guard), generation, token: None }),
                     Err(e) => {
                         guard.kill();
-                        Err(format!("{}", e).replace("connection closed: initialize response", "Connection closed"))
+                        let text = e.to_string().replace("connection closed: initialize response", "Connection closed");
+                        Err(LinkError::of_initialize(&e, text))
                     }
                 }
             }
             ServerEntry::Remote(remote) if remote.transport == RemoteTransport::Sse => {
-                let transport =
-                    super::sse::SseTransport::connect(remote, token.as_deref()).await.map_err(|e| e.to_string())?;
-                let service = info.serve(transport).await.map_err(|e| e.to_string())?;
+                let transport = super::sse::SseTransport::connect(remote, token.as_deref())
+                    .await
+                    .map_err(|e| LinkError::of_sse(&e))?;
+                let service = info.serve(transport).await.map_err(|e| LinkError::of_initialize(&e, e.to_string()))?;
                 Ok(Live { service, _process: None, generation, token })
             }
             ServerEntry::Remote(remote) => {
                 let transport = http_transport(remote, token.as_deref())?;
-                let service = info.serve(transport).await.map_err(|e| e.to_string())?;
+                let service = info.serve(transport).await.map_err(|e| LinkError::of_initialize(&e, e.to_string()))?;
                 Ok(Live { service, _process: None, generation, token })
             }
         }
@@ -245,13 +260,7 @@ fn spawn(
         return Err("the server's pipes are missing".into());
     };
     if let Some(stderr) = child.stderr.take() {
-        let name = name.to_string();
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::warn!("MCP server {name} (stderr): {line}");
-            }
-        });
+        tokio::spawn(super::stderr::log_lines(name.to_string(), stderr));
     }
     Ok((guard, stdout, stdin))
 }
@@ -278,6 +287,36 @@ fn http_transport(
     let client =
         crate::net::client_builder().connect_timeout(HTTP_CONNECT_TIMEOUT).build().map_err(|e| e.to_string())?;
     Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// Every page of the server's tool list, within [`MAX_PAGES`], [`MAX_TOOLS`] and
+/// [`MAX_LISTING_BYTES`]: a server that goes past them fails to connect, saying which.
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, LinkError> {
+    let mut tools = Vec::new();
+    let mut bytes = 0;
+    let mut cursor = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let page = peer.list_tools(params).await.map_err(|e| LinkError::of_request(&e, describe(&e)))?;
+        for tool in page.tools {
+            bytes += serde_json::to_vec(&tool).map_or(0, |v| v.len());
+            tools.push(tool);
+            if tools.len() > MAX_TOOLS {
+                return Err(LinkError::Failed(format!("tools/list: the server lists more than {MAX_TOOLS} tools")));
+            }
+            if bytes > MAX_LISTING_BYTES {
+                return Err(LinkError::Failed(format!(
+                    "tools/list: the server's tools take more than {} MiB",
+                    MAX_LISTING_BYTES >> 20
+                )));
+            }
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(tools),
+        }
+    }
+    Err(LinkError::Failed(format!("tools/list: the server's list goes on past {MAX_PAGES} pages")))
 }
 
 /// The text of a client error as the model and the user read it.

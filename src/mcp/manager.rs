@@ -9,6 +9,9 @@
 //! turn). Cancelling a turn stops only its wait: the job keeps running and the next turn waits
 //! again. A connection attempt gets `mcp.client.tool_call_timeout_ms` (the spec sets no limit
 //! for stdio; a server that never answers must not hold every turn). Dropping the manager (the session closes) stops the job and every server process.
+//!
+//! A server's tools whose names `super::names` refuses (a built-in's, odd ones) are neither
+//! offered nor listed in `mcp_status`; a log line names the server, the tool and why.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -131,7 +134,7 @@ impl McpManager {
                     let connect = || async {
                         match tokio::time::timeout(timeout, link.connect()).await {
                             Ok(outcome) => outcome,
-                            Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis())),
+                            Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis()).into()),
                         }
                     };
                     let outcome = match super::oauth::with_tokens(oauth.as_deref(), connect).await {
@@ -148,7 +151,15 @@ impl McpManager {
                     let mut state = lock(&shared);
                     let slot = &mut state.slots[i];
                     match outcome {
-                        Ok(tools) => {
+                        Ok(mut tools) => {
+                            tools.retain(|tool| match super::names::refusal(&tool.name) {
+                                None => true,
+                                Some(why) => {
+                                    let (server, shown) = (&link.name, super::names::shown(&tool.name));
+                                    tracing::warn!("MCP server {server}: tool {shown} is not offered: {why}");
+                                    false
+                                }
+                            });
                             tracing::info!("MCP server {} connected with {} tools", link.name, tools.len());
                             slot.tools = tools.iter().map(|t| t.name.to_string()).collect();
                             slot.status = McpServerState::Connected;
@@ -160,7 +171,7 @@ impl McpManager {
                         Err(e) => {
                             tracing::error!("MCP server {} failed to connect: {e}", link.name);
                             slot.status = McpServerState::Failed;
-                            slot.error = Some(e);
+                            slot.error = Some(e.into_text());
                         }
                     }
                 }

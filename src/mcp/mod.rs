@@ -6,13 +6,17 @@
 
 pub mod config;
 pub mod content;
+pub mod error;
 pub mod link;
 pub mod manager;
+pub mod names;
 pub mod oauth;
 pub mod oauth_store;
 pub mod sse;
+pub mod stderr;
 pub mod tool;
 
 pub use config::{ServerEntry, ServerTable, server_table};
+pub use error::LinkError;
 pub use link::{LinkEnv, ServerLink, StderrTo};
 pub use manager::{McpManager, RegisterTools};

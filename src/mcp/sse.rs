@@ -84,6 +84,16 @@ pub enum SseError {
     PostStatus(StatusCode),
 }
 
+impl SseError {
+    /// The server answered HTTP 401 (to the stream's `GET` or a message's `POST`).
+    pub fn is_unauthorized(&self) -> bool {
+        matches!(
+            self,
+            SseError::Status { status: StatusCode::UNAUTHORIZED, .. } | SseError::PostStatus(StatusCode::UNAUTHORIZED)
+        )
+    }
+}
+
 fn status_text(status: StatusCode) -> String {
     match status.canonical_reason() {
         Some(reason) => format!("{} {reason}", status.as_u16()),

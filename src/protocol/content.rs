@@ -63,23 +63,30 @@ impl ContentPart {
         matches!(self, ContentPart::Think { .. })
     }
 
-    /// Appends `other` onto `self` when both are mergeable fragments of the same kind
-    /// (text onto text, think onto an unencrypted think). Returns `other` back when not merged.
-    pub fn merge(&mut self, other: ContentPart) -> Option<ContentPart> {
+    /// Appends `other` onto `self` when both are mergeable fragments of the same kind (text onto
+    /// text, think onto an unencrypted think); `false` when they are not. The one merge rule of
+    /// content fragments: the step assembler (`protocol::assembly`), the core's messages and
+    /// compaction all use it.
+    pub fn extend(&mut self, other: &ContentPart) -> bool {
         match (self, other) {
             (ContentPart::Text { text }, ContentPart::Text { text: more }) => {
-                text.push_str(&more);
-                None
+                text.push_str(more);
+                true
             }
             // A think block that already carries its signature is closed; a signature arriving
             // with a later fragment belongs to the merged block.
             (ContentPart::Think { think, encrypted: slot @ None }, ContentPart::Think { think: more, encrypted }) => {
-                think.push_str(&more);
-                *slot = encrypted;
-                None
+                think.push_str(more);
+                slot.clone_from(encrypted);
+                true
             }
-            (_, other) => Some(other),
+            _ => false,
         }
+    }
+
+    /// [`ContentPart::extend`] for an owned fragment: returns `other` back when not merged.
+    pub fn merge(&mut self, other: ContentPart) -> Option<ContentPart> {
+        if self.extend(&other) { None } else { Some(other) }
     }
 }
 

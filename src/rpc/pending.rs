@@ -52,6 +52,11 @@ impl PendingRequests {
         }
     }
 
+    /// Stops waiting for `id` (its asker gave up, or another client answered it).
+    pub fn forget(&self, id: &RequestId) {
+        self.map().remove(id);
+    }
+
     pub fn fail_all(&self) {
         self.map().clear();
     }

@@ -77,6 +77,26 @@ pub fn work_dir_key(work_dir: &Path) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The folder holding the stored sessions of `work_dir`.
+pub fn sessions_dir(share: &Path, work_dir: &Path) -> PathBuf {
+    share.join("sessions").join(work_dir_key(work_dir))
+}
+
+/// The folder of the stored session `id` of `work_dir`, if there is one (a folder holding a
+/// `context.jsonl`); a legacy flat `<id>.jsonl` is moved into its folder first. An id that
+/// names a path is never looked up.
+pub fn stored_session(share: &Path, work_dir: &Path, id: &str) -> Option<PathBuf> {
+    super::id::check_session_id(id).ok()?;
+    let base = sessions_dir(share, work_dir);
+    let dir = base.join(id);
+    let legacy = base.join(format!("{id}.jsonl"));
+    if legacy.is_file() && !dir.join("context.jsonl").exists() {
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::rename(&legacy, dir.join("context.jsonl"));
+    }
+    dir.join("context.jsonl").is_file().then_some(dir)
+}
+
 /// `kimi.json`. Entries are read one by one: an entry kiwi cannot read is kept verbatim in
 /// `unreadable` and written back, so one odd entry never costs the others.
 #[derive(Debug, Clone, Default)]
@@ -362,20 +382,12 @@ pub struct Session {
 impl Session {
     pub fn open(share: &Path, work_dir: &Path, choice: &SessionChoice) -> Result<Session, SessionError> {
         let work = work_dir.to_string_lossy().to_string();
-        let base = share.join("sessions").join(work_dir_key(work_dir));
+        let base = sessions_dir(share, work_dir);
         let meta = Metadata::load(share);
         // The spec (`sessions.md` §3) requires a kimi.json entry for the work dir before a
         // session can be found, and otherwise re-creates (truncates) it. Issue 14 (item 2) wins:
         // a folder that holds a context.jsonl is resumed whatever kimi.json says.
-        let found = |id: &str| -> bool {
-            let dir = base.join(id);
-            let legacy = base.join(format!("{id}.jsonl"));
-            if legacy.is_file() && !dir.join("context.jsonl").exists() {
-                let _ = std::fs::create_dir_all(&dir);
-                let _ = std::fs::rename(&legacy, dir.join("context.jsonl"));
-            }
-            dir.join("context.jsonl").is_file()
-        };
+        let found = |id: &str| stored_session(share, work_dir, id).is_some();
         let (id, resumed) = match choice {
             SessionChoice::New => (uuid::Uuid::new_v4().to_string(), false),
             SessionChoice::Id(id) => {

@@ -1,8 +1,9 @@
 //! `wire.jsonl`: every wire message of the main agent, fragments merged (`sessions.md` §6).
 //!
-//! Invariants: the metadata header is written only into an empty file; consecutive text (or
-//! think) fragments become one record, a `ToolCall` absorbs its `ToolCallPart`s, and any other
-//! message flushes the pending merged record first, so record order equals wire order.
+//! Invariants: the metadata header is written only into an empty file; fragments are merged by
+//! the step assembler (`protocol::assembly`: one record per run — text or think run, a
+//! `ToolCall` with its `ToolCallPart`s), and any other message flushes the open run first, so
+//! record order equals wire order.
 //!
 //! A failed write (disk full) is cut back to the last complete record by the appender (issue 14,
 //! item 8) and kept for [`WireLog::take_write_error`]; a header that could not be written is
@@ -15,7 +16,7 @@ use serde::Serialize;
 
 use super::jsonl::JsonlAppender;
 use super::pyjson;
-use crate::protocol::{ContentPart, Event, ToolCallPart, WireMessage};
+use crate::protocol::{Fed, Run, RunAssembler, Sorted, WireMessage};
 
 /// The protocol version the records follow, written in the header of a new file.
 pub const WIRE_PROTOCOL_VERSION: &str = "1.10";
@@ -36,7 +37,8 @@ struct Record<'a> {
 pub struct WireLog {
     file: Option<JsonlAppender>,
     path: std::path::PathBuf,
-    pending: Option<WireMessage>,
+    /// The fragment run being merged.
+    runs: RunAssembler,
     /// The first failed write not yet collected.
     write_error: Option<String>,
 }
@@ -44,30 +46,35 @@ pub struct WireLog {
 impl WireLog {
     /// The file is created lazily, at the first record.
     pub fn new(path: &Path) -> Self {
-        Self { file: None, path: path.to_path_buf(), pending: None, write_error: None }
+        Self { file: None, path: path.to_path_buf(), runs: RunAssembler::default(), write_error: None }
     }
 
     pub fn record(&mut self, message: WireMessage) {
-        if let Some(pending) = &mut self.pending
-            && merge(pending, &message)
-        {
-            return;
-        }
-        let mergeable =
-            matches!(message, WireMessage::Event(Event::ContentPart(_) | Event::ToolCall(_) | Event::ToolCallPart(_)));
+        let message = match message {
+            WireMessage::Event(event) => match Sorted::from(event) {
+                Sorted::Fragment(fragment) => {
+                    if let Fed::Opened(Some(done)) = self.runs.push_run(fragment) {
+                        self.write_run(done);
+                    }
+                    return;
+                }
+                Sorted::Other(event) => WireMessage::Event(event),
+            },
+            request => request,
+        };
         self.flush();
-        if mergeable {
-            self.pending = Some(message);
-        } else {
-            self.write(&message);
+        self.write(&message);
+    }
+
+    /// Writes the open merged run, if any.
+    pub fn flush(&mut self) {
+        if let Some(done) = self.runs.close() {
+            self.write_run(done);
         }
     }
 
-    /// Writes the pending merged record, if any.
-    pub fn flush(&mut self) {
-        if let Some(pending) = self.pending.take() {
-            self.write(&pending);
-        }
+    fn write_run(&mut self, run: Run) {
+        self.write(&WireMessage::Event(run.into_event()));
     }
 
     fn write(&mut self, message: &WireMessage) {
@@ -118,41 +125,10 @@ impl WireLog {
     }
 }
 
-/// Folds `next` into `pending` when they are fragments of the same thing (also used to merge a
-/// subagent's stream before it is wrapped).
-pub fn merge(pending: &mut WireMessage, next: &WireMessage) -> bool {
-    let (WireMessage::Event(pending), WireMessage::Event(next)) = (pending, next) else { return false };
-    match (pending, next) {
-        (Event::ContentPart(p), Event::ContentPart(n)) => match (p, n) {
-            (ContentPart::Text { text }, ContentPart::Text { text: more }) => {
-                text.push_str(more);
-                true
-            }
-            (ContentPart::Think { think, encrypted: slot @ None }, ContentPart::Think { think: more, encrypted }) => {
-                think.push_str(more);
-                slot.clone_from(encrypted);
-                true
-            }
-            _ => false,
-        },
-        (Event::ToolCall(call), Event::ToolCallPart(part)) => {
-            call.append_arguments(part.arguments_part.as_deref());
-            true
-        }
-        (Event::ToolCallPart(ToolCallPart { arguments_part: slot }), Event::ToolCallPart(part)) => {
-            if let Some(more) = &part.arguments_part {
-                slot.get_or_insert_with(String::new).push_str(more);
-            }
-            true
-        }
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ToolCall;
+    use crate::protocol::{ContentPart, Event, ToolCall, ToolCallPart};
 
     #[test]
     fn fragments_merge_into_one_record() {

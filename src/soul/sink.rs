@@ -58,6 +58,11 @@ impl TurnTag {
     pub fn take<T: Any>(self) -> Option<T> {
         self.0.downcast::<T>().ok().map(|b| *b)
     }
+
+    /// The value if it is of type `T`, else the tag unchanged (a wrapper looks inside).
+    pub fn downcast<T: Any>(self) -> Result<T, TurnTag> {
+        self.0.downcast::<T>().map(|b| *b).map_err(TurnTag)
+    }
 }
 
 impl std::fmt::Debug for TurnTag {
@@ -77,6 +82,18 @@ pub trait Projection: Send + Sync {
 
     /// The last item of every turn's stream: how it ended, with the tag it was started with.
     fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()>;
+
+    /// A turn another client of the same session started has ended (many clients on one
+    /// session); a front end with one client never sees this.
+    fn turn_observed<'a>(&'a self, _result: &'a TurnResult) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    /// Another client answered `request` first: forget it (a late answer from this client is
+    /// dropped).
+    fn resolved<'a>(&'a self, _request: &'a Request) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// Where a soul sends its events. Cheap to clone.
@@ -84,6 +101,10 @@ pub trait Projection: Send + Sync {
 pub struct EventSink {
     projection: Arc<dyn Projection>,
     recorder: Option<Arc<Mutex<WireLog>>>,
+    /// Held shared while a message is projected and recorded, exclusively while a client
+    /// joins: so a joining client finds each message either in the file or in its live stream,
+    /// never in both and never in neither.
+    seam: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl std::fmt::Debug for EventSink {
@@ -94,7 +115,15 @@ impl std::fmt::Debug for EventSink {
 
 impl EventSink {
     pub fn new(projection: Arc<dyn Projection>, recorder: Option<WireLog>) -> Self {
-        Self { projection, recorder: recorder.map(|r| Arc::new(Mutex::new(r))) }
+        Self { projection, recorder: recorder.map(|r| Arc::new(Mutex::new(r))), seam: Arc::default() }
+    }
+
+    /// Runs `join` with no message half-delivered: the record is flushed first, so the file
+    /// holds exactly what was projected before, and `join` may take its length as the history.
+    pub async fn at_seam<T>(&self, join: impl FnOnce() -> T) -> T {
+        let _all = self.seam.write().await;
+        self.flush_record();
+        join()
     }
 
     fn record(&self, message: WireMessage) {
@@ -105,12 +134,14 @@ impl EventSink {
 
     /// Sends an event to the front end and the recorder.
     pub async fn emit(&self, event: Event) {
+        let _seam = self.seam.read().await;
         self.projection.event(&event).await;
         self.record(WireMessage::Event(event));
     }
 
     /// Sends a request and returns the receiver of its answer.
     pub async fn request(&self, request: Request) -> oneshot::Receiver<ClientAnswer> {
+        let _seam = self.seam.read().await;
         if self.recorder.is_some() {
             self.record(WireMessage::Request(request.clone()));
         }
@@ -119,11 +150,13 @@ impl EventSink {
 
     /// An event the client sees but `wire.jsonl` does not keep (`ApprovalResponse`).
     pub async fn emit_unrecorded(&self, event: Event) {
+        let _seam = self.seam.read().await;
         self.projection.event(&event).await;
     }
 
     /// A request the client sees but `wire.jsonl` does not keep (approvals, hook requests).
     pub async fn request_unrecorded(&self, request: Request) -> oneshot::Receiver<ClientAnswer> {
+        let _seam = self.seam.read().await;
         self.projection.request(request).await
     }
 
@@ -137,6 +170,7 @@ impl EventSink {
     /// Ends a turn's stream: the record is flushed first, so the file is complete when the
     /// client sees the outcome.
     pub(crate) async fn turn_ended(&self, tag: TurnTag, result: TurnResult) {
+        let _seam = self.seam.read().await;
         self.flush_record();
         self.projection.turn_ended(tag, result).await;
     }

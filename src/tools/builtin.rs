@@ -43,6 +43,16 @@ pub const DEFAULT_TOOL_NAMES: &[&str] = &[
     "TaskStop",
 ];
 
+/// The built-in tools' names outside the default agent's list: agent-file tools and the
+/// delegation tools.
+const OTHER_TOOL_NAMES: &[&str] = &["Think", "Agent", "Task", "CreateSubagent", "SendDMail"];
+
+/// Whether `name` is a built-in tool's, whether or not an agent offers it (MCP servers cannot
+/// take these names: approvals are decided by name).
+pub fn is_builtin_name(name: &str) -> bool {
+    DEFAULT_TOOL_NAMES.contains(&name) || OTHER_TOOL_NAMES.contains(&name)
+}
+
 /// Builds one built-in tool by name; `Some(None)` when it skips itself here.
 fn build(name: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
     let tool: Arc<dyn Tool> = match name {

@@ -365,15 +365,9 @@ pub fn forget_kept(sid: i32) {
 
 /// Kills every process kiwi's Shell calls started: the running calls' trees and every
 /// descendant of kiwi (the daemons of finished commands), except the members of kept sessions.
-/// Called at server exit.
+/// Called by the process shell at exit, after the live sessions closed (which stopped their
+/// background tasks): this is only the sweep of what is left.
 pub fn kill_all_process_groups() {
-    if let Some(notice) = super::background::stop_all_at_exit() {
-        // The one line `wire-1.10.md` §9.3 asks for; stdout belongs to the protocol.
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("{notice}");
-        }
-    }
     let kept = kept_sessions().clone();
     let calls: Vec<(i32, String)> = registry().calls.drain().filter(|(shell, _)| !kept.contains(shell)).collect();
     kill_tree(|snap| {

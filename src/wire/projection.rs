@@ -14,18 +14,17 @@ use super::answers::{RequestKind, interpret};
 use super::frames::{event_frame, request_frame, request_id};
 use super::params::PromptResult;
 use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue};
-use crate::rpc::pending::{PendingRequests, RawAnswer};
-use crate::rpc::{ErrorCode, ErrorObject, Outbound, RequestId};
+use crate::rpc::peer::IdTaken;
+use crate::rpc::{ErrorCode, ErrorObject, Peer, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnError, TurnOutcome, TurnResult, TurnTag};
 
 pub struct WireProjection {
-    outbound: Outbound,
-    pending: Arc<PendingRequests>,
+    peer: Arc<Peer>,
 }
 
 impl WireProjection {
-    pub fn new(outbound: Outbound, pending: Arc<PendingRequests>) -> Self {
-        Self { outbound, pending }
+    pub fn new(peer: Arc<Peer>) -> Self {
+        Self { peer }
     }
 }
 
@@ -33,7 +32,7 @@ impl Projection for WireProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             // When stdout is gone the frame is dropped; the soul must never block on us.
-            self.outbound.send_raw(event_frame(event)).await;
+            self.peer.outbound().send_raw(event_frame(event)).await;
         })
     }
 
@@ -44,28 +43,21 @@ impl Projection for WireProjection {
             let (reply, answer) = oneshot::channel();
             let kind = RequestKind::of(&request);
             let id = request_id(&request);
-            let Ok(raw) = self.pending.register(id.clone()) else {
+            let frame = request_frame(&id, &request);
+            if let Err(IdTaken(reply)) =
+                self.peer.ask(id.clone(), frame, reply, move |raw| async move { interpret(kind, raw) }).await
+            {
                 // Two calls of one step share a model-chosen id: the client's answer could not
                 // be told apart, so the later call gets its own clear error instead.
                 let _ = reply.send(duplicate_id_answer(kind, &id));
-                return answer;
-            };
-            match request_frame(&id, &request) {
-                Some(frame) => {
-                    tokio::spawn(await_answer(kind, raw, reply, self.pending.clone()));
-                    if !self.outbound.send_raw(frame).await {
-                        // Nobody can answer any more: resolve now (reject / dismiss / allow / an
-                        // error result) instead of waiting for a timeout or shutdown.
-                        self.pending.resolve(&id, Err(ErrorCode::InternalError.with_message("the output is closed")));
-                    }
-                }
-                None => {
-                    self.pending.resolve(&id, Err(ErrorCode::InternalError.with_message("cannot send the request")));
-                    let _ = reply.send(interpret(kind, Err(ErrorCode::InternalError.with_message("cannot send"))));
-                }
             }
             answer
         })
+    }
+
+    fn resolved<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, ()> {
+        self.peer.forget(&request_id(request));
+        Box::pin(async {})
     }
 
     fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
@@ -74,13 +66,14 @@ impl Projection for WireProjection {
                 tracing::error!("a turn ended without the id of its prompt");
                 return;
             };
+            let out = self.peer.outbound();
             match result {
-                Ok(TurnOutcome::Finished(_)) => self.outbound.respond(&id, &PromptResult::Finished).await,
-                Ok(TurnOutcome::Cancelled) => self.outbound.respond(&id, &PromptResult::Cancelled).await,
+                Ok(TurnOutcome::Finished(_)) => out.respond(&id, &PromptResult::Finished).await,
+                Ok(TurnOutcome::Cancelled) => out.respond(&id, &PromptResult::Cancelled).await,
                 Ok(TurnOutcome::MaxStepsReached(steps)) => {
-                    self.outbound.respond(&id, &PromptResult::MaxStepsReached { steps }).await
+                    out.respond(&id, &PromptResult::MaxStepsReached { steps }).await
                 }
-                Err(e) => self.outbound.error(Some(&id), &turn_error(&e)).await,
+                Err(e) => out.error(Some(&id), &turn_error(&e)).await,
             }
         })
     }
@@ -101,26 +94,6 @@ fn duplicate_id_answer(kind: RequestKind, id: &RequestId) -> ClientAnswer {
     }
 }
 
-async fn await_answer(
-    kind: RequestKind,
-    answer: oneshot::Receiver<RawAnswer>,
-    mut reply: oneshot::Sender<ClientAnswer>,
-    pending: Arc<PendingRequests>,
-) {
-    let raw = tokio::select! {
-        raw = answer => raw,
-        // The turn was cancelled: forget the request; a late answer finds nobody.
-        () = reply.closed() => {
-            pending.prune();
-            return;
-        }
-    };
-    // On shutdown (`Err`) the reply is dropped: the waiting side reads that as "client gone".
-    if let Ok(raw) = raw {
-        let _ = reply.send(interpret(kind, raw));
-    }
-}
-
 /// Each way a turn can fail, as its JSON-RPC error.
 pub fn turn_error(e: &TurnError) -> ErrorObject {
     let code = match e {
@@ -130,10 +103,7 @@ pub fn turn_error(e: &TurnError) -> ErrorObject {
         TurnError::Provider(_) => ErrorCode::ChatProvider,
         TurnError::Internal { .. } => ErrorCode::InternalError,
     };
-    let mut error = code.with_message(e.to_string());
-    // The message is the interface's fixed text; why is in `data`.
-    if let TurnError::LlmNotSet { reason: Some(reason) } = e {
-        error.data = serde_json::Value::String(reason.clone());
-    }
-    error
+    // The whole error object is the interface (harnesses compare it): the fixed text and no
+    // `data`. Why the model is missing is in the log and the start-up warning on stderr.
+    code.with_message(e.to_string())
 }

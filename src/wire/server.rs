@@ -9,7 +9,6 @@
 //! either; `set_plan_mode` always runs.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -24,21 +23,19 @@ use super::params::{
     SteerResult,
 };
 use super::replay::replay;
+use crate::live::{LiveSession, SHUTDOWN_GRACE};
 use crate::llm::ClientIdentity;
 use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
-use crate::rpc::pending::PendingRequests;
 use crate::rpc::reader::Inbound;
-use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, RequestId};
+use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, Peer, RequestId};
 use crate::soul::hooks::Subscription;
 use crate::soul::{TurnDriver, TurnTag};
 use crate::tools::external::ExternalTool;
 
-/// How long shutdown waits for a cancelled turn to unwind before giving up on it.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
-
 pub struct WireServer {
     outbound: Outbound,
-    pending: Arc<PendingRequests>,
+    /// Routes the client's answers to our requests.
+    peer: Arc<Peer>,
     driver: Arc<TurnDriver>,
     /// `server.version` in `initialize`.
     version: String,
@@ -47,14 +44,9 @@ pub struct WireServer {
 }
 
 impl WireServer {
-    pub fn new(
-        outbound: Outbound,
-        pending: Arc<PendingRequests>,
-        driver: Arc<TurnDriver>,
-        version: String,
-        wire_path: PathBuf,
-    ) -> Self {
-        Self { outbound, pending, driver, version, wire_path }
+    pub fn new(peer: Arc<Peer>, live: &LiveSession, version: String) -> Self {
+        let outbound = peer.outbound().clone();
+        Self { outbound, peer, driver: live.driver().clone(), version, wire_path: live.wire_path() }
     }
 
     /// Serves until the inbound channel closes (EOF) or `stop` fires.
@@ -76,7 +68,7 @@ impl WireServer {
                 None => tracing::debug!("ignoring `{method}` sent as a notification"),
             },
             Incoming::Response { id, outcome } => {
-                if !self.pending.resolve(&id, outcome) {
+                if !self.peer.answered(&id, outcome) {
                     tracing::info!("ignoring a response to unknown request {id}");
                 }
             }
@@ -224,7 +216,7 @@ impl WireServer {
     /// EOF or a signal: cancel the turn, let it answer, fail what is still pending.
     async fn shutdown(&self) {
         self.driver.shutdown(SHUTDOWN_GRACE).await;
-        self.pending.fail_all();
+        self.peer.fail_all();
     }
 }
 

@@ -33,7 +33,9 @@ const TEST_BOUND: Duration = Duration::from_secs(60);
 type Permission = (RequestPermissionRequest, Responder<RequestPermissionResponse>);
 
 /// What the test client's fake terminal was asked, in order (`create <command>`, `wait`,
-/// `output`, `kill`, `release`). A command containing `sleep` never exits by itself.
+/// `output`, `kill`, `release`). A command containing `sleep` never exits by itself; one
+/// containing `long-line` prints a line of 3,000 characters, and with `cut` the client says it
+/// cut the output.
 type TerminalLog = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 
 /// What the test client's editor holds for any file it is asked to read (unsaved edits).
@@ -128,6 +130,8 @@ where
         let (l1, l2, l3, l4, l5, l6, l7) =
             (log.clone(), log.clone(), log.clone(), log.clone(), log.clone(), log.clone(), log);
         let s1 = sleeping.clone();
+        let running = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let r1 = running.clone();
         let run = Client
             .v1()
             .on_receive_notification(
@@ -147,6 +151,7 @@ where
             .on_receive_request(
                 async move |request: CreateTerminalRequest, responder, _cx| {
                     s1.store(request.command.contains("sleep"), std::sync::atomic::Ordering::SeqCst);
+                    *r1.lock().unwrap() = request.command.clone();
                     l1.lock().unwrap().push(format!("create {}", request.command));
                     responder.respond(CreateTerminalResponse::new("term-1"))
                 },
@@ -167,8 +172,13 @@ where
             .on_receive_request(
                 async move |_: TerminalOutputRequest, responder, _cx| {
                     l3.lock().unwrap().push("output".into());
+                    let command = running.lock().unwrap().clone();
+                    let output = match command.contains("long-line") {
+                        true => format!("{}\n", "x".repeat(3000)),
+                        false => "from the editor's terminal\n".to_string(),
+                    };
                     responder.respond(
-                        TerminalOutputResponse::new("from the editor's terminal\n", false)
+                        TerminalOutputResponse::new(output, command.contains("cut"))
                             .exit_status(TerminalExitStatus::new().exit_code(0)),
                     )
                 },
@@ -601,6 +611,183 @@ fn cancel_releases_the_clients_terminal() {
     });
 }
 
+/// The model's view of each tool call of session `id` (its `return_value` by tool call id), as
+/// the session's `wire.jsonl` recorded it.
+fn tool_results(sessions: &Path, id: &str) -> std::collections::BTreeMap<String, Value> {
+    let wire = std::fs::read_to_string(sessions.join(id).join("wire.jsonl")).unwrap();
+    wire.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["message"]["type"] == "ToolResult")
+        .map(|r| {
+            let payload = &r["message"]["payload"];
+            (payload["tool_call_id"].as_str().unwrap().to_string(), payload["return_value"].clone())
+        })
+        .collect()
+}
+
+/// The folder holding the sessions of `env`'s work dir.
+fn sessions_of(env: &Env) -> std::path::PathBuf {
+    env.session_dir("x").parent().unwrap().to_path_buf()
+}
+
+/// The value of the `name: value` line of a tool's output.
+fn output_line<'a>(output: &'a str, name: &str) -> &'a str {
+    output.lines().find_map(|l| l.strip_prefix(&format!("{name}: "))).unwrap_or_else(|| panic!("no {name} in {output}"))
+}
+
+/// Runs one prompt of `config` in a new session (with or without the client's terminal); the
+/// tool results and what the terminal was asked.
+fn results_of_one_prompt(
+    env: &Env,
+    config: &Path,
+    terminal: bool,
+) -> (std::collections::BTreeMap<String, Value>, Vec<String>) {
+    let (work, sessions) = (env.work(), sessions_of(env));
+    let out = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
+    let keep = out.clone();
+    with_client(env, config, &["--yolo"], move |peer| async move {
+        match terminal {
+            true => peer.initialize_with_terminal().await,
+            false => peer.initialize().await,
+        }
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::EndTurn);
+        *keep.lock().unwrap() = (tool_results(&sessions, &session), peer.terminal_log());
+    });
+    std::mem::take(&mut *out.lock().unwrap())
+}
+
+#[test]
+fn the_terminal_shell_refuses_bad_arguments_as_the_builtin_does() {
+    let env = Env::new();
+    let calls = [
+        tool_call("empty", "Shell", json!({"command": ""})),
+        tool_call("long", "Shell", json!({"command": "echo", "timeout": 301})),
+        tool_call("zero", "Shell", json!({"command": "echo", "timeout": 0})),
+        tool_call(
+            "bglong",
+            "Shell",
+            json!({"command": "sleep 1", "run_in_background": true, "description": "d", "timeout": 86401}),
+        ),
+        tool_call("bgnodesc", "Shell", json!({"command": "echo", "run_in_background": true})),
+    ];
+    let config = env.scripted_config(&[&calls.join("\n"), "text: done"]);
+    let (in_terminal, asked) = results_of_one_prompt(&env, &config, true);
+    assert!(asked.is_empty(), "no terminal for a refused call: {asked:?}");
+    let (built_in, _) = results_of_one_prompt(&env, &config, false);
+    assert_eq!(in_terminal, built_in, "the same refusals with and without the client's terminal");
+    let message = |id: &str| in_terminal[id]["message"].as_str().unwrap().to_string();
+    assert_eq!(message("empty"), "Command cannot be empty.");
+    assert_eq!(message("long"), "Error validating JSON arguments: timeout must be between 1 and 300, got 301");
+    assert_eq!(message("zero"), "Error validating JSON arguments: timeout must be between 1 and 300, got 0");
+    assert_eq!(message("bglong"), "Error validating JSON arguments: timeout must be between 1 and 86400, got 86401");
+    assert_eq!(
+        message("bgnodesc"),
+        "Error validating JSON arguments: description is required when run_in_background is true"
+    );
+    assert!(in_terminal.values().all(|r| r["is_error"] == true));
+}
+
+#[test]
+fn the_terminal_shell_keeps_the_builtins_result_limits_and_timeout() {
+    let env = Env::new();
+    let config = env.scripted_config(&[
+        &tool_call("long", "Shell", json!({"command": "print long-line"})),
+        &tool_call("cut", "Shell", json!({"command": "print long-line cut"})),
+        &tool_call("slow", "Shell", json!({"command": "sleep 60", "timeout": 1})),
+        "text: done",
+    ]);
+    let (results, asked) = results_of_one_prompt(&env, &config, true);
+    let long = &results["long"];
+    let text = long["output"].as_str().unwrap();
+    assert_eq!(text, format!("{}[...truncated]\n", "x".repeat(1985)), "a line is cut at 2,000 characters");
+    assert_eq!(long["message"], "Command executed successfully. Output is truncated to fit in the message.");
+    assert_eq!(
+        results["cut"]["message"],
+        "Command executed successfully. Output was truncated by the client output limit. \
+         Output is truncated to fit in the message."
+    );
+    let slow = &results["slow"];
+    assert_eq!(slow["is_error"], true);
+    assert_eq!(slow["message"], "Command killed by timeout (1s)");
+    assert_eq!(slow["display"], json!([{"type":"brief","text":"Killed by timeout (1s)"}]));
+    // (The release of the call before may trail behind its result.)
+    let last: Vec<&str> =
+        asked.iter().map(String::as_str).skip_while(|a| *a != "create sleep 60").filter(|a| *a != "release").collect();
+    assert_eq!(last, ["create sleep 60", "wait", "kill", "output"]);
+}
+
+#[test]
+fn a_background_command_runs_in_the_clients_terminal_with_its_own_timeout() {
+    let env = Env::new();
+    let command = "sleep 5000; echo served";
+    let args = json!({"command": command, "run_in_background": true, "description": "server", "timeout": 3600});
+    let config = env.scripted_config(&[&tool_call("bg", "Shell", args), "text: started"]);
+    let (work, sessions) = (env.work(), sessions_of(&env));
+    with_client(&env, &config, &["--yolo"], move |mut peer| async move {
+        peer.initialize_with_terminal().await;
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::EndTurn);
+        let result = &tool_results(&sessions, &session)["bg"];
+        assert_eq!(result["is_error"], false, "{result}");
+        assert_eq!(result["message"], "Background task started");
+        let output = result["output"].as_str().unwrap();
+        assert_eq!((output_line(output, "kind"), output_line(output, "command")), ("bash", command));
+        // The task asks for the wait on its own task: it may trail the prompt's answer.
+        let mut log = peer.terminal_log();
+        while log.len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            log = peer.terminal_log();
+        }
+        assert_eq!(log[..2], [format!("create {command}"), "wait".to_string()]);
+        assert!(!log.contains(&"release".to_string()), "the command still runs: {log:?}");
+        let updates: Vec<Value> = peer.drain().iter().map(as_json).collect();
+        let embedded = updates.iter().find(|u| u["status"] == "in_progress" && u.get("content").is_some()).unwrap();
+        assert_eq!(embedded["content"], json!([{"type":"terminal","terminalId":"term-1"}]));
+        let last = updates.iter().rfind(|u| u["sessionUpdate"] == "tool_call_update").unwrap();
+        assert_eq!(last["status"], "completed");
+        assert!(last.get("content").is_none(), "the terminal stays what the user sees");
+        // The task's output file follows the terminal's output.
+        let task = sessions.join(&session).join("tasks").join(output_line(output, "task_id"));
+        while std::fs::read_to_string(task.join("output.log")).unwrap_or_default() != "from the editor's terminal\n" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let runtime: Value =
+            serde_json::from_str(&std::fs::read_to_string(task.join("runtime.json")).unwrap()).unwrap();
+        assert_eq!(runtime["status"], "running");
+    });
+}
+
+#[test]
+fn a_background_command_in_the_clients_terminal_is_killed_at_its_timeout() {
+    let env = Env::new();
+    let args = json!({"command": "sleep 5000", "run_in_background": true, "description": "d", "timeout": 1});
+    let config = env.scripted_config(&[&tool_call("bg", "Shell", args), "text: started"]);
+    let (work, sessions) = (env.work(), sessions_of(&env));
+    with_client(&env, &config, &["--yolo"], move |peer| async move {
+        peer.initialize_with_terminal().await;
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::EndTurn);
+        let result = &tool_results(&sessions, &session)["bg"];
+        assert_eq!(result["message"], "Background task started", "{result}");
+        let task =
+            sessions.join(&session).join("tasks").join(output_line(result["output"].as_str().unwrap(), "task_id"));
+        let runtime =
+            || -> Value { serde_json::from_str(&std::fs::read_to_string(task.join("runtime.json")).unwrap()).unwrap() };
+        while !peer.terminal_log().contains(&"release".to_string()) || runtime()["status"] == "running" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let log = peer.terminal_log();
+        let tail: Vec<&str> = log.iter().map(String::as_str).filter(|a| *a != "output").collect();
+        assert_eq!(tail, ["create sleep 5000", "wait", "kill", "release"], "{log:?}");
+        assert_eq!(log[log.len() - 2], "output", "the output is read after the kill: {log:?}");
+        let runtime = runtime();
+        assert_eq!((runtime["status"].clone(), runtime["timed_out"].clone()), (json!("killed"), json!(true)));
+        assert_eq!(runtime["reason"], "Timed out after 1s");
+        assert_eq!(std::fs::read_to_string(task.join("output.log")).unwrap(), "from the editor's terminal\n");
+    });
+}
+
 fn tool_call(id: &str, name: &str, arguments: Value) -> String {
     format!("tool_call: {}", json!({"id": id, "name": name, "arguments": arguments.to_string()}))
 }
@@ -680,6 +867,31 @@ fn a_wire_session_loads_over_acp_and_an_acp_session_resumes_over_the_wire() {
     assert_eq!(inputs, [json!("hello from the wire"), json!("hello over acp")]);
 }
 
+/// A session stored in the legacy flat layout (`<id>.jsonl` beside the folders) loads over ACP as
+/// `--session` finds it on the wire: ACP asks the session store where a session lives.
+#[test]
+fn a_legacy_flat_session_file_loads_over_acp() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: said on the wire", "text: said over acp"]);
+    let work = env.work();
+    let mut k = env.spawn(&config, &["--session", "flat-1"]);
+    let (_, response) = k.prompt("p", json!("hello from the wire"));
+    assert_eq!(response["result"]["status"], "finished");
+    k.close_stdin();
+    assert!(k.wait_exit(Duration::from_secs(10)).expect("exit").success());
+    let sessions = std::fs::read_dir(env.share().join("sessions")).unwrap().next().unwrap().unwrap().path();
+    let folder = sessions.join("flat-1");
+    std::fs::rename(folder.join("context.jsonl"), sessions.join("flat-1.jsonl")).unwrap();
+    std::fs::remove_dir_all(&folder).unwrap();
+    with_client(&env, &config, &[], move |peer| async move {
+        peer.initialize().await;
+        peer.cx.send_request(LoadSessionRequest::new("flat-1", &work)).block_task().await.unwrap();
+        assert_eq!(peer.prompt("flat-1", "hello over acp").await.unwrap(), StopReason::EndTurn);
+    });
+    let context = std::fs::read_to_string(folder.join("context.jsonl")).unwrap();
+    assert!(context.contains("hello from the wire") && context.contains("hello over acp"), "{context}");
+}
+
 #[test]
 fn provider_errors_and_a_missing_model_are_json_rpc_errors() {
     let env = Env::new();
@@ -700,6 +912,8 @@ fn provider_errors_and_a_missing_model_are_json_rpc_errors() {
         let session = peer.new_session(&work).await;
         let error = peer.prompt(&session, "hi").await.unwrap_err();
         assert_eq!(i32::from(error.code), -32000, "authentication required: {error:?}");
+        // As the wire's -32001: the fixed error and nothing more (the reason is in the log).
+        assert!(error.data.as_ref().is_none_or(Value::is_null), "{error:?}");
     });
 }
 

@@ -79,7 +79,8 @@ fn an_unknown_model_flag_warns_and_every_prompt_says_why() {
         config.display()
     );
     assert_eq!(warning_lines(&stderr), [format!("{reason}; every prompt will fail with -32001 (LLM is not set)")]);
-    assert_eq!(answer["error"], json!({"code": -32001, "message": "LLM is not set", "data": reason}));
+    // The reason is in the start-up warning only: the error object is the fixed one.
+    assert_eq!(answer["error"], json!({"code": -32001, "message": "LLM is not set", "data": null}));
 }
 
 #[test]
@@ -96,7 +97,7 @@ fn a_provider_without_base_url_or_api_key_is_named() {
         config.display()
     );
     assert_eq!(warning_lines(&stderr), [format!("{reason}; every prompt will fail with -32001 (LLM is not set)")]);
-    assert_eq!(answer["error"]["data"], json!(reason));
+    assert_eq!(answer["error"], json!({"code": -32001, "message": "LLM is not set", "data": null}));
 
     let config = write(
         &env,

@@ -143,7 +143,7 @@ fn auth_runs_the_browser_flow_and_stores_the_tokens() {
     {
         assert!(authorize.contains(part), "{part} in {authorize}");
     }
-    assert_eq!(lines[4..], ["Successfully authorized with 'srv'.", "Available tools: 2"]);
+    assert_eq!(lines[4..], ["Successfully authorized with 'srv'.", "Available tools: 3"]);
     assert_eq!(stderr(&o), "");
     assert_eq!(server.log(), ["mcp:401", "register", "authorize", "authorize", "token:authorization_code"]);
 
@@ -178,14 +178,14 @@ fn auth_runs_the_browser_flow_and_stores_the_tokens() {
     assert!(!stdout(&kiwi(&share, &["mcp", "list"])).contains("authorization required"));
     let o = kiwi(&share, &["mcp", "test", "srv"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).contains("✓ Connected to 'srv'\n  Available tools: 2\n"));
+    assert!(stdout(&o).contains("✓ Connected to 'srv'\n  Available tools: 3\n"));
 
     // auth again: the stored token still works, so no browser and no new registration.
     let o = kiwi_with(&share, &["mcp", "auth", "srv"], &[("BROWSER", "false")]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
         stdout(&o),
-        "Authorizing with 'srv'...\nA browser window will open for authorization.\nSuccessfully authorized with 'srv'.\nAvailable tools: 2\n"
+        "Authorizing with 'srv'...\nA browser window will open for authorization.\nSuccessfully authorized with 'srv'.\nAvailable tools: 3\n"
     );
     assert_eq!(server.log().iter().filter(|l| *l == "register").count(), 1);
 
@@ -229,7 +229,7 @@ fn a_client_the_server_forgot_is_registered_again() {
     http(&format!("{}/forget", server.base()), "POST");
     let o = kiwi(&share, &["mcp", "auth", "srv"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).ends_with("Successfully authorized with 'srv'.\nAvailable tools: 2\n"));
+    assert!(stdout(&o).ends_with("Successfully authorized with 'srv'.\nAvailable tools: 3\n"));
     assert_eq!(server.log().iter().filter(|l| *l == "register").count(), 2, "{:?}", server.log());
     assert_ne!(record(&share, "S_mcp_oauth_client_info-")["value"]["client_id"], first);
 }
@@ -248,10 +248,6 @@ fn a_failed_flow_says_why_and_stores_nothing() {
         (
             "--token-fails",
             "Authorization failed: OAuthTokenError: the token endpoint answered 400: {\"error\":\"invalid_grant\"}",
-        ),
-        (
-            "--wrong-state",
-            "Authorization failed: OAuthFlowError: the callback's state parameter does not match the request's",
         ),
         (
             "--deny",
@@ -285,6 +281,40 @@ fn the_callback_wait_times_out() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(stderr(&o), "Authorization failed: TimeoutError: OAuth callback timed out after 1.0 seconds\n");
     assert!(stored_files(&share).is_empty());
+}
+
+#[test]
+fn a_callback_without_the_flows_state_is_not_its_answer() {
+    // The authorization server (or anyone) sends the wrong state: the flow keeps waiting for the
+    // real answer, here until its limit.
+    let server = OAuthServer::start(&["--wrong-state"]);
+    let env = Env::new();
+    let share = env.share();
+    kiwi(&share, &["mcp", "add", "-t", "http", "-a", "oauth", "srv", &server.url]);
+    let o = kiwi_with(&share, &["mcp", "auth", "srv"], &[("KIWI_MCP_OAUTH_CALLBACK_TIMEOUT_S", "2")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "Authorization failed: TimeoutError: OAuth callback timed out after 2.0 seconds\n");
+    assert!(stored_files(&share).is_empty());
+}
+
+#[test]
+fn forged_callbacks_and_idle_connections_do_not_stop_the_flow() {
+    // A local process holds three idle connections to the callback server and sends it forged
+    // callbacks (wrong or missing state, `error=`) before the browser's real one arrives. Served
+    // one at a time, each idle connection would hold the server for its whole deadline (10 s).
+    let server = OAuthServer::start(&[]);
+    let env = Env::new();
+    let share = env.share();
+    kiwi(&share, &["mcp", "add", "-t", "http", "-a", "oauth", "srv", &server.url]);
+    let hostile = format!("{} --hostile-browse", mock_binary().display());
+    let o = kiwi_with(
+        &share,
+        &["mcp", "auth", "srv"],
+        &[("BROWSER", hostile.as_str()), ("KIWI_MCP_OAUTH_CALLBACK_TIMEOUT_S", "15")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).ends_with("Successfully authorized with 'srv'.\nAvailable tools: 3\n"), "{}", stdout(&o));
+    assert_eq!(server.log().iter().filter(|l| *l == "token:authorization_code").count(), 1);
 }
 
 /// A turn that calls `secret_echo` on the OAuth server (approved); its events and response.
@@ -436,4 +466,23 @@ fn a_token_refused_mid_session_is_refreshed_and_the_call_made_again() {
     assert_eq!(tool_output(&events), json!([{"type": "text", "text": "secret:two"}]), "{events:?}");
     let log = server.log();
     assert_eq!(log.iter().filter(|l| *l == "token:refresh_token").count(), 1, "{log:?}");
+}
+
+#[test]
+fn a_tool_error_that_says_http_401_is_not_a_refused_token() {
+    // The tool's own JSON-RPC error mentions an HTTP 401 (of an API it called); the server took
+    // kiwi's token. No refresh, and the call is not made a second time.
+    let server = OAuthServer::start(&[]);
+    let env = Env::new();
+    add_and_authorize(&env.share(), &server);
+    let config = env.scripted_config(&[&call("c1", "upstream_401", json!({})), "text: done"]);
+    let servers = json!({"mcpServers": {"srv": {"url": server.url, "transport": "http", "auth": "oauth"}}}).to_string();
+    let mut k = env.spawn(&config, &["--yolo", "--mcp-config", &servers]);
+    let (events, response) = k.prompt("p0", json!("go"));
+    assert_eq!(response["result"]["status"], "finished", "{events:?}");
+    let result = &payloads(&events, "ToolResult")[0]["return_value"];
+    assert_eq!(result["message"], "Error running tool: the upstream API answered HTTP 401 Unauthorized");
+    let log = server.log();
+    assert_eq!(log.iter().filter(|l| *l == "call:upstream_401").count(), 1, "{log:?}");
+    assert!(!log.contains(&"token:refresh_token".to_string()), "{log:?}");
 }

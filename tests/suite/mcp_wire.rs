@@ -303,3 +303,128 @@ fn streamable_http_servers_with_a_bearer_token_and_headers() {
     assert_eq!(results[0]["output"], json!([{"type": "text", "text": "pong:over http"}]));
     assert_eq!(results[1]["output"][1]["text"], "a picture");
 }
+
+/// kiwi's log of the session run in `env`.
+fn log_text(env: &Env) -> String {
+    std::fs::read_to_string(env.share().join("logs/kiwi.log")).unwrap_or_default()
+}
+
+#[test]
+fn a_server_cannot_take_a_built_in_tool_name_and_odd_names_are_refused() {
+    let env = Env::new();
+    let target = env.work().join("written.txt");
+    let path = target.to_str().unwrap();
+    let config = env.scripted_config(&[
+        &call("c1", "WriteFile", json!({"path": path, "content": "by the built-in"})),
+        &call("c2", "dotted.name-1", json!({})),
+        "text: done",
+    ]);
+    let servers = mcp::config_arg(&[("srv", mcp::stdio_entry(&["--impostor", "--odd-names"]))]);
+    let mut k = env.spawn(&config, &["--mcp-config", &servers]);
+    k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
+    // The built-in asks as the built-in does (an MCP tool would ask `mcp:WriteFile`).
+    let (before, request) = k.until_request();
+    assert_eq!(request["params"]["payload"]["sender"], "WriteFile");
+    assert_ne!(request["params"]["payload"]["action"], "mcp:WriteFile", "{request}");
+    approve(&mut k, &request);
+    let (_, request) = k.until_request();
+    assert_eq!(request["params"]["payload"]["action"], "mcp:dotted.name-1");
+    approve(&mut k, &request);
+    let (events, response) = k.until_response(&json!("p0"));
+    assert_eq!(response["result"]["status"], "finished", "{events:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "by the built-in");
+    let results = tool_results(&events);
+    assert!(!results[0].to_string().contains("impostor"), "{results:?}");
+    // Refused tools are not offered, so `mcp_status` does not list them either.
+    let status = &payloads(&before, "StatusUpdate")[1]["mcp_status"];
+    let listed: Vec<&str> =
+        status["servers"][0]["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(listed.len(), 10, "{listed:?}");
+    assert!(listed.contains(&"dotted.name-1") && !listed.contains(&"WriteFile") && !listed.contains(&"Shell"));
+    assert_eq!(status["tools"], 10);
+    // Each refusal is a log line naming the server and the tool.
+    for shown in ["\"WriteFile\"", "\"Shell\"", "\"two words\"", "\"bell\\u{7}\"", &format!("\"{}\"", "a".repeat(65))] {
+        let line = format!("MCP server srv: tool {shown} is not offered");
+        assert!(
+            common::wait_until(Duration::from_secs(10), || log_text(&env).contains(&line)),
+            "{line}: {}",
+            log_text(&env)
+        );
+    }
+}
+
+/// In Claude's dialect `acceptEdits` approves the built-in file tools by name: a server's tool of
+/// that name must not get that approval.
+#[test]
+fn accept_edits_does_not_approve_a_servers_write_file() {
+    use crate::print_support::{Dirs, run};
+    let d = Dirs::new();
+    let target = d.work().join("written.txt");
+    let call = call("m1", "WriteFile", json!({"path": target.to_str().unwrap(), "content": "by the built-in"}));
+    let config = d.scripted(&[&call, "text: done"]);
+    let server = json!({"mcpServers": {"srv": {"type": "stdio", "command": mcp::test_server().to_str().unwrap(), "args": ["--impostor"]}}});
+    let server = server.to_string();
+    let args = ["-p", "--verbose", "--output-format", "stream-json", "--mcp-config", &server, "--strict-mcp-config"];
+    let r = run(d.command(&config, &[&args[..], &["--permission-mode", "acceptEdits", "go"]].concat()), "");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stdout.contains("impostor"), "{}", r.stdout);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "by the built-in");
+}
+
+#[test]
+fn endless_tool_list_paging_and_too_many_tools_fail_that_server_only() {
+    let env = Env::new();
+    let config = env.scripted_config_with(
+        &["text: first", &call("c1", "echo", json!({"text": "still here"})), "text: done"],
+        // Before the page limit existed, paging went on until this limit.
+        json!({"mcp": {"client": {"tool_call_timeout_ms": 20000}}}),
+    );
+    let servers = mcp::config_arg(&[
+        ("pages", mcp::stdio_entry(&["--endless-pages"])),
+        ("many", mcp::stdio_entry(&["--many-tools", "1001"])),
+        ("srv", mcp::stdio_entry(&[])),
+    ]);
+    let mut k = env.spawn(&config, &["--yolo", "--mcp-config", &servers]);
+    let (events, response) = k.prompt("p0", json!("go"));
+    assert_eq!(response["error"]["code"], -32603, "{events:?}");
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(message.contains("past 100 pages") && message.contains("more than 1000 tools"), "{message}");
+    let last = &payloads(&events, "StatusUpdate")[1]["mcp_status"];
+    let states: Vec<&str> = last["servers"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
+    assert_eq!(states, ["failed", "failed", "connected"]);
+    assert_eq!(last["tools"], 9);
+    // The log is written behind the session: wait for the lines.
+    for line in [
+        "MCP server pages failed to connect: tools/list: the server's list goes on past 100 pages",
+        "MCP server many failed to connect: tools/list: the server lists more than 1000 tools",
+    ] {
+        assert!(common::wait_until(Duration::from_secs(10), || log_text(&env).contains(line)), "{}", log_text(&env));
+    }
+    // kiwi goes on with the server that behaved.
+    let (_, response) = k.prompt("p1", json!("again"));
+    assert_eq!(response["result"]["status"], "finished");
+    let (events, _) = k.prompt("p2", json!("call"));
+    assert_eq!(tool_results(&events)[0]["output"][0]["text"], "pong:still here");
+}
+
+#[test]
+fn a_servers_stderr_is_logged_within_bounds() {
+    let env = Env::new();
+    let config = env.scripted_config(&[&call("c1", "echo", json!({"text": "alive"})), "text: done"]);
+    // One 2 MiB line, then 1.6 MB of 4,000-byte lines: more than kiwi keeps of either.
+    let servers = mcp::config_arg(&[("srv", mcp::stdio_entry(&["--stderr-line", "2097152", "--stderr-lines", "400"]))]);
+    let mut k = env.spawn(&config, &["--yolo", "--mcp-config", &servers]);
+    let (events, response) = k.prompt("p0", json!("go"));
+    assert_eq!(response["result"]["status"], "finished", "{events:?}");
+    assert_eq!(tool_results(&events)[0]["output"][0]["text"], "pong:alive");
+    let dropped = "bytes of this server's stderr logged: the rest is dropped]";
+    assert!(common::wait_until(Duration::from_secs(20), || log_text(&env).contains(dropped)), "no end marker");
+    let log = log_text(&env);
+    let cut = format!("MCP server srv (stderr): {} [line cut: longer than 4096 bytes]", "x".repeat(4096));
+    assert!(log.contains(&cut), "no cut marker");
+    assert!(!log.contains("flood done"));
+    // About 1 MiB of stderr reached the log, not 3.6 MB.
+    assert!(log.len() < 1536 * 1024, "{} bytes of log", log.len());
+    k.close_stdin();
+    assert!(k.wait_exit(Duration::from_secs(10)).is_some());
+}

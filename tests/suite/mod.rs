@@ -4,6 +4,9 @@
 mod acp_client;
 mod acp_sdk;
 mod config_diagnostics;
+mod layout;
+mod live_lifecycle;
+mod live_session;
 mod mcp_commands;
 mod mcp_oauth;
 mod mcp_sse;

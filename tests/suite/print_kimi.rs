@@ -184,6 +184,17 @@ fn a_stream_json_line_over_the_limit_is_skipped() {
     assert_eq!(said, ["kiwi: ignoring input: line exceeds the maximum length of 1000 bytes and was skipped"]);
 }
 
+/// An answer that only thinks is an error the core retries; when the retries run out, print mode
+/// exits 75 (worth retrying later) as for every error the core retries, not 1.
+#[test]
+fn a_thinking_only_answer_is_worth_retrying_later() {
+    let d = Dirs::new();
+    let config = d.scripted(&["think: only thinking"]);
+    let r = run(d.command(&config, &["--print", "--max-retries-per-step", "1", "-p", "x"]), "");
+    assert_eq!(r.code, Some(75), "{}", r.stderr);
+    assert!(r.stderr.contains("only thinking content"), "{}", r.stderr);
+}
+
 #[test]
 fn sigint_cancels_the_turn() {
     let d = Dirs::new();

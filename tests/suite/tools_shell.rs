@@ -2,10 +2,16 @@
 
 use crate::tools_support;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use kiwi::protocol::{ApprovalDecision, DisplayBlock};
+use kiwi::tools::background::Work;
+use kiwi::tools::output::OutputBuilder;
 use kiwi::tools::process::group_alive;
+use kiwi::tools::shell::{CommandRunner, Exit, Ran, Shell};
+use kiwi::tools::{ToolCallContext, Toolset, Typed};
 use serde_json::json;
 use tools_support::*;
 
@@ -61,6 +67,54 @@ async fn empty_command_and_bad_timeout() {
     assert!(r.message.starts_with("Error parsing JSON arguments:"));
     let r = h.call_raw("Shell", Some("[]")).await;
     assert!(r.message.starts_with("Error validating JSON arguments:"));
+}
+
+/// A runner that runs nothing: it notes the time limit it was given and ends as told.
+struct Told {
+    exit: Exit,
+    limits: std::sync::Mutex<Vec<Duration>>,
+}
+
+impl CommandRunner for Told {
+    fn run<'a>(&'a self, _: &'a str, timeout: Duration, _: &'a ToolCallContext) -> BoxFuture<'a, Result<Ran, String>> {
+        self.limits.lock().unwrap().push(timeout);
+        let mut output = OutputBuilder::new();
+        output.write("so far\n");
+        let ran = Ran { output, exit: self.exit.clone(), note: Some("Said the runner.".into()) };
+        Box::pin(async move { Ok(ran) })
+    }
+
+    fn background<'a>(&'a self, _: &'a str, _: u64, _: &'a ToolCallContext) -> BoxFuture<'a, Result<Work, String>> {
+        Box::pin(async { Err("not here".to_string()) })
+    }
+}
+
+/// Whatever runs the command, the Shell checks the arguments, passes the call's own timeout and
+/// words the result.
+#[tokio::test]
+async fn any_runner_gets_the_calls_timeout_and_the_shells_wording() {
+    let h = harness(true);
+    let shell = |exit: Exit| {
+        let runner = Arc::new(Told { exit, limits: Default::default() });
+        (Toolset::new(vec![Arc::new(Typed::new(Shell::with_runner(runner.clone())))]), runner)
+    };
+    let (tools, runner) = shell(Exit::Signal("SIGTERM".into()));
+    let r = tools.dispatch("Shell", Some(&json!({"command": "x", "timeout": 250}).to_string()), &h.ctx).await;
+    assert_eq!(*runner.limits.lock().unwrap(), [Duration::from_secs(250)]);
+    assert_eq!(r.message, "Command terminated by signal: SIGTERM. Said the runner.");
+    assert_eq!((brief(&r), text(&r)), (Some("Terminated by SIGTERM"), "so far\n"));
+    let (tools, runner) = shell(Exit::TimedOut);
+    let r = tools.dispatch("Shell", Some(&json!({"command": "x"}).to_string()), &h.ctx).await;
+    assert_eq!(*runner.limits.lock().unwrap(), [Duration::from_secs(60)], "the default timeout");
+    assert_eq!(r.message, "Command killed by timeout (60s) Said the runner.");
+    let (tools, runner) = shell(Exit::Code(0));
+    for bad in [json!({"command": "x", "timeout": 301}), json!({"command": ""})] {
+        let r = tools.dispatch("Shell", Some(&bad.to_string()), &h.ctx).await;
+        assert!(r.is_error, "{bad}");
+    }
+    assert!(runner.limits.lock().unwrap().is_empty(), "a refused call runs nothing");
+    let r = tools.dispatch("Shell", Some(&json!({"command": "x"}).to_string()), &h.ctx).await;
+    assert_eq!(r.message, "Command executed successfully. Said the runner.");
 }
 
 #[tokio::test]

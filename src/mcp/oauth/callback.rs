@@ -1,10 +1,18 @@
 //! The local HTTP server the browser is sent back to (§1.6 step 5): `GET /callback?code=…&state=…`
-//! on `localhost:<port>`. It answers every request with a small page and hands the first
-//! callback to the flow; other paths (a browser's `/favicon.ico`) get 404 and are ignored.
+//! on `localhost:<port>`. It answers every request with a small page and hands the flow the
+//! first callback that carries the flow's `state` (its code, or the authorization server's
+//! `error`); other paths (a browser's `/favicon.ico`) get 404 and are ignored.
+//!
+//! Any local process can reach the port, so nothing but the real callback may end or hold up the
+//! flow: a callback with a wrong or missing `state` (a forged code or `error=`) gets an error
+//! page and the flow keeps waiting, and connections are served concurrently (at most
+//! [`MAX_CONNECTIONS`] at once), each within [`CONNECTION_DEADLINE`], so idle connections cannot
+//! keep the browser's from being served.
 //!
 //! `localhost` may resolve to 127.0.0.1 or ::1 in the user's browser, so both are listened on
 //! when the machine has IPv6 (the port is chosen on 127.0.0.1).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -13,8 +21,11 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::FlowError;
 
-/// How long a connected browser may take to send its request head.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one connection may take, from its accept to the end of the answer.
+const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Connections served at once; one more is closed as soon as it is accepted.
+const MAX_CONNECTIONS: usize = 64;
 
 /// The largest request head read.
 const HEAD_MAX: usize = 16 * 1024;
@@ -50,18 +61,43 @@ impl CallbackServer {
         format!("http://localhost:{}/callback", self.port)
     }
 
-    /// Waits up to `limit` for the callback; the authorization code when its `state` matches.
+    /// Waits up to `limit` for the callback with `state`: its authorization code, or the error
+    /// the authorization server sent back. Other requests are answered and waited past.
     pub async fn wait(&self, state: &str, limit: Duration) -> Result<String, FlowError> {
+        let state: Arc<str> = Arc::from(state);
+        let (found, mut callback) = tokio::sync::mpsc::channel(1);
+        // Dropped with this call: connections still being served end with it.
+        let mut connections = tokio::task::JoinSet::new();
         let waiting = async {
             loop {
                 let accepted = tokio::select! {
+                    outcome = callback.recv() => match outcome {
+                        Some(outcome) => return outcome,
+                        None => continue,
+                    },
                     a = self.v4.accept() => a,
                     a = async { match &self.v6 { Some(l) => l.accept().await, None => std::future::pending().await } } => a,
                 };
-                let Ok((stream, _)) = accepted else { continue };
-                if let Some(outcome) = serve(stream, state).await {
-                    return outcome;
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of descriptors, say: let connections end rather than spin.
+                        tracing::warn!("OAuth callback server: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                while connections.try_join_next().is_some() {}
+                if connections.len() >= MAX_CONNECTIONS {
+                    tracing::warn!("OAuth callback server: {MAX_CONNECTIONS} connections open; closing another");
+                    continue;
                 }
+                let (state, found) = (state.clone(), found.clone());
+                connections.spawn(async move {
+                    if let Ok(Some(outcome)) = tokio::time::timeout(CONNECTION_DEADLINE, serve(stream, &state)).await {
+                        let _ = found.send(outcome).await;
+                    }
+                });
             }
         };
         match tokio::time::timeout(limit, waiting).await {
@@ -79,9 +115,9 @@ fn python_float(x: f64) -> String {
     if x.fract() == 0.0 { format!("{x:.1}") } else { format!("{x}") }
 }
 
-/// Answers one request; `Some` when it was the callback.
+/// Answers one request; `Some` when it was the callback of this flow (its `state` matches).
 async fn serve(mut stream: TcpStream, state: &str) -> Option<Result<String, FlowError>> {
-    let head = tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await.ok()??;
+    let head = read_head(&mut stream).await?;
     let target = head.lines().next()?.split(' ').nth(1)?.to_string();
     let url = Url::parse(&format!("http://localhost{target}")).ok()?;
     if url.path() != "/callback" {
@@ -89,11 +125,17 @@ async fn serve(mut stream: TcpStream, state: &str) -> Option<Result<String, Flow
         return None;
     }
     let param = |name: &str| url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned());
+    if !param("state").is_some_and(|s| same(&s, state)) {
+        // Not the authorization server's answer to this flow: whoever sent it learns nothing and
+        // changes nothing.
+        tracing::warn!("OAuth callback server: a callback without this flow's state was ignored");
+        let text = "This is not the answer to the authorization kiwi is waiting for (its state parameter does not match); kiwi keeps waiting.";
+        respond(&mut stream, "400 Bad Request", text).await;
+        return None;
+    }
     let outcome = if let Some(error) = param("error") {
         let detail = param("error_description").map(|d| format!(" ({d})")).unwrap_or_default();
         Err(FlowError::new("OAuthFlowError", format!("the authorization server refused: {error}{detail}")))
-    } else if param("state").as_deref() != Some(state) {
-        Err(FlowError::new("OAuthFlowError", "the callback's state parameter does not match the request's"))
     } else {
         match param("code").filter(|c| !c.is_empty()) {
             Some(code) => Ok(code),
@@ -108,6 +150,11 @@ async fn serve(mut stream: TcpStream, state: &str) -> Option<Result<String, Flow
         Err(e) => respond(&mut stream, "400 Bad Request", &format!("Authorization failed: {}", e.message)).await,
     }
     Some(outcome)
+}
+
+/// `a == b` in a time that does not depend on where they differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn read_head(stream: &mut TcpStream) -> Option<String> {
@@ -161,10 +208,51 @@ mod tests {
             });
         assert_eq!(outcome.unwrap(), "c+1");
         assert_eq!(status.unwrap(), 200);
-        let (outcome, _) =
-            tokio::join!(server.wait("s1", Duration::from_secs(5)), get(format!("{base}/callback?code=c&state=other")));
-        assert_eq!(outcome.unwrap_err().kind, "OAuthFlowError");
+        // The authorization server's refusal (with the flow's state) ends the flow.
+        let (outcome, _) = tokio::join!(
+            server.wait("s1", Duration::from_secs(5)),
+            get(format!("{base}/callback?error=access_denied&state=s1"))
+        );
+        assert_eq!(outcome.unwrap_err().to_string(), "OAuthFlowError: the authorization server refused: access_denied");
         let outcome = server.wait("s1", Duration::from_millis(50)).await.unwrap_err();
         assert_eq!(outcome.to_string(), "TimeoutError: OAuth callback timed out after 0.05 seconds");
+    }
+
+    #[tokio::test]
+    async fn forged_callbacks_and_idle_connections_do_not_stop_the_flow() {
+        use tokio::io::AsyncWriteExt;
+        let server = CallbackServer::bind(None).await.unwrap();
+        let port = server.port();
+        let base = format!("http://127.0.0.1:{port}");
+        let get = |path: String| async move {
+            let client = crate::net::client_builder().build().unwrap();
+            client.get(path).send().await.map(|r| r.status().as_u16()).unwrap()
+        };
+        let hostile = async {
+            // Connections that never finish their request: each would hold a one-at-a-time server.
+            let mut idle = Vec::new();
+            for i in 0..(MAX_CONNECTIONS + 3) {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+                if i % 2 == 0 {
+                    let _ = s.write_all(b"GET /callback?code=x").await;
+                }
+                idle.push(s);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(idle.drain(..4));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let forged = [
+                get(format!("{base}/callback?code=forged&state=other")).await,
+                get(format!("{base}/callback?error=access_denied&state=other")).await,
+                get(format!("{base}/callback?code=forged")).await,
+                get(format!("{base}/callback?error=access_denied")).await,
+            ];
+            let real = get(format!("{base}/callback?code=real&state=s1")).await;
+            (forged, real, idle)
+        };
+        let (outcome, (forged, real, _idle)) = tokio::join!(server.wait("s1", Duration::from_secs(5)), hostile);
+        assert_eq!(outcome.unwrap(), "real");
+        assert_eq!(forged, [400; 4]);
+        assert_eq!(real, 200);
     }
 }

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::error::LinkError;
 use super::oauth_store;
 
 /// An access token this close to its expiry is refreshed first: a request must not carry a
@@ -65,28 +66,23 @@ pub(crate) fn http_client() -> Result<reqwest::Client, FlowError> {
 }
 
 /// Runs `connect` (which sends the token `source` holds) with usable tokens: an expired access
-/// token is refreshed first, and one the server refuses is refreshed once and `connect` run
-/// again. The outer `Err` says why the stored tokens cannot be used (only `kiwi mcp auth` can
-/// help then); the inner result is `connect`'s. Without a source, `connect` simply runs.
-pub async fn with_tokens<T, F, Fut>(source: Option<&TokenSource>, connect: F) -> Result<Result<T, String>, String>
+/// token is refreshed first, and one the server refuses (HTTP 401, as the transport reports it)
+/// is refreshed once and `connect` run again. The outer `Err` says why the stored tokens cannot
+/// be used (only `kiwi mcp auth` can help then); the inner result is `connect`'s. Without a
+/// source, `connect` simply runs.
+pub async fn with_tokens<T, F, Fut>(source: Option<&TokenSource>, connect: F) -> Result<Result<T, LinkError>, String>
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
+    Fut: std::future::Future<Output = Result<T, LinkError>>,
 {
     let Some(source) = source else { return Ok(connect().await) };
     let sent = source.bearer().await?;
     let outcome = connect().await;
-    if !outcome.as_ref().is_err_and(|e| is_rejection(e)) {
+    if !outcome.as_ref().is_err_and(LinkError::is_unauthorized) {
         return Ok(outcome);
     }
     source.replace_rejected(&sent).await?;
     Ok(connect().await)
-}
-
-/// Whether a connection or call error is the server refusing the request's credentials (HTTP
-/// 401, as rmcp's Streamable HTTP client and kiwi's SSE transport word it).
-pub fn is_rejection(error: &str) -> bool {
-    error.contains("HTTP 401") || error.contains("Auth required") || error.contains("'401 Unauthorized'")
 }
 
 /// POSTs a token request (code exchange or refresh) and returns the token answer, which must

@@ -103,7 +103,7 @@ pub struct ApiRetryLine {
     pub retry_delay_ms: u64,
     /// The HTTP status; `null` for connection errors and timeouts.
     pub error_status: Option<u16>,
-    /// One of the SDK's assistant-message error classes (`rate_limit`, `overloaded`, …).
+    /// The SDK's error class of the status ([`error_class`]).
     pub error: String,
     pub session_id: String,
     pub uuid: String,
@@ -120,6 +120,22 @@ pub struct WarningLine {
     pub message: String,
     pub session_id: String,
     pub uuid: String,
+}
+
+/// The SDK's error class (`SDKAssistantMessageError`) for an API error with this HTTP status, as
+/// `print-mode.md` C.2 lists it: 400 `invalid_request`, 401/403 `authentication_failed`, 402
+/// `billing_error`, 429 `rate_limit`, 5xx `server_error`, anything else (no status: connection
+/// errors, timeouts, empty answers) `unknown`. The one map of both the synthetic error message
+/// and `system/api_retry`.
+pub fn error_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(400) => "invalid_request",
+        Some(401 | 403) => "authentication_failed",
+        Some(402) => "billing_error",
+        Some(429) => "rate_limit",
+        Some(500..=599) => "server_error",
+        _ => "unknown",
+    }
 }
 
 /// Token counts in Anthropic's names.
@@ -514,6 +530,26 @@ mod tests {
         assert!(matches!(serde_json::from_str::<InLine>(r#"{"type":"keep_alive"}"#).unwrap(), InLine::KeepAlive {}));
         assert!(serde_json::from_str::<InLine>(r#"{"type":"bogus"}"#).is_err());
         assert!(serde_json::from_str::<InLine>(r#"{"type":"user"}"#).is_err());
+    }
+
+    #[test]
+    fn error_classes_follow_the_spec() {
+        let cases = [
+            (Some(400), "invalid_request"),
+            (Some(401), "authentication_failed"),
+            (Some(403), "authentication_failed"),
+            (Some(402), "billing_error"),
+            (Some(404), "unknown"),
+            (Some(422), "unknown"),
+            (Some(429), "rate_limit"),
+            (Some(500), "server_error"),
+            (Some(529), "server_error"),
+            (Some(200), "unknown"),
+            (None, "unknown"),
+        ];
+        for (status, class) in cases {
+            assert_eq!(error_class(status), class, "{status:?}");
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `system/api_retry`: a provider retry as Claude Code reports it. The core's `StepRetry` counts
 //! attempts (the first retry is attempt 2 of `max_attempts`); Claude's line counts retries.
 
-use super::lines::{ApiRetryLine, OutLine, SystemLine};
+use super::lines::{ApiRetryLine, OutLine, SystemLine, error_class};
 use super::turn::fresh_uuid;
 use crate::protocol::StepRetry;
 
@@ -11,25 +11,10 @@ pub fn api_retry_line(retry: &StepRetry, session_id: &str) -> OutLine {
         max_retries: retry.max_attempts.saturating_sub(1),
         retry_delay_ms: (retry.wait_s.max(0.0) * 1000.0).round() as u64,
         error_status: retry.status_code,
-        error: error_class(retry).into(),
+        error: error_class(retry.status_code).into(),
         session_id: session_id.to_string(),
         uuid: fresh_uuid(),
     }))
-}
-
-/// The SDK's error classes (`SDKAssistantMessageError`) by HTTP status; errors without a
-/// response (connection, timeout, empty answer) are `unknown`.
-fn error_class(retry: &StepRetry) -> &'static str {
-    match retry.status_code {
-        Some(401 | 403) => "authentication_failed",
-        Some(402) => "billing_error",
-        Some(404) => "model_not_found",
-        Some(429) => "rate_limit",
-        Some(529) => "overloaded",
-        Some(400..=499) => "invalid_request",
-        Some(500..=599) => "server_error",
-        _ => "unknown",
-    }
 }
 
 #[cfg(test)]
@@ -58,14 +43,23 @@ mod tests {
         );
     }
 
+    /// One map for the retry line and the error message: a 529 (Anthropic's overloaded) is a
+    /// `server_error` and a 404 `unknown` in both.
     #[test]
     fn classes_follow_the_status() {
-        let class = |s| error_class(&retry(2, 1.0, s));
+        let class = |s| {
+            let line = serde_json::to_value(api_retry_line(&retry(2, 1.0, s), "s")).unwrap();
+            line["error"].as_str().unwrap().to_string()
+        };
         assert_eq!(class(Some(429)), "rate_limit");
-        assert_eq!(class(Some(529)), "overloaded");
+        assert_eq!(class(Some(529)), "server_error");
+        assert_eq!(class(Some(404)), "unknown");
         assert_eq!(class(Some(401)), "authentication_failed");
         assert_eq!(class(Some(400)), "invalid_request");
         assert_eq!(class(None), "unknown");
+        for status in 100..600 {
+            assert_eq!(class(Some(status)), error_class(Some(status)), "{status}");
+        }
         let line = serde_json::to_value(api_retry_line(&retry(3, 1.0, None), "s")).unwrap();
         assert_eq!((line["attempt"].as_u64(), line["error_status"].is_null()), (Some(2), true));
     }

@@ -11,7 +11,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -28,15 +27,13 @@ use super::projection::{ClaudeProjection, host_error, unsupported};
 use super::turn::fresh_uuid;
 use crate::agent_env::Model;
 use crate::builder::AgentSetup;
+use crate::live::SHUTDOWN_GRACE;
 use crate::print::common::{TurnWaiter, stderr_line, turn_tag};
 use crate::protocol::UserInput;
 use crate::rpc::pending::PendingRequests;
 use crate::rpc::writer::encode;
 use crate::rpc::{Outbound, RequestId};
 use crate::soul::TurnDriver;
-
-/// How long shutdown waits for a cancelled turn to unwind.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// A user message waiting for its turn.
 struct Queued {

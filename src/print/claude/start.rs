@@ -10,7 +10,6 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::args::{ClaudeArgs, InputFormat, OutputFormat, UsageError};
 use super::input::spawn_reader;
@@ -21,16 +20,15 @@ use super::run::RunLoop;
 use super::turn::{Identity, fresh_uuid};
 use crate::VERSION;
 use crate::builder::{AgentChoice, AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
+use crate::live::{LiveSession, Runtime, Sessions, shell};
 use crate::print::common::{stderr_line, trace_to_stderr};
 use crate::protocol::UserInput;
 use crate::rpc::pending::PendingRequests;
 use crate::rpc::reader::DEFAULT_MAX_LINE_BYTES;
-use crate::rpc::writer::{encode, spawn_writer};
+use crate::rpc::writer::encode;
 use crate::session::store::{SessionChoice, share_dir};
-use crate::soul::{EventSink, TurnDriver};
 use crate::startup::{StartError, init_logging, load_config, log_file, report, resolve_work_dir};
 use crate::tools::Toolset;
-use crate::wire::serve::signal_token;
 
 /// Set by the SDKs: the host reads `system/session_state_changed` frames.
 const SESSION_STATE_ENV: &str = "CLAUDE_CODE_SDK_READS_SESSION_STATE";
@@ -181,32 +179,10 @@ async fn fail_early(out: &crate::rpc::Outbound, args: &ClaudeArgs, session_id: &
 }
 
 fn serve(setup: &AgentSetup, request: SessionRequest, args: &ClaudeArgs, first: Option<UserInput>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => return report(StartError::Fatal(format!("Cannot start the async runtime: {e}")), &setup.share_dir),
-    };
-    let stop = {
-        let _context = runtime.enter();
-        signal_token()
-    };
     let cwd = request.work_dir.display().to_string();
-    let built = setup.build(request);
-    let code = runtime.block_on(async move {
-        let (out, writer) = spawn_writer(std::io::stdout());
-        // Nobody reading stdout any more ends the run as a signal does.
-        let stop = {
-            let (stop, closed, either) = (stop, writer.closed.clone(), tokio_util::sync::CancellationToken::new());
-            let token = either.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = closed.cancelled() => {}
-                }
-                token.cancel();
-            });
-            either
-        };
-        let code = match built {
+    let served = shell::run(Runtime::CurrentThread, std::io::stdout(), |process| async move {
+        let out = process.outbound;
+        match setup.build(request) {
             Err(BuildError::Usage(m) | BuildError::Fatal(m)) => {
                 fail_early(&out, args, "", &m).await;
                 1
@@ -214,19 +190,27 @@ fn serve(setup: &AgentSetup, request: SessionRequest, args: &ClaudeArgs, first: 
             Ok(built) => match session_problem(args, &built) {
                 Some(problem) => {
                     fail_early(&out, args, &built.session.id, &problem).await;
-                    // Only a folder this run created is removed (an empty new one).
+                    // Never opened: only a folder this run created is removed (an empty new one).
                     built.session.finish();
                     1
                 }
-                None => run(built, setup, args, cwd, out.clone(), first, stop).await,
+                None => {
+                    let live = Live { sessions: &process.sessions, stop: process.stop };
+                    run(built, live, setup, args, cwd, out, first).await
+                }
             },
-        };
-        drop(out);
-        writer.join_while_read(Duration::from_secs(1)).await;
-        code
+        }
     });
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    ExitCode::from(code)
+    match served {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => report(StartError::Fatal(e.0), &setup.share_dir),
+    }
+}
+
+/// What the run needs from the process shell.
+struct Live<'a> {
+    sessions: &'a Sessions,
+    stop: tokio_util::sync::CancellationToken,
 }
 
 /// `--resume` needs an existing session, `--session-id` a new one (as Claude Code).
@@ -246,15 +230,15 @@ fn session_problem(args: &ClaudeArgs, built: &BuiltSession) -> Option<String> {
 
 async fn run(
     built: BuiltSession,
+    shell: Live<'_>,
     setup: &AgentSetup,
     args: &ClaudeArgs,
     cwd: String,
     out: crate::rpc::Outbound,
     first: Option<UserInput>,
-    stop: tokio_util::sync::CancellationToken,
 ) -> u8 {
-    let BuiltSession { session, soul, recorder } = built;
-    let agent = soul.agent.clone();
+    let agent = built.soul.agent.clone();
+    let session_id = built.session.id.clone();
     let warnings = filter_tools(&agent, args);
     let streaming = args.output_format == OutputFormat::StreamJson;
     let can_ask =
@@ -268,7 +252,7 @@ async fn run(
     ));
     let pending = Arc::new(PendingRequests::default());
     let identity = Identity {
-        session_id: session.id.clone(),
+        session_id: session_id.clone(),
         model: agent.model_name(),
         context_window: agent.max_context_size(),
     };
@@ -287,14 +271,16 @@ async fn run(
         policy.clone(),
         pending.clone(),
     ));
-    let driver = TurnDriver::new(soul, EventSink::new(projection.clone(), Some(recorder)));
+    let live = LiveSession::open(built, projection.clone(), shell.sessions);
+    let driver = live.driver().clone();
     projection.set_driver(&driver);
     for warning in &warnings {
         stderr_line(&format!("kiwi: {warning}"));
-        if streaming && let Some(frame) = encode(&warning_line(&session.id, warning)) {
+        if streaming && let Some(frame) = encode(&warning_line(&session_id, warning)) {
             out.send_raw(frame).await;
         }
     }
+    live.start().await;
     let lines =
         (args.input_format == InputFormat::StreamJson).then(|| spawn_reader(std::io::stdin(), DEFAULT_MAX_LINE_BYTES));
     let run_loop = RunLoop {
@@ -303,19 +289,14 @@ async fn run(
         projection: projection.clone(),
         policy,
         pending,
-        session_id: session.id.clone(),
+        session_id,
         setup: setup.clone(),
         next_model: Default::default(),
         replay: args.replay_user_messages,
         streaming,
     };
-    let code = run_loop.serve(first, lines, stop).await;
-    drop(run_loop);
-    drop(driver);
-    drop(projection);
-    crate::tools::process::kill_all_process_groups();
-    session.finish();
-    code
+    // Ends the session's turns; the shell closes the session (SessionEnd hooks, tasks, folder).
+    run_loop.serve(first, lines, shell.stop).await
 }
 
 fn warning_line(session_id: &str, message: &str) -> OutLine {

@@ -3,11 +3,13 @@
 //! `stream_event`s, and the turn's `result`. Pure: events in, lines out, so it is tested without
 //! a process.
 //!
-//! Invariants: a block closes when a part of another kind, a tool call, a tool result, an
-//! approval request or the step's end arrives; closed blocks wait for the step's usage (the
-//! `StatusUpdate` that follows the model's stream) so each assistant line carries it, and are
-//! flushed at the latest before anything that follows the stream (tool results, approvals, the
-//! step's end); every stream event of a block comes before the block's assistant line.
+//! Invariants: a block is a run of the step assembler (`protocol::assembly`): it closes when a
+//! fragment that does not continue it, any other event, an approval request or the step's end
+//! arrives (argument fragments with no call open no block); closed blocks wait for the step's
+//! usage (the `StatusUpdate` that follows the model's stream) so each assistant line carries it,
+//! and are flushed at the latest before anything that follows the stream (tool results,
+//! approvals, the step's end); every stream event of a block comes before the block's assistant
+//! line.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -17,10 +19,11 @@ use serde_json::Value;
 use super::lines::{
     AssistantLine, AssistantMessage, Block, CompactBoundaryLine, CompactMetadata, Delta, ImageSource, MessageDeltaBody,
     ModelUsage, OutLine, OutputUsage, PermissionDenial, ResultLine, ResultSubtype, StreamEvent, StreamEventLine,
-    SystemLine, ToolResultContent, ToolUseResult, Usage, UserContent, UserLine, UserMessage,
+    SystemLine, ToolResultContent, ToolUseResult, Usage, UserContent, UserLine, UserMessage, error_class,
 };
 use crate::llm::{ChatError, ModelStop};
-use crate::protocol::{ContentPart, Event, TokenUsage, ToolOutput, ToolResult};
+use crate::protocol::assembly::is_fragment;
+use crate::protocol::{ContentPart, Event, Fed, Run, RunAssembler, TokenUsage, ToolOutput, ToolResult};
 use crate::soul::{TurnError, TurnOutcome, TurnResult};
 
 /// A fresh UUID v4, as every message line carries.
@@ -41,21 +44,14 @@ pub struct Identity {
     pub context_window: u64,
 }
 
-/// A block being streamed.
-#[derive(Debug)]
-enum Open {
-    Text(String),
-    Thinking { text: String, signature: String },
-    ToolUse { id: String, name: String, arguments: String },
-}
-
 /// One model call (a step).
 #[derive(Debug)]
 struct Step {
     message_id: String,
     /// Index of the next content block (stream events).
     next_index: u32,
-    open: Option<Open>,
+    /// The block being streamed, merged by the step assembler.
+    runs: RunAssembler,
     /// Closed blocks waiting for the step's usage.
     closed: Vec<Block>,
     usage: Option<Usage>,
@@ -170,6 +166,11 @@ impl TurnLines {
 
     /// Maps one event; lines are appended to `out` in order.
     pub fn event(&mut self, event: &Event, out: &mut Vec<OutLine>) {
+        if is_fragment(event) {
+            return self.fragment(event, out);
+        }
+        // Any other event ends the block being streamed.
+        self.close_block(out);
         match event {
             Event::StepBegin { .. } => {
                 self.end_step(out);
@@ -177,7 +178,7 @@ impl TurnLines {
                 let step = Step {
                     message_id: fresh_message_id(),
                     next_index: 0,
-                    open: None,
+                    runs: RunAssembler::default(),
                     closed: Vec::new(),
                     usage: None,
                     has_tool_calls: false,
@@ -191,26 +192,7 @@ impl TurnLines {
                 }
                 self.step = Some(step);
             }
-            Event::ContentPart(part) => self.content(part, out),
-            Event::ToolCall(call) => {
-                self.close_block(out);
-                let arguments = call.function.arguments.clone().unwrap_or_default();
-                self.open_block(
-                    Open::ToolUse { id: call.id.clone(), name: call.function.name.clone(), arguments: String::new() },
-                    out,
-                );
-                if let Some(step) = &mut self.step {
-                    step.has_tool_calls = true;
-                }
-                self.append_arguments(&arguments, out);
-            }
-            Event::ToolCallPart(part) => {
-                if let Some(fragment) = &part.arguments_part {
-                    self.append_arguments(fragment, out);
-                }
-            }
             Event::StatusUpdate(status) => {
-                self.close_block(out);
                 if let Some(step) = &mut self.step {
                     if step.streamed.is_none() {
                         step.streamed = Some(Instant::now());
@@ -252,139 +234,114 @@ impl TurnLines {
         }
     }
 
-    fn content(&mut self, part: &ContentPart, out: &mut Vec<OutLine>) {
-        match part {
-            ContentPart::Text { text } => {
-                if !matches!(self.step_open(), Some(Open::Text(_))) {
-                    self.close_block(out);
-                    self.open_block(Open::Text(String::new()), out);
-                }
-                if let Some(step) = &mut self.step {
-                    step.text.push_str(text);
-                    if let Some(Open::Text(buffer)) = &mut step.open {
-                        buffer.push_str(text);
-                    }
-                }
-                let index = self.open_index();
-                self.partial_line(
-                    out,
-                    StreamEvent::ContentBlockDelta { index, delta: Delta::TextDelta { text: text.clone() } },
-                );
+    /// A fragment: it continues the open block or closes it and opens its own; its deltas follow.
+    fn fragment(&mut self, event: &Event, out: &mut Vec<OutLine>) {
+        if self.step.is_none() {
+            // Content outside a step (never from the core today): give it a message of its own.
+            self.event(&Event::StepBegin { n: 0 }, out);
+            self.num_turns = self.num_turns.saturating_sub(1);
+        }
+        let Some(step) = &mut self.step else { return };
+        match step.runs.push(event) {
+            Fed::Continued => {}
+            Fed::Opened(closed) | Fed::Other(closed) => {
+                self.close_run(closed, out);
+                self.open_block(out);
             }
-            ContentPart::Think { think, encrypted } => {
-                // A thinking block that already has its signature is closed.
-                let reusable =
-                    matches!(self.step_open(), Some(Open::Thinking { signature, .. }) if signature.is_empty());
-                if !reusable {
-                    self.close_block(out);
-                    self.open_block(Open::Thinking { text: String::new(), signature: String::new() }, out);
-                }
-                if let Some(Step { open: Some(Open::Thinking { text, signature }), .. }) = &mut self.step {
-                    text.push_str(think);
-                    if let Some(e) = encrypted {
-                        signature.push_str(e);
-                    }
-                }
-                let index = self.open_index();
-                if !think.is_empty() {
-                    self.partial_line(
-                        out,
-                        StreamEvent::ContentBlockDelta {
-                            index,
-                            delta: Delta::ThinkingDelta { thinking: think.clone() },
-                        },
-                    );
-                }
-                if let Some(e) = encrypted {
-                    self.partial_line(
-                        out,
-                        StreamEvent::ContentBlockDelta { index, delta: Delta::SignatureDelta { signature: e.clone() } },
-                    );
-                }
-            }
-            ContentPart::ImageUrl { .. } | ContentPart::AudioUrl { .. } | ContentPart::VideoUrl { .. } => {
-                // No Anthropic block for media the model outputs: a text block names it.
-                let name = match part {
-                    ContentPart::ImageUrl { .. } => "[image]",
-                    ContentPart::AudioUrl { .. } => "[audio]",
-                    _ => "[video]",
-                };
-                self.close_block(out);
-                self.open_block(Open::Text(name.to_string()), out);
-                let index = self.open_index();
-                self.partial_line(
-                    out,
-                    StreamEvent::ContentBlockDelta { index, delta: Delta::TextDelta { text: name.into() } },
-                );
-                self.close_block(out);
-            }
+        }
+        if self.partial {
+            self.deltas(event, out);
         }
     }
 
-    fn step_open(&self) -> Option<&Open> {
-        self.step.as_ref().and_then(|s| s.open.as_ref())
+    /// The stream events of one fragment (`--include-partial-messages`).
+    fn deltas(&self, event: &Event, out: &mut Vec<OutLine>) {
+        let index = self.open_index();
+        let mut delta = |delta: Delta| out.push(self.stream_line(StreamEvent::ContentBlockDelta { index, delta }));
+        match event {
+            Event::ContentPart(ContentPart::Text { text }) => delta(Delta::TextDelta { text: text.clone() }),
+            Event::ContentPart(ContentPart::Think { think, encrypted }) => {
+                if !think.is_empty() {
+                    delta(Delta::ThinkingDelta { thinking: think.clone() });
+                }
+                if let Some(e) = encrypted {
+                    delta(Delta::SignatureDelta { signature: e.clone() });
+                }
+            }
+            Event::ContentPart(media) => delta(Delta::TextDelta { text: media_name(media).into() }),
+            Event::ToolCall(call) => {
+                if let Some(arguments) = call.function.arguments.as_deref().filter(|a| !a.is_empty()) {
+                    delta(Delta::InputJsonDelta { partial_json: arguments.into() });
+                }
+            }
+            Event::ToolCallPart(part) => {
+                let in_call = matches!(self.step.as_ref().and_then(|s| s.runs.open()), Some(Run::Call(_)));
+                if let Some(fragment) = part.arguments_part.as_deref().filter(|a| in_call && !a.is_empty()) {
+                    delta(Delta::InputJsonDelta { partial_json: fragment.into() });
+                }
+            }
+            _ => {}
+        }
     }
 
     fn open_index(&self) -> u32 {
         self.step.as_ref().map(|s| s.next_index.saturating_sub(1)).unwrap_or(0)
     }
 
-    fn open_block(&mut self, open: Open, out: &mut Vec<OutLine>) {
-        if self.step.is_none() {
-            // Content outside a step (never from the core today): give it a message of its own.
-            self.event(&Event::StepBegin { n: 0 }, out);
-            self.num_turns = self.num_turns.saturating_sub(1);
-        }
-        let start = match &open {
-            Open::Text(_) => Block::Text { text: String::new() },
-            Open::Thinking { .. } => Block::Thinking { thinking: String::new(), signature: String::new() },
-            Open::ToolUse { id, name, .. } => {
-                Block::ToolUse { id: id.clone(), name: name.clone(), input: Value::Object(Default::default()) }
-            }
-        };
+    /// Starts the block of the run just opened (argument fragments with no call open none).
+    fn open_block(&mut self, out: &mut Vec<OutLine>) {
         let Some(step) = &mut self.step else { return };
+        let start = match step.runs.open() {
+            Some(Run::Content(ContentPart::Think { .. })) => {
+                Block::Thinking { thinking: String::new(), signature: String::new() }
+            }
+            Some(Run::Content(_)) => Block::Text { text: String::new() },
+            Some(Run::Call(call)) => {
+                step.has_tool_calls = true;
+                Block::ToolUse {
+                    id: call.id.clone(),
+                    name: call.function.name.clone(),
+                    input: Value::Object(Default::default()),
+                }
+            }
+            Some(Run::Arguments(_)) | None => return,
+        };
         let index = step.next_index;
         step.next_index += 1;
-        step.open = Some(open);
         self.partial_line(out, StreamEvent::ContentBlockStart { index, content_block: start });
-    }
-
-    fn append_arguments(&mut self, fragment: &str, out: &mut Vec<OutLine>) {
-        if fragment.is_empty() {
-            return;
-        }
-        if let Some(Step { open: Some(Open::ToolUse { arguments, .. }), .. }) = &mut self.step {
-            arguments.push_str(fragment);
-            let index = self.open_index();
-            self.partial_line(
-                out,
-                StreamEvent::ContentBlockDelta {
-                    index,
-                    delta: Delta::InputJsonDelta { partial_json: fragment.into() },
-                },
-            );
-        }
     }
 
     /// Closes the open block: its stop event now, its assistant line once the usage is known.
     fn close_block(&mut self, out: &mut Vec<OutLine>) {
-        let Some(open) = self.step.as_mut().and_then(|s| s.open.take()) else { return };
+        let closed = self.step.as_mut().and_then(|s| s.runs.close());
+        self.close_run(closed, out);
+    }
+
+    fn close_run(&mut self, run: Option<Run>, out: &mut Vec<OutLine>) {
+        let Some(step) = &mut self.step else { return };
+        let block = match run {
+            Some(Run::Content(ContentPart::Text { text })) => {
+                step.text.push_str(&text);
+                Block::Text { text }
+            }
+            Some(Run::Content(ContentPart::Think { think, encrypted })) => {
+                Block::Thinking { thinking: think, signature: encrypted.unwrap_or_default() }
+            }
+            // No Anthropic block for media the model outputs: a text block names it.
+            Some(Run::Content(media)) => Block::Text { text: media_name(&media).into() },
+            Some(Run::Call(call)) => {
+                let arguments = call.function.arguments.as_deref().unwrap_or_default();
+                let input = parse_input(arguments);
+                self.inputs.insert(call.id.clone(), (call.function.name.clone(), input.clone()));
+                Block::ToolUse { id: call.id, name: call.function.name, input }
+            }
+            Some(Run::Arguments(_)) | None => return,
+        };
+        step.closed.push(block);
         let index = self.open_index();
         self.partial_line(out, StreamEvent::ContentBlockStop { index });
-        let block = match open {
-            Open::Text(text) => Block::Text { text },
-            Open::Thinking { text, signature } => Block::Thinking { thinking: text, signature },
-            Open::ToolUse { id, name, arguments } => {
-                let input = parse_input(&arguments);
-                self.inputs.insert(id.clone(), (name.clone(), input.clone()));
-                Block::ToolUse { id, name, input }
-            }
-        };
-        if let Some(step) = &mut self.step {
-            step.closed.push(block);
-            if step.usage.is_some() {
-                self.flush_blocks(out);
-            }
+        if self.step.as_ref().is_some_and(|s| s.usage.is_some()) {
+            self.flush_blocks(out);
         }
     }
 
@@ -517,7 +474,7 @@ impl TurnLines {
                     parent_tool_use_id: None,
                     session_id: self.id.session_id.clone(),
                     uuid: fresh_uuid(),
-                    error: Some(api_error_kind(status).into()),
+                    error: Some(error_class(status).into()),
                     api_error_status: status,
                 }));
                 line.is_error = true;
@@ -527,6 +484,15 @@ impl TurnLines {
             Err(other) => fail(&mut line, ResultSubtype::ErrorDuringExecution, other.to_string()),
         }
         line
+    }
+}
+
+/// The text that stands for a media part the model output.
+fn media_name(part: &ContentPart) -> &'static str {
+    match part {
+        ContentPart::ImageUrl { .. } => "[image]",
+        ContentPart::AudioUrl { .. } => "[audio]",
+        _ => "[video]",
     }
 }
 
@@ -622,18 +588,6 @@ pub fn api_error_text(error: &ChatError) -> (String, Option<u16>) {
     match error {
         ChatError::Status { status, message, .. } => (format!("API Error: {status} {message}"), Some(*status)),
         other => (format!("API Error: {other}"), None),
-    }
-}
-
-/// The SDK's `SDKAssistantMessageError` value for an HTTP status.
-pub fn api_error_kind(status: Option<u16>) -> &'static str {
-    match status {
-        Some(400) => "invalid_request",
-        Some(401 | 403) => "authentication_failed",
-        Some(402) => "billing_error",
-        Some(429) => "rate_limit",
-        Some(500..=599) => "server_error",
-        _ => "unknown",
     }
 }
 
@@ -782,6 +736,43 @@ mod tests {
             out[1]["message"]["content"][0],
             serde_json::json!({"type":"thinking","thinking":"c","signature":""})
         );
+    }
+
+    #[test]
+    fn media_stands_alone_and_text_runs_merge_into_one_block() {
+        let image = ContentPart::ImageUrl { image_url: crate::protocol::MediaUrl::new("u") };
+        let events = vec![
+            Event::StepBegin { n: 1 },
+            Event::ContentPart(image),
+            Event::ContentPart(ContentPart::text("a")),
+            Event::ContentPart(ContentPart::text("b")),
+            Event::StatusUpdate(StatusUpdate::default()),
+            Event::TurnEnd {},
+        ];
+        let out = lines(true, &events, Ok(TurnOutcome::Finished(None)));
+        assert_eq!(
+            kinds(&out),
+            [
+                "se:message_start",
+                "se:content_block_start",
+                "se:content_block_delta",
+                "se:content_block_stop",
+                "se:content_block_start",
+                "se:content_block_delta",
+                "se:content_block_delta",
+                "se:content_block_stop",
+                "a:text",
+                "a:text",
+                "se:message_delta",
+                "se:message_stop",
+                "result",
+            ]
+        );
+        assert_eq!((out[3]["event"]["index"].as_u64(), out[7]["event"]["index"].as_u64()), (Some(0), Some(1)));
+        assert_eq!(out[2]["event"]["delta"]["text"], "[image]");
+        assert_eq!(out[8]["message"]["content"][0]["text"], "[image]");
+        assert_eq!(out[9]["message"]["content"][0]["text"], "ab");
+        assert_eq!(out[12]["result"], "ab");
     }
 
     #[test]

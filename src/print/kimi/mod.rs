@@ -12,20 +12,14 @@ pub mod projection;
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub use options::KimiOptions;
 
 use self::input::Prompts;
 use self::projection::KimiProjection;
 use super::common::{stderr_line, trace_to_stderr, turn_tag};
-use crate::builder::{AgentSetup, BuildError, BuiltSession, SessionRequest};
-use crate::rpc::writer::spawn_writer;
-use crate::soul::{EventSink, TurnDriver};
-use crate::wire::serve::signal_token;
-
-/// How long shutdown waits for a cancelled turn to unwind.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+use crate::builder::{AgentSetup, BuildError, SessionRequest};
+use crate::live::{LiveSession, Runtime, shell};
 
 /// Runs kimi's print mode on `input` / `output`; `Err` when the session cannot be built.
 pub fn run<R, W>(
@@ -40,20 +34,13 @@ where
     R: std::io::Read + Send + 'static,
     W: std::io::Write + Send + 'static,
 {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| BuildError::Fatal(format!("Cannot start the async runtime: {e}")))?;
-    let stop = {
-        let _context = runtime.enter();
-        signal_token()
-    };
-    let built = setup.build(SessionRequest { trace: Some(trace_to_stderr()), ..request })?;
-    let code = runtime.block_on(async move {
-        let (outbound, writer) = spawn_writer(output);
-        let BuiltSession { session, soul, recorder } = built;
-        let projection = Arc::new(KimiProjection::new(outbound, options.clone()));
-        let driver = TurnDriver::new(soul, EventSink::new(projection.clone(), Some(recorder)));
+    let served = shell::run(Runtime::CurrentThread, output, |process| async move {
+        let built = setup.build(SessionRequest { trace: Some(trace_to_stderr()), ..request })?;
+        let projection = Arc::new(KimiProjection::new(process.outbound, options.clone()));
+        let live = LiveSession::open(built, projection, &process.sessions);
+        live.start().await;
+        let driver = live.driver().clone();
+        let stop = process.stop;
         let mut prompts = Prompts::new(&options, input, max_line_bytes);
         let mut code = 0u8;
         loop {
@@ -83,7 +70,8 @@ where
             let report = tokio::select! {
                 r = &mut waiter => r.ok(),
                 () = stop.cancelled() => {
-                    // The first Ctrl-C cancels the turn, which then reports "Interrupted by user".
+                    // The first Ctrl-C (or stdout going away) cancels the turn, which then
+                    // reports "Interrupted by user".
                     driver.cancel();
                     waiter.await.ok()
                 }
@@ -100,17 +88,10 @@ where
                 }
             }
         }
-        driver.shutdown(SHUTDOWN_GRACE).await;
-        drop(driver);
-        drop(projection);
-        writer.join_while_read(Duration::from_secs(1)).await;
-        crate::tools::process::kill_all_process_groups();
-        session.finish();
         if !options.quiet {
-            stderr_line(&format!("To resume this session: kiwi --session {}", session.id));
+            stderr_line(&format!("To resume this session: kiwi --session {}", live.id()));
         }
-        code
+        Ok(ExitCode::from(code))
     });
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    Ok(ExitCode::from(code))
+    served.map_err(|e| BuildError::Fatal(e.0))?
 }

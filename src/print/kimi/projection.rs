@@ -2,10 +2,12 @@
 //! one `tool` message per answered call (stream-json), or only the last step's text
 //! (`--final-message-only`, and the stdout part of text output); progress on stderr.
 //!
-//! Invariants: a step's messages are written once, when the step ends (next `StepBegin`,
-//! `StepInterrupted`, `TurnEnd` or the turn's end), never token by token; calls without a
-//! result are left out; a turn's final text is printed only when the turn finished normally;
-//! every approval is granted (print implies yolo); errors are one line on stderr.
+//! Invariants: fragments are merged by the step assembler (`protocol::assembly`), once for both
+//! the step's messages and the progress lines; a step's messages are written once, when the step
+//! ends (next `StepBegin`, `StepInterrupted`, `TurnEnd` or the turn's end), never token by token;
+//! calls without a result are left out; a turn's final text is printed only when the turn
+//! finished normally; every approval is granted (print implies yolo); errors are one line on
+//! stderr; the exit status of a provider error follows the core's retry rule.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,9 +17,11 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::options::{Format, KimiOptions};
-use crate::llm::{ChatError, Message, Role};
+use crate::llm::{Message, Role};
 use crate::print::common::{TurnReport, report_turn, stderr_line};
-use crate::protocol::{ApprovalDecision, ContentPart, Event, Request, ToolCall, ToolReturnValue};
+use crate::protocol::{
+    ApprovalDecision, ContentPart, Event, Fed, Request, Run, RunAssembler, StepMessage, ToolCall, ToolReturnValue,
+};
 use crate::rpc::Outbound;
 use crate::rpc::writer::encode;
 use crate::soul::tool_message::tool_message;
@@ -29,32 +33,21 @@ pub const EXIT_RETRYABLE: u8 = 75;
 /// What one step produced.
 #[derive(Debug, Default)]
 struct Step {
-    content: Vec<ContentPart>,
-    calls: Vec<ToolCall>,
+    message: StepMessage,
     results: HashMap<String, ToolReturnValue>,
     /// Written already (its messages must not be written twice).
     written: bool,
 }
 
 impl Step {
-    fn push_content(&mut self, part: ContentPart) {
-        match self.content.last_mut() {
-            Some(last) => {
-                if let Some(part) = last.merge(part) {
-                    self.content.push(part);
-                }
-            }
-            None => self.content.push(part),
-        }
-    }
-
     /// The assistant message and tool messages of the step, as A.4 prints them.
     fn messages(&self) -> Vec<Message> {
-        let answered: Vec<ToolCall> = self.calls.iter().filter(|c| self.results.contains_key(&c.id)).cloned().collect();
-        if self.content.is_empty() && answered.is_empty() {
+        let answered: Vec<ToolCall> =
+            self.message.calls.iter().filter(|c| self.results.contains_key(&c.id)).cloned().collect();
+        if self.message.content.is_empty() && answered.is_empty() {
             return Vec::new();
         }
-        let mut assistant = Message::new(Role::Assistant, self.content.clone());
+        let mut assistant = Message::new(Role::Assistant, self.message.content.clone());
         if !answered.is_empty() {
             assistant.tool_calls = Some(answered.clone());
         }
@@ -64,45 +57,12 @@ impl Step {
     }
 
     fn text(&self) -> String {
-        self.content.iter().filter_map(ContentPart::as_text).collect()
+        self.message.content.iter().filter_map(ContentPart::as_text).collect()
     }
 }
 
-/// Progress lines on stderr, with fragments merged as A.3 prints them.
-#[derive(Debug, Default)]
-struct Progress {
-    pending: Option<Event>,
-}
-
-impl Progress {
-    fn push(&mut self, event: &Event) -> Vec<String> {
-        let merged = match (&mut self.pending, event) {
-            (Some(Event::ContentPart(last)), Event::ContentPart(part)) => last.merge(part.clone()).is_none(),
-            (Some(Event::ToolCall(call)), Event::ToolCallPart(part)) => {
-                call.append_arguments(part.arguments_part.as_deref());
-                true
-            }
-            _ => false,
-        };
-        if merged {
-            return Vec::new();
-        }
-        let mut lines = self.flush();
-        if matches!(event, Event::ContentPart(_) | Event::ToolCall(_)) {
-            self.pending = Some(event.clone());
-        } else {
-            lines.push(progress_line(event));
-        }
-        lines
-    }
-
-    fn flush(&mut self) -> Vec<String> {
-        self.pending.take().map(|e| progress_line(&e)).into_iter().collect()
-    }
-}
-
-/// One readable line per event: its name and its payload (not a stable format).
-fn progress_line(event: &Event) -> String {
+/// One readable line per event (or merged run): its name and its payload (not a stable format).
+fn progress_line(event: &impl serde::Serialize) -> String {
     let value = serde_json::to_value(event).unwrap_or(Value::Null);
     let name = value.get("type").and_then(Value::as_str).unwrap_or("Event");
     match value.get("payload") {
@@ -114,8 +74,39 @@ fn progress_line(event: &Event) -> String {
 
 #[derive(Debug, Default)]
 struct State {
+    runs: RunAssembler,
     step: Step,
-    progress: Progress,
+}
+
+impl State {
+    /// Feeds one event: a run it closes goes to the step (after its progress line, when
+    /// `progress` collects them); a non-fragment event gets its own line after that.
+    fn push(&mut self, event: &Event, progress: Option<&mut Vec<String>>) {
+        let (closed, other) = match self.runs.push(event) {
+            Fed::Continued => (None, false),
+            Fed::Opened(closed) => (closed, false),
+            Fed::Other(closed) => (closed, true),
+        };
+        self.close(closed, progress, other.then_some(event));
+    }
+
+    /// Closes the open run (the step or the turn ends).
+    fn flush(&mut self, progress: Option<&mut Vec<String>>) {
+        let closed = self.runs.close();
+        self.close(closed, progress, None);
+    }
+
+    fn close(&mut self, closed: Option<Run>, mut progress: Option<&mut Vec<String>>, event: Option<&Event>) {
+        if let Some(run) = closed {
+            if let Some(lines) = progress.as_deref_mut() {
+                lines.push(progress_line(&run));
+            }
+            self.step.message.add(run);
+        }
+        if let (Some(lines), Some(event)) = (progress, event) {
+            lines.push(progress_line(event));
+        }
+    }
 }
 
 pub struct KimiProjection {
@@ -156,16 +147,8 @@ pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
         Ok(TurnOutcome::Cancelled) => Some(("Interrupted by user".into(), 1)),
         Err(TurnError::LlmNotSet { .. }) => Some(("LLM not set".into(), 1)),
         Err(e @ TurnError::Capability { .. }) => Some((e.to_string(), 1)),
-        Err(TurnError::Provider(e)) => {
-            let retryable = matches!(
-                e,
-                ChatError::Connection(_)
-                    | ChatError::Timeout(_)
-                    | ChatError::EmptyResponse
-                    | ChatError::Status { status: 429 | 500 | 502 | 503 | 504, .. }
-            );
-            Some((e.to_string(), if retryable { EXIT_RETRYABLE } else { 1 }))
-        }
+        // Worth retrying later exactly when the core would have retried it (its one rule).
+        Err(TurnError::Provider(e)) => Some((e.to_string(), if e.is_retryable() { EXIT_RETRYABLE } else { 1 })),
         Err(e @ TurnError::Internal { .. }) => Some((format!("Unknown error: {e}"), 1)),
     }
 }
@@ -175,7 +158,8 @@ impl Projection for KimiProjection {
         Box::pin(async move {
             let (frames, progress) = {
                 let mut state = lock(&self.state);
-                let progress = if self.options.progress() { state.progress.push(event) } else { Vec::new() };
+                let mut progress = Vec::new();
+                state.push(event, self.options.progress().then_some(&mut progress));
                 let frames = match event {
                     Event::StepBegin { .. } | Event::StepInterrupted {} => {
                         let mut step = std::mem::take(&mut state.step);
@@ -187,20 +171,6 @@ impl Projection for KimiProjection {
                         // The last step's text is still needed for the final message.
                         state.step = step;
                         frames
-                    }
-                    Event::ContentPart(part) => {
-                        state.step.push_content(part.clone());
-                        Vec::new()
-                    }
-                    Event::ToolCall(call) => {
-                        state.step.calls.push(call.clone());
-                        Vec::new()
-                    }
-                    Event::ToolCallPart(part) => {
-                        if let Some(call) = state.step.calls.last_mut() {
-                            call.append_arguments(part.arguments_part.as_deref());
-                        }
-                        Vec::new()
                     }
                     Event::ToolResult(result) => {
                         state.step.results.insert(result.tool_call_id.clone(), result.return_value.clone());
@@ -244,9 +214,10 @@ impl Projection for KimiProjection {
         Box::pin(async move {
             let (frames, progress, text) = {
                 let mut state = lock(&self.state);
+                let mut progress = Vec::new();
+                state.flush(self.options.progress().then_some(&mut progress));
                 let mut step = std::mem::take(&mut state.step);
                 let frames = self.step_lines(&mut step);
-                let progress = state.progress.flush();
                 let text = if matches!(result, Ok(TurnOutcome::Finished(_))) { step.text() } else { String::new() };
                 (frames, progress, text)
             };
@@ -282,22 +253,19 @@ fn answer_closed() -> oneshot::Receiver<ClientAnswer> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::ChatError;
     use crate::protocol::{ToolCallPart, ToolResult};
 
     fn step_of(events: &[Event]) -> Step {
-        let mut step = Step::default();
+        let mut state = State::default();
         for e in events {
-            match e {
-                Event::ContentPart(p) => step.push_content(p.clone()),
-                Event::ToolCall(c) => step.calls.push(c.clone()),
-                Event::ToolCallPart(p) => step.calls.last_mut().unwrap().append_arguments(p.arguments_part.as_deref()),
-                Event::ToolResult(r) => {
-                    step.results.insert(r.tool_call_id.clone(), r.return_value.clone());
-                }
-                _ => {}
+            state.push(e, None);
+            if let Event::ToolResult(r) = e {
+                state.step.results.insert(r.tool_call_id.clone(), r.return_value.clone());
             }
         }
-        step
+        state.flush(None);
+        state.step
     }
 
     #[test]
@@ -332,7 +300,7 @@ mod tests {
 
     #[test]
     fn progress_merges_fragments() {
-        let mut p = Progress::default();
+        let mut state = State::default();
         let mut out = Vec::new();
         for e in [
             Event::StepBegin { n: 1 },
@@ -342,9 +310,9 @@ mod tests {
             Event::ToolCallPart(ToolCallPart { arguments_part: Some("{}".into()) }),
             Event::TurnEnd {},
         ] {
-            out.extend(p.push(&e));
+            state.push(&e, Some(&mut out));
         }
-        out.extend(p.flush());
+        state.flush(Some(&mut out));
         assert_eq!(
             out,
             [
@@ -365,5 +333,8 @@ mod tests {
         assert_eq!(failure(&Err(e(504))).unwrap().1, EXIT_RETRYABLE);
         assert_eq!(failure(&Err(e(401))).unwrap().1, 1);
         assert_eq!(failure(&Err(TurnError::Provider(ChatError::Timeout("t".into())))).unwrap().1, EXIT_RETRYABLE);
+        // The core retries an answer that only thought; so does the exit status ask for it.
+        assert_eq!(failure(&Err(TurnError::Provider(ChatError::ThinkingOnly))).unwrap().1, EXIT_RETRYABLE);
+        assert_eq!(failure(&Err(TurnError::Provider(ChatError::Invalid("x".into())))).unwrap().1, 1);
     }
 }

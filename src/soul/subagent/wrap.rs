@@ -1,6 +1,6 @@
 //! How a foreground subagent's events reach the parent's front end (`wire-1.10.md` §8.3): its
-//! stream is merged (text runs joined, tool calls complete, no `ToolCallPart`) and every event is
-//! wrapped in `SubagentEvent` on the parent's sink — so the parent's front end and its
+//! stream is merged by the step assembler (text runs joined, tool calls complete) and every
+//! event is wrapped in `SubagentEvent` on the parent's sink — so the parent's front end and its
 //! `wire.jsonl` see them, whatever the front end is. Requests and `ApprovalResponse` go through
 //! unwrapped, approvals unrecorded as for the main agent.
 //!
@@ -12,8 +12,7 @@ use std::sync::Mutex;
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use crate::protocol::{Event, Request, SubagentEvent, WireMessage};
-use crate::session::wire_log::merge;
+use crate::protocol::{Event, Fed, Request, Run, RunAssembler, SubagentEvent};
 use crate::soul::error::TurnResult;
 use crate::soul::sink::{ClientAnswer, EventSink, Projection, TurnTag};
 
@@ -23,7 +22,7 @@ pub struct WrapProjection {
     agent_id: String,
     subagent_type: String,
     /// The fragment run being merged.
-    pending: Mutex<Option<WireMessage>>,
+    runs: Mutex<RunAssembler>,
 }
 
 impl WrapProjection {
@@ -33,12 +32,12 @@ impl WrapProjection {
             parent_tool_call_id: parent_tool_call_id.to_string(),
             agent_id: agent_id.to_string(),
             subagent_type: subagent_type.to_string(),
-            pending: Mutex::default(),
+            runs: Mutex::default(),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<WireMessage>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, RunAssembler> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn wrap(&self, event: Event) -> Event {
@@ -52,36 +51,31 @@ impl WrapProjection {
 
     /// Emits the merged run, if any.
     async fn flush(&self) {
-        let pending = self.lock().take();
-        if let Some(WireMessage::Event(event)) = pending {
-            self.parent.emit(self.wrap(event)).await;
+        let done = self.lock().close();
+        self.emit_run(done).await;
+    }
+
+    async fn emit_run(&self, run: Option<Run>) {
+        if let Some(run) = run {
+            self.parent.emit(self.wrap(run.into_event())).await;
         }
     }
-}
-
-fn is_fragment(event: &Event) -> bool {
-    matches!(event, Event::ContentPart(_) | Event::ToolCall(_) | Event::ToolCallPart(_))
 }
 
 impl Projection for WrapProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            if is_fragment(event) {
-                let next = WireMessage::Event(event.clone());
-                let finished = {
-                    let mut pending = self.lock();
-                    let merged = pending.as_mut().is_some_and(|run| merge(run, &next));
-                    if merged { None } else { pending.replace(next) }
-                };
-                if let Some(WireMessage::Event(done)) = finished {
-                    self.parent.emit(self.wrap(done)).await;
+            let fed = self.lock().push(event);
+            match fed {
+                Fed::Continued => {}
+                Fed::Opened(done) => self.emit_run(done).await,
+                Fed::Other(done) => {
+                    self.emit_run(done).await;
+                    match event {
+                        Event::ApprovalResponse(_) => self.parent.emit_unrecorded(event.clone()).await,
+                        _ => self.parent.emit(self.wrap(event.clone())).await,
+                    }
                 }
-                return;
-            }
-            self.flush().await;
-            match event {
-                Event::ApprovalResponse(_) => self.parent.emit_unrecorded(event.clone()).await,
-                _ => self.parent.emit(self.wrap(event.clone())).await,
             }
         })
     }

@@ -4,7 +4,8 @@
 //! Invariants:
 //! - a task's work runs in a tokio task owned by the runtime: a shell's process group is owned
 //!   by a `CallGuard` there, so when the runtime goes away (exit) or the task is stopped, the
-//!   whole tree is killed; a subagent's future is dropped the same way;
+//!   whole tree is killed; a subagent's future is dropped the same way; an external command
+//!   (the ACP client's terminal) is ended by its own run on a stop, and released when dropped;
 //! - a task reaches a terminal status exactly once, and that creates exactly one notification,
 //!   queued until the main agent's next step takes it;
 //! - at most `background.max_running_tasks` tasks are active at once.
@@ -118,12 +119,57 @@ pub struct BackgroundTasks {
 pub enum Work {
     /// Run by `shell_task` (its process group in its own session).
     Shell { command: String, shell: PathBuf, work_dir: PathBuf, scrub: Vec<std::ffi::OsString>, timeout_s: u64 },
+    /// A `bash` task run outside kiwi's processes (the ACP client's terminal): `run` owns the
+    /// command from its start to its end, keeps the output file current, ends the command when
+    /// stopped or at its own time limit, and says how it ended.
+    External { command: String, run: ExternalRun },
     /// A subagent's run; it ends with its status and the output to keep.
     Agent { agent_id: String, subagent_type: String, run: BoxFuture<'static, (TaskEnd, String)>, timeout_s: u64 },
 }
 
+/// The work of a [`Work::External`] task.
+pub type ExternalRun = Box<dyn FnOnce(ExternalTask) -> BoxFuture<'static, TaskEnd> + Send>;
+
+/// What the manager hands an external task's run.
+pub struct ExternalTask {
+    /// The task's `output.log`: what the command printed so far (TaskOutput and the notice read it).
+    pub output_path: PathBuf,
+    /// Fires (with the reason) when the task is stopped; a dropped sender counts as a stop.
+    pub stop: oneshot::Receiver<String>,
+}
+
 /// The reason of a task killed because kiwi exits.
 const STOPPED_AT_EXIT: &str = "Stopped at exit";
+/// The reason of a task killed because its session was closed (the process goes on).
+const STOPPED_AT_CLOSE: &str = "Stopped when the session closed";
+
+/// What closing a session did to its background tasks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TaskTally {
+    /// Tasks killed.
+    pub stopped: usize,
+    /// Tasks left running (`background.keep_alive_on_exit`).
+    pub kept: usize,
+}
+
+impl TaskTally {
+    pub fn add(&mut self, other: TaskTally) {
+        self.stopped += other.stopped;
+        self.kept += other.kept;
+    }
+
+    /// The one stderr line at exit, if any task was stopped or is left running.
+    pub fn notice(&self) -> Option<String> {
+        match (self.stopped, self.kept) {
+            (0, 0) => None,
+            (n, 0) => Some(format!("kiwi: killed {n} background task(s) still running at exit.")),
+            (0, k) => Some(format!("kiwi: left {k} background task(s) running (background.keep_alive_on_exit).")),
+            (n, k) => {
+                Some(format!("kiwi: killed {n} background task(s) at exit; left {k} running (keep_alive_on_exit)."))
+            }
+        }
+    }
+}
 
 /// Why a task could not start.
 pub const TOO_MANY: &str = "Failed to start background task: Too many background tasks are already running.";
@@ -147,9 +193,7 @@ impl BackgroundTasks {
                 stop: Mutex::new(None),
             }));
         }
-        let manager = Arc::new(Self { settings, store, tasks: Mutex::new(tasks), notices: Mutex::new(notices) });
-        managers().push(Arc::downgrade(&manager));
-        manager
+        Arc::new(Self { settings, store, tasks: Mutex::new(tasks), notices: Mutex::new(notices) })
     }
 
     pub fn settings(&self) -> &BackgroundSettings {
@@ -175,7 +219,7 @@ impl BackgroundTasks {
     /// Starts `work` as a task; `Err` is the message for the model.
     pub fn start(self: &Arc<Self>, work: Work, description: &str) -> Result<TaskInfo, String> {
         let kind = match work {
-            Work::Shell { .. } => TaskKind::Bash,
+            Work::Shell { .. } | Work::External { .. } => TaskKind::Bash,
             Work::Agent { .. } => TaskKind::Agent,
         };
         self.start_as(new_task_id(kind), work, description)
@@ -186,14 +230,14 @@ impl BackgroundTasks {
     pub fn start_as(self: &Arc<Self>, id: String, work: Work, description: &str) -> Result<TaskInfo, String> {
         self.check_room()?;
         let kind = match work {
-            Work::Shell { .. } => TaskKind::Bash,
+            Work::Shell { .. } | Work::External { .. } => TaskKind::Bash,
             Work::Agent { .. } => TaskKind::Agent,
         };
         let task_dir = self.store.task_dir(&id);
         std::fs::create_dir_all(&task_dir).map_err(|e| format!("Failed to start background task: {e}"))?;
         let output_path = task_dir.join("output.log");
         let (command, agent_id, subagent_type) = match &work {
-            Work::Shell { command, .. } => (Some(command.clone()), None, None),
+            Work::Shell { command, .. } | Work::External { command, .. } => (Some(command.clone()), None, None),
             Work::Agent { agent_id, subagent_type, .. } => (None, Some(agent_id.clone()), Some(subagent_type.clone())),
         };
         let info = TaskInfo {
@@ -226,6 +270,14 @@ impl BackgroundTasks {
             Work::Shell { command, shell, work_dir, scrub, timeout_s } => {
                 let run = shell_task::Run { command, shell, work_dir, scrub, timeout_s, output_path, keep_alive };
                 shell_task::spawn(run, stop_rx, move |end| manager.finish(&entry, end))
+            }
+            Work::External { run, .. } => {
+                let task = ExternalTask { output_path, stop: stop_rx };
+                tokio::spawn(async move {
+                    let end = run(task).await;
+                    manager.finish(&entry, end);
+                });
+                Ok(())
             }
             Work::Agent { run, timeout_s, .. } => {
                 let output = output_path.clone();
@@ -333,23 +385,33 @@ impl BackgroundTasks {
         taken
     }
 
-    /// Stops every active task now (exit), unless they are to be kept alive; the number stopped.
-    pub fn stop_all_for_exit(&self) -> usize {
+    /// The process exits: stops every active task now, unless tasks are to be kept alive.
+    pub fn stop_all_for_exit(&self) -> TaskTally {
         if self.settings.keep_alive_on_exit {
-            return 0;
+            return TaskTally { stopped: 0, kept: self.active_count() };
         }
+        TaskTally { stopped: self.stop_all(STOPPED_AT_EXIT), kept: 0 }
+    }
+
+    /// The session closes while the process goes on: its tasks end with it, kept alive or not,
+    /// so a session reopened later never finds a task of its own still running unmanaged.
+    pub fn stop_all_for_close(&self) -> TaskTally {
+        TaskTally { stopped: self.stop_all(STOPPED_AT_CLOSE), kept: 0 }
+    }
+
+    fn stop_all(&self, reason: &str) -> usize {
         let mut stopped = 0;
         for entry in self.entries() {
             if lock(&entry.info).status.is_terminal() {
                 continue;
             }
             if let Some(stop) = entry.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                let _ = stop.send(STOPPED_AT_EXIT.into());
+                let _ = stop.send(reason.into());
                 // Recorded now: the runtime may be gone before the task's own end is.
                 let end = TaskEnd {
                     status: TaskStatus::Killed,
                     exit_code: None,
-                    reason: Some(STOPPED_AT_EXIT.into()),
+                    reason: Some(reason.into()),
                     timed_out: false,
                 };
                 self.finish(&entry, end);
@@ -357,33 +419,6 @@ impl BackgroundTasks {
             }
         }
         stopped
-    }
-}
-
-/// Every session's manager in this process, for the exit notice.
-fn managers() -> std::sync::MutexGuard<'static, Vec<std::sync::Weak<BackgroundTasks>>> {
-    static ALL: std::sync::OnceLock<Mutex<Vec<std::sync::Weak<BackgroundTasks>>>> = std::sync::OnceLock::new();
-    let mut all = ALL.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner());
-    all.retain(|m| m.strong_count() > 0);
-    all
-}
-
-/// At exit: stops every active task that is not kept alive; the notice for stderr, if any
-/// task was stopped or is left running.
-pub fn stop_all_at_exit() -> Option<String> {
-    let live: Vec<Arc<BackgroundTasks>> = managers().iter().filter_map(|m| m.upgrade()).collect();
-    let (mut stopped, mut kept) = (0, 0);
-    for manager in live {
-        match manager.settings.keep_alive_on_exit {
-            true => kept += manager.active_count(),
-            false => stopped += manager.stop_all_for_exit(),
-        }
-    }
-    match (stopped, kept) {
-        (0, 0) => None,
-        (n, 0) => Some(format!("kiwi: killed {n} background task(s) still running at exit.")),
-        (0, k) => Some(format!("kiwi: left {k} background task(s) running (background.keep_alive_on_exit).")),
-        (n, k) => Some(format!("kiwi: killed {n} background task(s) at exit; left {k} running (keep_alive_on_exit).")),
     }
 }
 

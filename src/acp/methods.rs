@@ -1,0 +1,101 @@
+//! ACP's method table: every method a client may call, with its typed params from the ACP schema,
+//! parsed in one step from a generic JSON-RPC message (as the wire's `wire::methods`).
+//!
+//! Errors: a method outside the table is -32601 `Method not found` with `{"method": <m>}`; params
+//! that do not fit are -32602 `Invalid params` with the reason in `data.error`.
+
+use agent_client_protocol::v1::schema::{
+    AuthenticateRequest, CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest,
+    LoadSessionRequest, NewSessionRequest, PromptRequest, ResumeSessionRequest, SetSessionConfigOptionRequest,
+    SetSessionModeRequest,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::errors;
+use super::modes::SetModelRequest;
+use crate::rpc::ErrorObject;
+
+/// A client request of ACP.
+#[derive(Debug)]
+pub enum AcpRequest {
+    Initialize(InitializeRequest),
+    Authenticate(AuthenticateRequest),
+    NewSession(NewSessionRequest),
+    LoadSession(LoadSessionRequest),
+    ResumeSession(ResumeSessionRequest),
+    ListSessions(ListSessionsRequest),
+    CloseSession(CloseSessionRequest),
+    Prompt(PromptRequest),
+    SetMode(SetSessionModeRequest),
+    SetConfigOption(SetSessionConfigOptionRequest),
+    /// Legacy (removed from the schema; older clients' model picker).
+    SetModel(SetModelRequest),
+}
+
+impl AcpRequest {
+    pub fn parse(method: &str, params: Option<Value>) -> Result<Self, ErrorObject> {
+        let params = params.unwrap_or(Value::Null);
+        Ok(match method {
+            "initialize" => Self::Initialize(typed(params)?),
+            "authenticate" => Self::Authenticate(typed(params)?),
+            "session/new" => Self::NewSession(typed(params)?),
+            "session/load" => Self::LoadSession(typed(params)?),
+            "session/resume" => Self::ResumeSession(typed(params)?),
+            "session/list" => Self::ListSessions(typed(params)?),
+            "session/close" => Self::CloseSession(typed(params)?),
+            "session/prompt" => Self::Prompt(typed(params)?),
+            "session/set_mode" => Self::SetMode(typed(params)?),
+            "session/set_config_option" => Self::SetConfigOption(typed(params)?),
+            "session/set_model" => Self::SetModel(typed(params)?),
+            other => return Err(errors::method_not_found(other)),
+        })
+    }
+}
+
+/// A client notification ACP acts on.
+#[derive(Debug)]
+pub enum AcpNotification {
+    Cancel(CancelNotification),
+    /// `$/cancel_request`: the only requests a client could abandon are prompts, which
+    /// `session/cancel` stops; everything else is answered at once.
+    CancelRequest,
+}
+
+impl AcpNotification {
+    /// `None` for notifications kiwi does not act on; `Err` for known ones with unreadable
+    /// params (a notification gets no answer: the caller logs it).
+    pub fn parse(method: &str, params: Option<Value>) -> Option<Result<Self, ErrorObject>> {
+        match method {
+            "session/cancel" => Some(typed(params.unwrap_or(Value::Null)).map(Self::Cancel)),
+            "$/cancel_request" => Some(Ok(Self::CancelRequest)),
+            _ => None,
+        }
+    }
+}
+
+fn typed<T: DeserializeOwned>(params: Value) -> Result<T, ErrorObject> {
+    serde_json::from_value(params).map_err(|e| errors::invalid_params(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn methods_parse_into_their_typed_params() {
+        let r = AcpRequest::parse("session/cancel_all", None).unwrap_err();
+        assert_eq!((r.code, r.data), (-32601, json!({"method": "session/cancel_all"})));
+        let r = AcpRequest::parse("session/prompt", Some(json!({"sessionId": 3}))).unwrap_err();
+        assert_eq!((r.code, r.message.as_str()), (-32602, "Invalid params"));
+        let ok = AcpRequest::parse("session/close", Some(json!({"sessionId": "s1"}))).unwrap();
+        assert!(matches!(ok, AcpRequest::CloseSession(c) if &*c.session_id.0 == "s1"));
+        assert!(AcpNotification::parse("session/other", None).is_none());
+        assert!(matches!(
+            AcpNotification::parse("session/cancel", Some(json!({"sessionId": "s"}))),
+            Some(Ok(AcpNotification::Cancel(_)))
+        ));
+        assert!(matches!(AcpNotification::parse("session/cancel", Some(json!({}))), Some(Err(_))));
+    }
+}
