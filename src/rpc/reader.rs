@@ -4,7 +4,9 @@
 //! buffer never grows past the limit (no up-front allocation of the maximum); invalid UTF-8 is
 //! replaced, never fatal; EOF closes the channel, which the dispatcher takes as shutdown.
 //! Lines waiting for the dispatcher are bounded in bytes as well as in number, so a client that
-//! floods big lines while not reading our replies cannot make us grow without bound.
+//! floods big lines while not reading our replies cannot make us grow without bound. Every stdin
+//! protocol (wire, ACP, both print dialects) frames and queues its lines here, with the same
+//! limits and the same words for a line that is too long ([`too_long_text`]).
 
 use std::io::{BufRead, BufReader, Read};
 use std::sync::{Arc, Condvar, Mutex};
@@ -28,15 +30,27 @@ pub const INBOUND_BYTES: usize = 64 * 1024 * 1024;
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 
+/// The consumer's end of a reader thread: framed items, bounded in number and in bytes.
+pub struct BoundedLines<T> {
+    rx: mpsc::Receiver<(T, Ticket)>,
+}
+
+impl<T> BoundedLines<T> {
+    /// The next item, or None at EOF; its bytes leave the budget as it is taken.
+    pub async fn recv(&mut self) -> Option<T> {
+        self.rx.recv().await.map(|(item, _ticket)| item)
+    }
+}
+
 /// The dispatcher's end of the reader.
 pub struct Inbound {
-    rx: mpsc::Receiver<(Incoming, Ticket)>,
+    lines: BoundedLines<Incoming>,
 }
 
 impl Inbound {
     /// The next message, or None at EOF.
     pub async fn recv(&mut self) -> Option<Incoming> {
-        self.rx.recv().await.map(|(item, _ticket)| item)
+        self.lines.recv().await
     }
 
     /// Hands each message to `dispatch`, in order, until EOF or `stop`. A dispatch that hangs
@@ -99,10 +113,46 @@ pub fn spawn_reader<R: Read + Send + 'static>(input: R, max_line: usize) -> Inbo
 }
 
 fn spawn_reader_with<R: Read + Send + 'static>(input: R, max_line: usize, budget_bytes: usize) -> Inbound {
-    let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
+    let lines = spawn_framed_with(input, max_line, INBOUND_CAPACITY, budget_bytes, move |line| {
+        let (item, bytes) = match line {
+            Line::Complete(bytes) => (classify(bytes), bytes.len()),
+            Line::TooLong => (too_long(max_line), 0),
+        };
+        (!skip(&item)).then_some((item, bytes))
+    });
+    Inbound { lines }
+}
+
+/// Frames `input` on a thread of its own (`kiwi-stdin`) until EOF or until the receiver is
+/// dropped: `item` turns each line into what the consumer gets and the bytes it holds (`None`:
+/// nothing to deliver). At most `capacity` items and [`INBOUND_BYTES`] bytes wait (one item of
+/// any size is always admitted when nothing waits); the thread stops reading while they do.
+pub fn spawn_framed<T, R, F>(input: R, max_line: usize, capacity: usize, item: F) -> BoundedLines<T>
+where
+    T: Send + 'static,
+    R: Read + Send + 'static,
+    F: FnMut(Line<'_>) -> Option<(T, usize)> + Send + 'static,
+{
+    spawn_framed_with(input, max_line, capacity, INBOUND_BYTES, item)
+}
+
+fn spawn_framed_with<T, R, F>(
+    input: R,
+    max_line: usize,
+    capacity: usize,
+    budget_bytes: usize,
+    mut item: F,
+) -> BoundedLines<T>
+where
+    T: Send + 'static,
+    R: Read + Send + 'static,
+    F: FnMut(Line<'_>) -> Option<(T, usize)> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(capacity);
     let budget = Arc::new(Budget::default());
     let spawned = std::thread::Builder::new().name("kiwi-stdin".into()).spawn(move || {
-        read_lines(input, max_line, |item, bytes| {
+        frame_lines(input, max_line, |line| {
+            let Some((item, bytes)) = item(line) else { return true };
             let ticket = budget.admit(bytes, budget_bytes);
             tx.blocking_send((item, ticket)).is_ok()
         });
@@ -110,7 +160,12 @@ fn spawn_reader_with<R: Read + Send + 'static>(input: R, max_line: usize, budget
     if let Err(e) = spawned {
         tracing::error!("cannot start the stdin reader: {e}");
     }
-    Inbound { rx }
+    BoundedLines { rx }
+}
+
+/// What every stdin protocol says about a line longer than the limit.
+pub fn too_long_text(max_line: usize) -> String {
+    format!("line exceeds the maximum length of {max_line} bytes and was skipped")
 }
 
 /// One framed input line: its bytes (without `\n` or a trailing `\r`), or the fact that it
@@ -123,7 +178,8 @@ pub enum Line<'a> {
 
 /// The framing loop; `deliver` gets each message with the length of its line and returns false
 /// when nobody listens any more.
-pub fn read_lines<R: Read>(input: R, max_line: usize, mut deliver: impl FnMut(Incoming, usize) -> bool) {
+#[cfg(test)]
+fn read_lines<R: Read>(input: R, max_line: usize, mut deliver: impl FnMut(Incoming, usize) -> bool) {
     frame_lines(input, max_line, |line| {
         let (item, bytes) = match line {
             Line::Complete(bytes) => (classify(bytes), bytes.len()),
@@ -192,8 +248,50 @@ fn strip_cr(line: &[u8]) -> &[u8] {
 
 fn too_long(max_line: usize) -> Incoming {
     let mut error = ErrorCode::InvalidRequest.with_message("Invalid request");
-    error.data = Value::String(format!("line exceeds the maximum length of {max_line} bytes and was skipped"));
+    error.data = Value::String(too_long_text(max_line));
     Incoming::Reject { id: None, error }
+}
+
+/// Test input: `count` lines of `len` bytes each (the last one `\n`), made up as they are read,
+/// counting the bytes handed out.
+#[cfg(test)]
+pub(crate) struct MadeUpLines {
+    pub len: usize,
+    pub count: usize,
+    pub at: usize,
+    pub pulled: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[cfg(test)]
+impl Read for MadeUpLines {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.count == 0 {
+            return Ok(0);
+        }
+        let n = buf.len().min(self.len - self.at);
+        buf[..n].fill(b'x');
+        self.at += n;
+        if self.at == self.len {
+            buf[n - 1] = b'\n';
+            self.at = 0;
+            self.count -= 1;
+        }
+        self.pulled.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+        Ok(n)
+    }
+}
+
+/// Test check: lets a reader that nobody takes from run ahead until it stops (nothing more read
+/// for a while), then fails if it read more than `bound` bytes.
+#[cfg(test)]
+pub(crate) fn assert_reads_ahead_at_most(pulled: &std::sync::atomic::AtomicUsize, bound: usize) {
+    let read = || pulled.load(std::sync::atomic::Ordering::SeqCst);
+    let mut last = usize::MAX;
+    while read() != last && read() <= bound {
+        last = read();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    assert!(read() <= bound, "read {} bytes ahead, more than {bound}", read());
 }
 
 #[cfg(test)]
@@ -218,7 +316,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            assert_eq!(inbound.rx.len(), 1, "only one line fits the budget");
+            assert_eq!(inbound.lines.rx.len(), 1, "only one line fits the budget");
             let mut n = 0;
             while inbound.recv().await.is_some() {
                 n += 1;

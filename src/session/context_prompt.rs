@@ -66,17 +66,14 @@ pub fn ensure(path: &Path, rendered: &str) -> std::io::Result<String> {
 }
 
 /// Whether the context file holds anything but bookkeeping (records whose role starts with `_`).
+/// Read as a stream up to the first conversation record, so a big file costs neither memory nor
+/// time at exit; unreadable records are kept on the safe side (the session is not deleted).
 pub fn has_conversation(path: &Path) -> bool {
     #[derive(Deserialize)]
     struct Role {
         role: Option<String>,
     }
-    let Ok(lines) = super::jsonl::read_lines(path) else { return true };
-    lines.iter().any(|line| match serde_json::from_str::<Role>(line) {
-        Ok(Role { role: Some(role) }) => !role.starts_with('_'),
-        // Unreadable lines are kept on the safe side: the session is not deleted for them.
-        _ => true,
-    })
+    super::jsonl::any_record(path, |r: &Role| r.role.as_ref().is_none_or(|role| !role.starts_with('_'))).unwrap_or(true)
 }
 
 #[cfg(test)]

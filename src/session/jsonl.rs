@@ -11,8 +11,10 @@
 //! record, and as a last resort the fragment is closed with a newline (which readers skip).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
 
 /// Where an appender writes: a file opened for appending (or a test double).
 pub trait AppendTarget {
@@ -148,9 +150,57 @@ pub fn read_lines(path: &Path) -> std::io::Result<Vec<String>> {
     }
 }
 
+/// Whether some record of the file at `path` matches, read as a stream that stops at the first
+/// match: memory stays flat whatever the file's size, as long as `T` names only small fields (the
+/// fields it does not name are skipped byte by byte, never kept). A missing file has no records;
+/// whitespace between records is skipped; a record that does not parse (a torn line, junk)
+/// counts as a match, so a caller deciding whether a file holds anything errs on the side of
+/// keeping it.
+pub fn any_record<T: DeserializeOwned>(path: &Path, matches: impl Fn(&T) -> bool) -> std::io::Result<bool> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let records = serde_json::Deserializer::from_reader(BufReader::with_capacity(64 * 1024, file)).into_iter::<T>();
+    for record in records {
+        match record {
+            Ok(record) if matches(&record) => return Ok(true),
+            Ok(_) => {}
+            Err(e) if e.is_io() => return Err(e.into()),
+            Err(e) => {
+                tracing::debug!("{}: an unreadable record ({e}) counts as content", path.display());
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: Option<String>,
+    }
+
+    #[test]
+    fn any_record_streams_and_counts_junk_as_a_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let is_b = |r: &Kind| r.kind.as_deref() == Some("b");
+        assert!(!any_record(&path, is_b).unwrap(), "a missing file has no records");
+        std::fs::write(&path, "{\"kind\":\"a\",\"big\":[1,{\"x\":\"y\"}]}\r\n\n  {\"kind\":\"a\"}\n").unwrap();
+        assert!(!any_record(&path, is_b).unwrap());
+        std::fs::write(&path, "{\"kind\":\"a\"}\n{\"kind\":\"b\"}\nnot json").unwrap();
+        assert!(any_record(&path, is_b).unwrap());
+        for junk in ["{\"kind\":\"a\"}\n{\"kind\":", "{\"kind\":\"a\"}\n\0\0", "[1]", "{\"kind\":3}"] {
+            std::fs::write(&path, junk).unwrap();
+            assert!(any_record(&path, is_b).unwrap(), "{junk:?}");
+        }
+    }
 
     #[test]
     fn torn_tail_gets_a_fresh_line() {

@@ -8,9 +8,20 @@
 //! Safety (issue 14, item 2, which overrides `sessions.md` §3): opening a session never truncates
 //! an existing `context.jsonl` (a folder holding one is resumed even without a kimi.json entry),
 //! and an unreadable `kimi.json` is moved aside to `kimi.json.bad-<unix time>`, never replaced.
+//!
+//! Many processes share one index (issue 20, item 15): `kimi.json` changes only through
+//! [`Metadata::update`], a read-modify-write under an exclusive `flock` on `kimi.json.lock`, which
+//! writes a temporary file of its own (a unique name) and renames it into place. A reader
+//! therefore always sees one whole version; a file that does not parse is read again under the
+//! lock (where no kiwi writer can be midway) before it is declared unreadable and moved aside.
+//!
+//! Exit reads nothing big (issue 20, item 11): whether a session holds anything is decided by
+//! streaming its files up to the first record that counts, never by reading them whole.
 
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
@@ -124,15 +135,129 @@ fn local() -> String {
     "local".into()
 }
 
+/// The index file, its lock, and how long a writer waits for the lock before it goes ahead
+/// without it (a holder only reads and writes one small file; a stopped or hung holder must not
+/// keep every other process from starting).
+const INDEX_FILE: &str = "kimi.json";
+const INDEX_LOCK_FILE: &str = "kimi.json.lock";
+const INDEX_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// An exclusive `flock` on `<share>/kimi.json.lock`, released when dropped (the file closes).
+struct IndexLock {
+    _file: Option<std::fs::File>,
+}
+
+impl IndexLock {
+    /// Takes the index lock, waiting up to [`INDEX_LOCK_WAIT`]; past that (or when the lock file
+    /// cannot be opened) it warns and goes on unlocked: the write stays atomic, only a concurrent
+    /// change could then be lost.
+    fn take(share: &Path) -> IndexLock {
+        let path = share.join(INDEX_LOCK_FILE);
+        let opened = std::fs::create_dir_all(share).and_then(|()| {
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)
+        });
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::warn!("cannot open {} ({e}); updating kimi.json without the lock", path.display());
+                return IndexLock { _file: None };
+            }
+        };
+        match flock(&file, libc::LOCK_NB) {
+            Ok(()) => return IndexLock { _file: Some(file) },
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {}
+            Err(e) => {
+                tracing::warn!("cannot lock {} ({e}); updating kimi.json without the lock", path.display());
+                return IndexLock { _file: None };
+            }
+        }
+        // Held by another process: wait in the kernel's queue (woken the moment it is free), on a
+        // thread of its own so that the wait can end. A thread left waiting takes the lock and
+        // drops it at once, since nobody receives it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::Builder::new().name("kiwi-index-lock".into()).spawn(move || {
+            let locked = flock(&file, 0).map(|()| file);
+            let _ = tx.send(locked);
+        });
+        if let Err(e) = waiter {
+            tracing::warn!("cannot wait for {} ({e}); updating kimi.json without the lock", path.display());
+            return IndexLock { _file: None };
+        }
+        match rx.recv_timeout(INDEX_LOCK_WAIT) {
+            Ok(Ok(file)) => IndexLock { _file: Some(file) },
+            Ok(Err(e)) => {
+                tracing::warn!("cannot lock {} ({e}); updating kimi.json without the lock", path.display());
+                IndexLock { _file: None }
+            }
+            Err(_) => {
+                tracing::warn!("{} stays locked; updating kimi.json without the lock", path.display());
+                IndexLock { _file: None }
+            }
+        }
+    }
+}
+
+/// An exclusive `flock` (with `LOCK_NB` or not), retried when a signal interrupts it.
+fn flock(file: &std::fs::File, flags: i32) -> std::io::Result<()> {
+    loop {
+        // SAFETY: `flock` on a descriptor we own; it does not touch memory.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | flags) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Why `kimi.json` could not be read.
+enum ReadError {
+    /// Not there: empty metadata.
+    Missing,
+    /// There but not readable as an index.
+    Unreadable(String),
+}
+
 impl Metadata {
     /// Reads `<share>/kimi.json`. A missing file is empty metadata. A file that cannot be read
-    /// or parsed is moved aside to `kimi.json.bad-<unix time>` with a warning, so the next save
-    /// does not silently replace what the user had (issue 14, item 2).
+    /// or parsed is read again under the index lock, and if it still cannot, it is moved aside to
+    /// `kimi.json.bad-<unix time>` with a warning, so the next update does not silently replace
+    /// what the user had (issue 14, item 2).
     pub fn load(share: &Path) -> Metadata {
-        let path = share.join("kimi.json");
+        match Self::read(share) {
+            Ok(meta) => meta,
+            Err(ReadError::Missing) => Metadata::default(),
+            Err(ReadError::Unreadable(_)) => {
+                let _lock = IndexLock::take(share);
+                Self::load_locked(share)
+            }
+        }
+    }
+
+    /// [`Metadata::load`] for a caller holding the index lock.
+    fn load_locked(share: &Path) -> Metadata {
+        // A writer that does not take the lock (another program sharing the dir) may be midway:
+        // a short second look before anything is moved aside.
+        let mut cause = String::new();
+        for attempt in 0..3 {
+            match Self::read(share) {
+                Ok(meta) => return meta,
+                Err(ReadError::Missing) => return Metadata::default(),
+                Err(ReadError::Unreadable(why)) => cause = why,
+            }
+            if attempt < 2 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Metadata { save_blocked: !move_aside(&share.join(INDEX_FILE), &cause), ..Metadata::default() }
+    }
+
+    fn read(share: &Path) -> Result<Metadata, ReadError> {
+        let path = share.join(INDEX_FILE);
         let text = match std::fs::read(&path) {
             Ok(bytes) => String::from_utf8(bytes).map_err(|e| e.to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Metadata::default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
             Err(e) => Err(e.to_string()),
         };
         let parsed = text.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string()));
@@ -144,10 +269,7 @@ impl Metadata {
             },
             _ => Err("not a JSON object".to_string()),
         });
-        match work_dirs {
-            Ok(entries) => Self::from_entries(&path, entries),
-            Err(cause) => Metadata { save_blocked: !move_aside(&path, &cause), ..Metadata::default() },
-        }
+        work_dirs.map(|entries| Self::from_entries(&path, entries)).map_err(ReadError::Unreadable)
     }
 
     fn from_entries(path: &Path, entries: Vec<serde_json::Value>) -> Metadata {
@@ -164,19 +286,34 @@ impl Metadata {
         meta
     }
 
-    pub fn save(&self, share: &Path) -> Result<(), SessionError> {
+    /// The one way to change `kimi.json`: under the index lock, reads the current file, lets
+    /// `change` edit it, and writes it back when `change` says it changed something.
+    pub fn update(share: &Path, change: impl FnOnce(&mut Metadata) -> bool) -> Result<(), SessionError> {
+        let _lock = IndexLock::take(share);
+        let mut meta = Self::load_locked(share);
+        if change(&mut meta) { meta.write(share) } else { Ok(()) }
+    }
+
+    /// Writes the whole file through a temporary file of this process's own, renamed into place,
+    /// so no reader ever sees half of it. Only under the lock. Not synced: an fsync held under the
+    /// lock would serialize every exit of every process on the disk's flush (tens of ms each), and
+    /// what a power cut could cost is the last-session pointers, never a session.
+    fn write(&self, share: &Path) -> Result<(), SessionError> {
         if self.save_blocked {
             return Err(SessionError::Io(format!(
                 "{} is unreadable and could not be moved aside; not overwriting it",
-                share.join("kimi.json").display()
+                share.join(INDEX_FILE).display()
             )));
         }
         let work_dirs =
             self.work_dirs.iter().map(EntryOut::Known).chain(self.unreadable.iter().map(EntryOut::Unreadable));
         let text = serde_json::to_string_pretty(&MetadataOut { work_dirs: work_dirs.collect() }).map_err(io)?;
-        let tmp = share.join("kimi.json.tmp");
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, share.join("kimi.json")).map_err(io)
+        let tmp = share.join(format!(".{INDEX_FILE}.{}.{}.tmp", std::process::id(), uuid::Uuid::new_v4().simple()));
+        let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, share.join(INDEX_FILE)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.map_err(io)
     }
 
     pub fn entry(&self, work_dir: &str) -> Option<&WorkDirEntry> {
@@ -246,7 +383,7 @@ impl Session {
     pub fn open(share: &Path, work_dir: &Path, choice: &SessionChoice) -> Result<Session, SessionError> {
         let work = work_dir.to_string_lossy().to_string();
         let base = sessions_dir(share, work_dir);
-        let mut meta = Metadata::load(share);
+        let meta = Metadata::load(share);
         // The spec (`sessions.md` §3) requires a kimi.json entry for the work dir before a
         // session can be found, and otherwise re-creates (truncates) it. Issue 14 (item 2) wins:
         // a folder that holds a context.jsonl is resumed whatever kimi.json says.
@@ -288,9 +425,11 @@ impl Session {
                 .map_err(io)?;
         }
         if meta.entry(&work).is_none() {
-            meta.entry_mut(&work);
-            std::fs::create_dir_all(share).map_err(io)?;
-            meta.save(share)?;
+            Metadata::update(share, |meta| {
+                let known = meta.entry(&work).is_some();
+                meta.entry_mut(&work);
+                !known
+            })?;
         }
         Ok(Session {
             id,
@@ -327,27 +466,47 @@ impl Session {
 
     /// Exit bookkeeping: delete an empty session, remember a non-empty one as the last.
     pub fn finish(&self) {
-        let wire_empty = super::jsonl::read_lines(&self.wire_path())
-            .map(|lines| lines.iter().all(|l| l.contains("\"metadata\"") && l.contains("protocol_version")))
-            .unwrap_or(true);
+        // Only the first records are read: the header, then the first record that is not one.
+        let wire_empty = !super::jsonl::any_record(&self.wire_path(), |r: &WireProbe| !r.is_header()).unwrap_or(true);
         // Bookkeeping records (`_system_prompt`, checkpoints) and an untitled state are not content
         // (`wire-1.10.md` §10.4).
         let context_empty = !super::context_prompt::has_conversation(&self.context_path())
             && super::state::load(&self.dir).custom_title.is_none();
-        let work = self.work_dir.to_string_lossy().to_string();
-        let mut meta = Metadata::load(&self.share_dir);
-        let entry = meta.entry_mut(&work);
-        if wire_empty && context_empty {
+        let empty = wire_empty && context_empty;
+        if empty {
             self.remove_empty_folder();
-            if entry.last_session_id.as_deref() == Some(self.id.as_str()) {
-                entry.last_session_id = None;
-            }
-        } else {
-            entry.last_session_id = Some(self.id.clone());
         }
-        if let Err(e) = meta.save(&self.share_dir) {
+        let work = self.work_dir.to_string_lossy().to_string();
+        let updated = Metadata::update(&self.share_dir, |meta| {
+            let entry = meta.entry_mut(&work);
+            if empty {
+                if entry.last_session_id.as_deref() == Some(self.id.as_str()) {
+                    entry.last_session_id = None;
+                }
+            } else {
+                entry.last_session_id = Some(self.id.clone());
+            }
+            true
+        });
+        if let Err(e) = updated {
             tracing::warn!("cannot save kimi.json: {e}");
         }
+    }
+}
+
+/// Just enough of a `wire.jsonl` line to tell the metadata header from a record (the header is
+/// `{"type": "metadata", "protocol_version": …}`; records are `{"timestamp", "message"}`, whose
+/// message is skipped, not kept).
+#[derive(Deserialize)]
+struct WireProbe {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    protocol_version: Option<serde::de::IgnoredAny>,
+}
+
+impl WireProbe {
+    fn is_header(&self) -> bool {
+        self.kind.as_deref() == Some("metadata") && self.protocol_version.is_some()
     }
 }
 
@@ -427,7 +586,7 @@ mod tests {
             let meta = Metadata::load(share.path());
             assert!(meta.work_dirs.is_empty());
             assert!(!path.exists(), "{broken:?} was not moved aside");
-            meta.save(share.path()).unwrap();
+            Metadata::update(share.path(), |_| true).unwrap();
         }
         let aside: Vec<String> = std::fs::read_dir(share.path())
             .unwrap()
@@ -441,10 +600,12 @@ mod tests {
             r#"{"work_dirs": [{"path": "/a", "last_session_id": "s"}, {"path": null}, {"path": "/b", "kaos": "local"}]}"#,
         )
         .unwrap();
-        let mut meta = Metadata::load(share.path());
-        assert_eq!(meta.work_dirs.len(), 2);
-        meta.entry_mut("/c").last_session_id = Some("t".into());
-        meta.save(share.path()).unwrap();
+        assert_eq!(Metadata::load(share.path()).work_dirs.len(), 2);
+        Metadata::update(share.path(), |meta| {
+            meta.entry_mut("/c").last_session_id = Some("t".into());
+            true
+        })
+        .unwrap();
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(
             v["work_dirs"],
@@ -472,5 +633,134 @@ mod tests {
         std::fs::write(s.dir.join("other"), "x").unwrap();
         s.finish();
         assert!(s.dir.join("other").exists());
+    }
+
+    /// Issue 20, item 15: processes (children of this test binary), each with threads, each
+    /// thread a work dir of its own, open and finish sessions as fast as they can. Every update
+    /// must survive (no lost update, checked after each exit), nothing may fail, and the index
+    /// must never be taken for corrupt.
+    #[test]
+    fn many_processes_share_one_index() {
+        const CHILD: &str = "KIWI_INDEX_HAMMER_CHILD";
+        const PROCESSES: usize = 4;
+        const THREADS: usize = 4;
+        const ROUNDS: usize = 12;
+        if let Some(share) = std::env::var_os(CHILD) {
+            let share = PathBuf::from(share);
+            let threads: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let share = share.clone();
+                    std::thread::spawn(move || {
+                        let work = PathBuf::from(format!("/w/{}/{t}", std::process::id()));
+                        let mut last = String::new();
+                        for _ in 0..ROUNDS {
+                            let s = Session::open(&share, &work, &SessionChoice::New).unwrap();
+                            std::fs::write(s.context_path(), "{\"role\":\"user\",\"content\":\"x\"}\n").unwrap();
+                            s.finish();
+                            let meta = Metadata::load(&share);
+                            let entry = meta.entry(&work.to_string_lossy()).map(|e| e.last_session_id.clone());
+                            assert_eq!(entry, Some(Some(s.id.clone())), "an update was lost");
+                            last = s.id.clone();
+                        }
+                        (work.to_string_lossy().into_owned(), last)
+                    })
+                })
+                .collect();
+            let mut expected = String::new();
+            for t in threads {
+                let (work, last) = t.join().unwrap();
+                expected.push_str(&format!("{work} {last}\n"));
+            }
+            std::fs::write(share.join(format!("expected-{}", std::process::id())), expected).unwrap();
+            return;
+        }
+        let share = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (0..PROCESSES)
+            .map(|_| {
+                std::process::Command::new(&exe)
+                    .args(["--exact", "session::store::tests::many_processes_share_one_index", "--nocapture"])
+                    .env(CHILD, share.path())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let names: Vec<String> = std::fs::read_dir(share.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n.starts_with("kimi.json.bad-")), "the index was taken for corrupt: {names:?}");
+        assert!(!names.iter().any(|n| n.ends_with(".tmp")), "temporary files were left: {names:?}");
+        let meta = Metadata::load(share.path());
+        let mut checked = 0;
+        for name in names.iter().filter(|n| n.starts_with("expected-")) {
+            for line in std::fs::read_to_string(share.path().join(name)).unwrap().lines() {
+                let (work, id) = line.split_once(' ').unwrap();
+                assert_eq!(meta.entry(work).and_then(|e| e.last_session_id.as_deref()), Some(id), "{work}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, PROCESSES * THREADS);
+        assert_eq!(meta.work_dirs.len(), PROCESSES * THREADS);
+    }
+
+    /// Issue 20, item 11: exit reads only the first records of the session's files. The child
+    /// limits its address space to 1.5 times the (sparse) files' size: reading one whole and
+    /// copying its lines does not fit, and nothing may fail quietly either.
+    #[test]
+    fn exit_reads_only_the_first_records() {
+        const CHILD: &str = "KIWI_FINISH_BIG_FILES_CHILD";
+        const HUGE: u64 = 256 << 20;
+        if let Some(share) = std::env::var_os(CHILD) {
+            let share = PathBuf::from(share);
+            let work = Path::new("/tmp/some/work");
+            let s = Session::open(&share, work, &SessionChoice::Id("big".into())).unwrap();
+            let sparse = |path: PathBuf, head: &str| {
+                let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(path).unwrap();
+                f.set_len(HUGE).unwrap();
+                std::os::unix::fs::FileExt::write_all_at(&f, head.as_bytes(), 0).unwrap();
+            };
+            let system = format!("{{\"role\": \"_system_prompt\", \"content\": \"{}\"}}\n", "p".repeat(100_000));
+            sparse(s.context_path(), &format!("{system}{{\"role\":\"user\",\"content\":\"x\"}}\n"));
+            sparse(
+                s.wire_path(),
+                "{\"type\": \"metadata\", \"protocol_version\": \"1.10\"}\n{\"timestamp\": 1.0, \"message\": {\"type\": \"TurnBegin\", \"payload\": {\"user_input\": \"x\"}}}\n",
+            );
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let vm_kb: u64 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmSize:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap();
+            let limit = vm_kb * 1024 + HUGE * 3 / 2;
+            // SAFETY: a plain syscall in a single-purpose child process.
+            unsafe {
+                let rl = libc::rlimit { rlim_cur: limit, rlim_max: libc::RLIM_INFINITY };
+                assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &rl), 0);
+            }
+            s.finish();
+            assert_eq!(
+                Metadata::load(&share).entry("/tmp/some/work").and_then(|e| e.last_session_id.clone()).as_deref(),
+                Some("big")
+            );
+            return;
+        }
+        let share = tempfile::tempdir().unwrap();
+        crate::session::file_limit::run_child(
+            "session::store::tests::exit_reads_only_the_first_records",
+            CHILD,
+            share.path(),
+        );
     }
 }

@@ -150,6 +150,40 @@ fn exit_codes() {
     assert_eq!((r.code, r.stdout.as_str()), (Some(0), ""));
 }
 
+/// Issue 20, item 12: text input is read up to the line limit, never whole: a longer prompt is
+/// refused with one stderr line and exit 1, and nothing is run.
+#[test]
+fn a_text_prompt_over_the_limit_is_refused() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: never"]);
+    let r = run(d.command(&config, &["--print", "--max-line-bytes", "1000"]), &"y\n".repeat(5000));
+    assert_eq!((r.code, r.stdout.as_str()), (Some(1), ""), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("kiwi: the prompt on stdin exceeds the maximum length of 1000 bytes and was not run\n"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("never"), "nothing was run: {}", r.stderr);
+    // At the limit it runs.
+    let config = d.scripted(&["text: ran"]);
+    let r = run(d.command(&config, &["--print", "--max-line-bytes", "1000"]), &"y".repeat(1000));
+    assert_eq!((r.code, r.stdout.as_str()), (Some(0), "ran\n"), "{}", r.stderr);
+}
+
+/// Issue 19: a stream-json line over the limit is skipped with one stderr line in the wire
+/// reader's words, and the run goes on.
+#[test]
+fn a_stream_json_line_over_the_limit_is_skipped() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: second ran"]);
+    let long = format!("{{\"role\":\"user\",\"content\":\"{}\"}}", "x".repeat(2000));
+    let input = format!("{long}\n{{\"role\":\"user\",\"content\":\"second\"}}\n");
+    let r = run(d.command(&config, &["--print", "--input-format", "stream-json", "--max-line-bytes", "1000"]), &input);
+    assert_eq!((r.code, r.stdout.as_str()), (Some(0), "second ran\n"), "{}", r.stderr);
+    let said: Vec<&str> = r.stderr.lines().filter(|l| l.contains("maximum length")).collect();
+    assert_eq!(said, ["kiwi: ignoring input: line exceeds the maximum length of 1000 bytes and was skipped"]);
+}
+
 /// An answer that only thinks is an error the core retries; when the retries run out, print mode
 /// exits 75 (worth retrying later) as for every error the core retries, not 1.
 #[test]

@@ -230,6 +230,34 @@ fn a_stop_hook_keeps_the_agent_going_once() {
     assert!(context.contains(r#"{"role":"user","content":"write the tests too"}"#));
 }
 
+/// Issue 20, item 13: a `PreToolUse` hook that exits 2 while a background child keeps its
+/// stdout and stderr open blocks the call (its exit decides, not the end of its output), with the
+/// reason it wrote; the child is killed. Before, this waited for the timeout and allowed the call.
+#[test]
+fn a_hook_that_exits_2_blocks_even_if_its_child_holds_the_output() {
+    let env = Env::new();
+    let marker = format!("kiwi-hook-bg-{}", std::process::id());
+    let proof = env.work().join("ran");
+    let script = call("a", "Shell", json!({"command": format!("touch {}", proof.display())}));
+    let hook = format!("sh -c 'sleep 60; echo {marker}' & echo 'not while I live' >&2; exit 2");
+    let config = hooked(&env, &[&script, "text: ok"], json!([{"event":"PreToolUse","command":hook,"timeout":2}]));
+    let mut k = env.spawn(&config, &["--yolo"]);
+    initialize(&mut k, json!([]));
+    let (events, response) = k.prompt("p", json!("touch it"));
+    assert_eq!(response["result"]["status"], "finished");
+    let resolved = events.iter().find(|e| e["params"]["type"] == "HookResolved").map(payload).unwrap();
+    assert_eq!((&resolved["action"], &resolved["reason"]), (&json!("block"), &json!("not while I live")));
+    let result = events.iter().find(|e| e["params"]["type"] == "ToolResult").map(payload).unwrap();
+    assert_eq!(result["return_value"]["is_error"], true);
+    assert_eq!(result["return_value"]["message"], "not while I live");
+    assert!(!proof.exists(), "the blocked call ran");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive_with(&marker) {
+        assert!(Instant::now() < deadline, "the hook's background child was left running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A hook that hangs is killed with its process group when its time is up; the turn goes on.
 #[test]
 fn a_hanging_hook_is_killed_and_allows() {

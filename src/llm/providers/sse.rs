@@ -10,7 +10,11 @@
 //!   does too, so a torn last JSON surfaces as an error rather than vanishing);
 //! * events produced by one network read are all delivered before an error or the end marker
 //!   found in that same read takes effect;
-//! * a body that breaks off (incomplete chunked read) is an error, never a silent success.
+//! * a body that breaks off (incomplete chunked read) is an error, never a silent success;
+//! * each byte is scanned for a line end once, however a line is split across reads, and an event
+//!   (its unfinished line plus the data gathered) larger than [`MAX_EVENT_BYTES`] ends the stream
+//!   with a provider error naming the limit (issue 20, item 12), so a line that never ends costs
+//!   neither unbounded memory nor a core.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -21,6 +25,10 @@ use futures::Stream;
 
 use super::http;
 use crate::llm::{ChatError, StreamEvent};
+
+/// The largest event a provider stream may send: its unfinished line plus the data gathered
+/// (a whole `response.completed` with a long answer fits many times over).
+pub const MAX_EVENT_BYTES: usize = 64 << 20;
 
 /// One dispatched SSE event. `event` is `""` when the event had no `event:` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,17 +56,31 @@ impl SseParser {
     /// Parses `chunk`, calling `on_event` for each complete event. Stops early (returning the
     /// error) if the callback fails.
     pub fn feed<E>(&mut self, chunk: &[u8], mut on_event: impl FnMut(SseEvent<'_>) -> Result<(), E>) -> Result<(), E> {
-        if self.partial.is_empty() {
-            let used = self.lines(chunk, &mut on_event)?;
-            self.partial.extend_from_slice(&chunk[used..]);
-            return Ok(());
+        let mut rest = chunk;
+        if !self.partial.is_empty() && !rest.is_empty() {
+            // The carried bytes hold no line end but maybe a final CR: only the new bytes are
+            // scanned, and the line is joined once it is complete.
+            let next = if self.partial.last() == Some(&b'\r') {
+                self.partial.pop();
+                usize::from(rest[0] == b'\n')
+            } else {
+                match find_line_end(rest) {
+                    Some((end, next)) => {
+                        self.partial.extend_from_slice(&rest[..end]);
+                        next
+                    }
+                    None => {
+                        self.partial.extend_from_slice(rest);
+                        return Ok(());
+                    }
+                }
+            };
+            let line = std::mem::take(&mut self.partial);
+            self.line(&line, &mut on_event)?;
+            rest = &rest[next..];
         }
-        // A line straddles the reads: join it with the new bytes (copies only in this case).
-        let mut buf = std::mem::take(&mut self.partial);
-        buf.extend_from_slice(chunk);
-        let used = self.lines(&buf, &mut on_event)?;
-        buf.drain(..used);
-        self.partial = buf;
+        let used = self.lines(rest, &mut on_event)?;
+        self.partial.extend_from_slice(&rest[used..]);
         Ok(())
     }
 
@@ -187,6 +209,8 @@ pub struct SseStream<M> {
     error: Option<ChatError>,
     /// Whether any content or tool call was produced (an empty reply is an error).
     produced: bool,
+    /// The largest event accepted (see [`MAX_EVENT_BYTES`]).
+    max_event: usize,
 }
 
 impl<M: ChunkMapper> SseStream<M> {
@@ -203,6 +227,7 @@ impl<M: ChunkMapper> SseStream<M> {
             queue: VecDeque::new(),
             error: None,
             produced: false,
+            max_event: MAX_EVENT_BYTES,
         }
     }
 
@@ -221,6 +246,10 @@ impl<M: ChunkMapper> SseStream<M> {
         match result {
             Err(e) => self.fail(e),
             Ok(()) if done => self.end(),
+            Ok(()) if self.parser.pending_len() > self.max_event => self.fail(ChatError::Other(format!(
+                "The provider's stream sent an event that exceeds the maximum size of {} bytes; the response was abandoned.",
+                self.max_event
+            ))),
             Ok(()) => {}
         }
     }
@@ -330,5 +359,55 @@ mod tests {
         }
         let bytes: Vec<&[u8]> = input.chunks(1).collect();
         assert_eq!(parse_all(&bytes), expected);
+    }
+
+    /// Hands each event's data length on as text.
+    struct Lengths;
+
+    impl ChunkMapper for Lengths {
+        fn on_event(&mut self, event: SseEvent<'_>, out: &mut VecDeque<StreamEvent>) -> Result<Flow, ChatError> {
+            out.push_back(StreamEvent::Content(crate::protocol::ContentPart::text(event.data.len().to_string())));
+            Ok(Flow::Continue)
+        }
+
+        fn finish(&mut self, _out: &mut VecDeque<StreamEvent>) {}
+    }
+
+    /// Issue 20, item 12: a line that never ends (or data lines that never close their event)
+    /// stops the stream with an error naming the limit, and nothing more is read.
+    #[tokio::test]
+    async fn an_endless_event_ends_the_stream_with_an_error_naming_the_limit() {
+        use futures::StreamExt;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        const CHUNK: usize = 4 << 20;
+        let endless_line = Bytes::from(vec![b'x'; CHUNK]);
+        let mut data_line = vec![b'x'; CHUNK];
+        data_line.splice(0..6, *b"data: ");
+        *data_line.last_mut().unwrap() = b'\n';
+        for repeated in [endless_line, Bytes::from(data_line)] {
+            let pulled = Arc::new(AtomicUsize::new(0));
+            let counter = pulled.clone();
+            let chunks = std::iter::once(Bytes::from_static(b"data: first\n\ndata: "))
+                .chain(std::iter::repeat_n(repeated, MAX_EVENT_BYTES / CHUNK + 4));
+            let body = futures::stream::iter(chunks).map(move |b| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(b)
+            });
+            let mut stream = SseStream::from_bytes(Box::pin(body), Lengths);
+            let first = stream.next().await.unwrap().unwrap();
+            assert_eq!(first, StreamEvent::Content(crate::protocol::ContentPart::text("5")));
+            let error = stream.next().await.unwrap().unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "The provider's stream sent an event that exceeds the maximum size of {MAX_EVENT_BYTES} bytes; the response was abandoned."
+                )
+            );
+            assert_eq!(error.error_type(), "ChatProviderError");
+            assert!(stream.next().await.is_none());
+            assert!(pulled.load(Ordering::SeqCst) <= MAX_EVENT_BYTES / CHUNK + 2, "read on past the limit");
+        }
     }
 }

@@ -6,16 +6,19 @@
 //! it with an error `result`, so a host waiting for that turn is never left hanging); any other
 //! bad line is [`Input::Bad`] (one stderr line, the run goes on); kimi-shaped `{"role":"user"}`
 //! lines are user messages too (C.4).
+//!
+//! Bounds (issue 19): stdin is framed and queued by the wire's reader with its limits — a line
+//! longer than the limit is an [`Input::Bad`] in the wire's words, and the lines read ahead are
+//! bounded in bytes as well as in number.
 
 use std::io::Read;
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use super::lines::{ControlRequestIn, ControlResponse, InLine, UserContent, UserInLine, UserLine, UserMessage};
 use crate::llm::{Message, Role};
 use crate::protocol::{ContentPart, MediaUrl, UserInput};
-use crate::rpc::reader::{Line, frame_lines};
+use crate::rpc::reader::{BoundedLines, Line, spawn_framed, too_long_text};
 
 /// Lines read ahead of the run loop (user messages queue behind a running turn here).
 const LINES_AHEAD: usize = 256;
@@ -31,22 +34,29 @@ pub enum Input {
     Bad(String),
 }
 
-/// Frames `input` on a thread; the receiver yields raw lines (`None` for an over-long one).
-pub fn spawn_reader<R: Read + Send + 'static>(input: R, max_line: usize) -> mpsc::Receiver<Option<Vec<u8>>> {
-    let (tx, rx) = mpsc::channel(LINES_AHEAD);
-    let spawned = std::thread::Builder::new().name("kiwi-stdin".into()).spawn(move || {
-        frame_lines(input, max_line, |line| {
-            let item = match line {
-                Line::Complete(bytes) => Some(bytes.to_vec()),
-                Line::TooLong => None,
-            };
-            tx.blocking_send(item).is_ok()
-        });
-    });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the stdin reader: {e}");
+/// The host's lines, framed on a thread and classified as they are taken.
+pub struct InputLines {
+    lines: BoundedLines<Option<Vec<u8>>>,
+    max_line: usize,
+}
+
+impl InputLines {
+    /// The next line, classified; `None` at the end of input.
+    pub async fn recv(&mut self) -> Option<Input> {
+        Some(match self.lines.recv().await? {
+            Some(line) => classify(&line),
+            None => Input::Bad(too_long_text(self.max_line)),
+        })
     }
-    rx
+}
+
+/// Frames `input` on a thread (lines longer than `max_line` are skipped and reported).
+pub fn spawn_reader<R: Read + Send + 'static>(input: R, max_line: usize) -> InputLines {
+    let lines = spawn_framed(input, max_line, LINES_AHEAD, |line| match line {
+        Line::Complete(bytes) => Some((Some(bytes.to_vec()), bytes.len())),
+        Line::TooLong => Some((None, 0)),
+    });
+    InputLines { lines, max_line }
 }
 
 /// Classifies one line.
@@ -226,5 +236,31 @@ mod tests {
             ]
         );
         assert_eq!(echo.is_replay, Some(true));
+    }
+
+    /// A line over the limit is bad input in the wire reader's words; the next line is read.
+    #[tokio::test]
+    async fn an_over_long_line_is_bad_input_and_the_next_is_read() {
+        let input = format!("{}\n{{\"type\":\"keep_alive\"}}\n", "x".repeat(40)).into_bytes();
+        let mut lines = spawn_reader(std::io::Cursor::new(input), 30);
+        let first = lines.recv().await;
+        assert!(
+            matches!(&first, Some(Input::Bad(why)) if why == "line exceeds the maximum length of 30 bytes and was skipped"),
+            "{first:?}"
+        );
+        assert!(matches!(lines.recv().await, Some(Input::Ignore)));
+        assert!(lines.recv().await.is_none());
+    }
+
+    /// Issue 19: the lines read ahead are bounded in bytes, not only in number (64 lines of up
+    /// to the line limit each used to wait in memory).
+    #[test]
+    fn lines_read_ahead_are_bounded_in_bytes() {
+        use crate::rpc::reader::{INBOUND_BYTES, MadeUpLines, assert_reads_ahead_at_most};
+        const LINE: usize = 4 << 20;
+        let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let input = MadeUpLines { len: LINE, count: 40, at: 0, pulled: pulled.clone() };
+        let _lines = spawn_reader(input, 2 * LINE);
+        assert_reads_ahead_at_most(&pulled, INBOUND_BYTES + 2 * LINE);
     }
 }

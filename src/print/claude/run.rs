@@ -14,11 +14,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::args::PermissionMode;
-use super::input::{Input, classify};
+use super::input::{Input, InputLines};
 use super::lines::{
     CommandInfo, ControlRequestIn, ControlResponse, ControlResponseLine, HostRequest, InitializeResponse, ModelInfo,
     OutLine, ResultLine, ResultSubtype, UserLine,
@@ -74,12 +73,7 @@ impl RunLoop {
 
     /// Serves until the input ends (and the queue is drained) or a signal arrives; returns the
     /// exit status.
-    pub async fn serve(
-        &self,
-        first: Option<UserInput>,
-        mut lines: Option<mpsc::Receiver<Option<Vec<u8>>>>,
-        stop: CancellationToken,
-    ) -> u8 {
+    pub async fn serve(&self, first: Option<UserInput>, mut lines: Option<InputLines>, stop: CancellationToken) -> u8 {
         let mut queue: VecDeque<Queued> = first.map(|input| Queued { input, echo: None }).into_iter().collect();
         let mut running: Option<TurnWaiter> = None;
         let mut last_failed = false;
@@ -151,11 +145,7 @@ impl RunLoop {
         echo
     }
 
-    async fn take(&self, line: Option<Vec<u8>>, queue: &mut VecDeque<Queued>, last_failed: &mut bool) {
-        let input = match line {
-            Some(bytes) => classify(&bytes),
-            None => Input::Bad("an input line was longer than the limit and was skipped".into()),
-        };
+    async fn take(&self, input: Input, queue: &mut VecDeque<Queued>, last_failed: &mut bool) {
         match input {
             Input::User { input, echo } => queue.push_back(Queued { input, echo: Some(echo) }),
             Input::BadUser(why) => {
@@ -282,9 +272,9 @@ fn to_value<T: Serialize>(value: &T) -> Result<Value, String> {
     serde_json::to_value(value).map_err(|e| format!("cannot encode the answer: {e}"))
 }
 
-async fn recv(lines: &mut Option<mpsc::Receiver<Option<Vec<u8>>>>) -> Option<Option<Vec<u8>>> {
+async fn recv(lines: &mut Option<InputLines>) -> Option<Input> {
     match lines {
-        Some(rx) => rx.recv().await,
+        Some(lines) => lines.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -4,16 +4,20 @@
 //! Invariants: lines are taken only between turns (the run loop asks for the next prompt when
 //! the previous turn is over); a line that is not a user message, or whose text is empty, is
 //! skipped with a warning and never ends the run; EOF ends the prompts.
+//!
+//! Bounds (issue 20, item 12; issue 19): stdin is framed and queued by the wire's reader, with its
+//! limits — a line longer than the line limit is skipped with one stderr line in the wire's
+//! words, and the lines read ahead are bounded in bytes as well as in number. Text input is read
+//! up to the same limit: a longer prompt is refused with one stderr line (exit 1, a failure in
+//! `print-mode.md` A.6's terms), never read whole.
 
 use std::io::Read;
-
-use tokio::sync::mpsc;
 
 use super::options::{Format, KimiOptions};
 use crate::llm::{Message, Role};
 use crate::print::common::stderr_line;
 use crate::protocol::{ContentPart, UserInput};
-use crate::rpc::reader::{Line, frame_lines};
+use crate::rpc::reader::{BoundedLines, Line, spawn_framed, too_long_text};
 
 /// Lines read ahead of the run loop; the reader thread waits when they are not taken.
 const LINES_AHEAD: usize = 64;
@@ -22,12 +26,14 @@ enum Source {
     Nothing,
     /// All of stdin, read once.
     Whole(Option<Box<dyn Read + Send>>),
-    Lines(mpsc::Receiver<Option<Vec<u8>>>),
+    /// Framed lines; `None` stands for a line that was too long.
+    Lines(BoundedLines<Option<Vec<u8>>>),
 }
 
 pub struct Prompts {
     first: Option<String>,
     rest: Source,
+    max_line: usize,
 }
 
 impl Prompts {
@@ -37,56 +43,60 @@ impl Prompts {
             Format::Text if options.prompt.is_some() || options.stdin_is_tty => Source::Nothing,
             Format::Text => Source::Whole(Some(Box::new(input))),
         };
-        Self { first: options.prompt.clone(), rest }
+        Self { first: options.prompt.clone(), rest, max_line }
     }
 
-    /// The next prompt, or `None` when there are no more.
-    pub async fn next(&mut self) -> Option<UserInput> {
+    /// The next prompt, `None` when there are no more, or why the input cannot be run (the run
+    /// then ends as failed).
+    pub async fn next(&mut self) -> Result<Option<UserInput>, String> {
         if let Some(first) = self.first.take() {
-            return Some(UserInput::Text(first));
+            return Ok(Some(UserInput::Text(first)));
         }
         match &mut self.rest {
-            Source::Nothing => None,
+            Source::Nothing => Ok(None),
             Source::Whole(input) => {
-                let mut input = input.take()?;
-                let text = tokio::task::spawn_blocking(move || {
-                    let mut bytes = Vec::new();
-                    input.read_to_end(&mut bytes).map(|_| String::from_utf8_lossy(&bytes).trim().to_string())
-                })
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
-                (!text.is_empty()).then_some(UserInput::Text(text))
+                let Some(input) = input.take() else { return Ok(None) };
+                let max = self.max_line;
+                let text = tokio::task::spawn_blocking(move || read_prompt(input, max)).await.unwrap_or_else(|e| {
+                    tracing::warn!("the stdin reader failed: {e}");
+                    Ok(String::new())
+                })?;
+                Ok((!text.is_empty()).then_some(UserInput::Text(text)))
             }
-            Source::Lines(rx) => loop {
-                let line = rx.recv().await.flatten()?;
+            Source::Lines(lines) => loop {
+                let Some(line) = lines.recv().await else { return Ok(None) };
+                let Some(line) = line else {
+                    warn(&format!("ignoring input: {}", too_long_text(self.max_line)));
+                    continue;
+                };
                 if let Some(prompt) = prompt_of_line(&line) {
-                    return Some(prompt);
+                    return Ok(Some(prompt));
                 }
             },
         }
     }
 }
 
-fn spawn_lines<R: Read + Send + 'static>(input: R, max_line: usize) -> mpsc::Receiver<Option<Vec<u8>>> {
-    let (tx, rx) = mpsc::channel(LINES_AHEAD);
-    let spawned = std::thread::Builder::new().name("kiwi-stdin".into()).spawn(move || {
-        frame_lines(input, max_line, |line| {
-            let item = match line {
-                Line::Complete(bytes) => Some(bytes.to_vec()),
-                Line::TooLong => {
-                    warn(&format!("skipping an input line longer than {max_line} bytes"));
-                    return true;
-                }
-            };
-            tx.blocking_send(item).is_ok()
-        });
-    });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the stdin reader: {e}");
+/// All of `input` as one trimmed prompt, read no further than `max` bytes (one more tells a
+/// prompt that is too long). A stdin that cannot be read is an empty prompt, as it always was.
+fn read_prompt(input: Box<dyn Read + Send>, max: usize) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    if let Err(e) = input.take(limit).read_to_end(&mut bytes) {
+        tracing::warn!("cannot read the prompt from stdin: {e}");
+        return Ok(String::new());
     }
-    rx
+    if bytes.len() > max {
+        return Err(format!("the prompt on stdin exceeds the maximum length of {max} bytes and was not run"));
+    }
+    Ok(String::from_utf8_lossy(&bytes).trim().to_string())
+}
+
+fn spawn_lines<R: Read + Send + 'static>(input: R, max_line: usize) -> BoundedLines<Option<Vec<u8>>> {
+    spawn_framed(input, max_line, LINES_AHEAD, |line| match line {
+        Line::Complete(bytes) => Some((Some(bytes.to_vec()), bytes.len())),
+        Line::TooLong => Some((None, 0)),
+    })
 }
 
 fn warn(text: &str) {
@@ -162,5 +172,17 @@ mod tests {
         ] {
             assert_eq!(p(bad), None, "{bad}");
         }
+    }
+
+    /// Issue 19: the lines read ahead are bounded in bytes, not only in number (64 lines of up
+    /// to the line limit each used to wait in memory).
+    #[test]
+    fn lines_read_ahead_are_bounded_in_bytes() {
+        use crate::rpc::reader::{INBOUND_BYTES, MadeUpLines, assert_reads_ahead_at_most};
+        const LINE: usize = 4 << 20;
+        let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let input = MadeUpLines { len: LINE, count: 40, at: 0, pulled: pulled.clone() };
+        let _lines = spawn_lines(input, 2 * LINE);
+        assert_reads_ahead_at_most(&pulled, INBOUND_BYTES + 2 * LINE);
     }
 }

@@ -46,9 +46,17 @@ where
         loop {
             let prompt = tokio::select! {
                 p = prompts.next() => p,
-                () = stop.cancelled() => None,
+                () = stop.cancelled() => Ok(None),
             };
-            let Some(prompt) = prompt else { break };
+            let prompt = match prompt {
+                Ok(Some(prompt)) => prompt,
+                Ok(None) => break,
+                Err(why) => {
+                    stderr_line(&format!("kiwi: {why}"));
+                    code = 1;
+                    break;
+                }
+            };
             if options.progress() {
                 stderr_line(&prompt.text_input());
             }

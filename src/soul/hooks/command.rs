@@ -6,6 +6,11 @@
 //! runs as the leader of its own process group, which is killed when its time is up or the
 //! waiting future is dropped (a cancelled turn, the server exiting); what it prints is read up to
 //! a cap, so a chatty hook cannot grow our memory.
+//!
+//! The hook's own exit decides (issue 20, item 13): once the shell has exited, its output is read
+//! as far as it goes — the tree it left behind (which may hold the pipes open) is killed first,
+//! and the reading stops after a short grace even if something still holds them — so a hook that
+//! exits 2 while a background child keeps its stdout blocks, and is never mistaken for a timeout.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -18,6 +23,10 @@ use crate::tools::process::CallGuard;
 
 /// Bytes kept of a hook's stdout and of its stderr.
 const OUTPUT_CAP: u64 = 1024 * 1024;
+
+/// After the hook's shell has exited and its leftovers were killed, how long its output may
+/// still take to reach end of file (what was written before the exit is already in the pipe).
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 /// What one hook decided.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -37,14 +46,12 @@ impl Verdict {
 }
 
 /// Everything the hook writes is read (so it never blocks on a full pipe); the first
-/// `OUTPUT_CAP` bytes are kept.
-async fn read_capped<R: AsyncRead + Unpin>(stream: Option<R>) -> Vec<u8> {
-    let mut out = Vec::new();
+/// `OUTPUT_CAP` bytes are kept in `out`, which holds what was read even if this is dropped midway.
+async fn read_capped<R: AsyncRead + Unpin>(stream: Option<R>, out: &mut Vec<u8>) {
     if let Some(mut stream) = stream {
-        let _ = (&mut stream).take(OUTPUT_CAP).read_to_end(&mut out).await;
+        let _ = (&mut stream).take(OUTPUT_CAP).read_to_end(out).await;
         let _ = tokio::io::copy(&mut stream, &mut tokio::io::sink()).await;
     }
-    out
 }
 
 /// Runs `command` with `input` on stdin for at most `timeout`.
@@ -76,18 +83,37 @@ pub async fn run(command: &str, input: &[u8], cwd: &Path, timeout: Duration) -> 
             let _ = stdin.shutdown().await;
         }
     };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
     let finished = tokio::time::timeout(timeout, async {
-        let ((), out, err) = futures::join!(feed, read_capped(stdout), read_capped(stderr));
-        let status = match guard.child() {
-            Some(child) => child.wait().await,
-            None => Err(std::io::Error::other("the hook's process is gone")),
+        let reads = async { futures::join!(feed, read_capped(stdout, &mut out), read_capped(stderr, &mut err)) };
+        tokio::pin!(reads);
+        let gone = || Err(std::io::Error::other("the hook's process is gone"));
+        let exited_first = {
+            let Some(child) = guard.child() else { return gone() };
+            tokio::select! {
+                biased;
+                _ = &mut reads => None,
+                status = child.wait() => Some(status),
+            }
         };
-        (status, out, err)
+        match exited_first {
+            None => match guard.child() {
+                Some(child) => child.wait().await,
+                None => gone(),
+            },
+            Some(status) => {
+                // The shell is gone and what it left holds the pipes open: kill that, then take
+                // what the pipes still have.
+                guard.kill();
+                let _ = tokio::time::timeout(DRAIN_GRACE, &mut reads).await;
+                status
+            }
+        }
     })
     .await;
-    let (status, out, err) = match finished {
-        Ok((Ok(status), out, err)) => (status, out, err),
-        Ok((Err(e), _, _)) => {
+    let status = match finished {
+        Ok(Ok(status)) => status,
+        Ok(Err(e)) => {
             tracing::warn!("hook `{command}` could not be waited for ({e}); allowing");
             guard.kill();
             return Verdict::allow();
@@ -170,5 +196,28 @@ mod tests {
         assert_eq!(v, Verdict::allow());
         let v = run("exit 2", b"", Path::new("/definitely/not/here"), Duration::from_secs(5)).await;
         assert_eq!(v, Verdict::allow(), "a hook that cannot start allows");
+    }
+
+    /// Issue 20, item 13: the hook's exit decides, not the end of its output. A background child
+    /// that keeps the pipes open outlives the timeout; the block still holds, the reason written
+    /// before the exit is kept, and the child is killed.
+    #[tokio::test]
+    async fn a_hook_that_exits_2_blocks_even_if_a_child_holds_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("child.pid");
+        let command =
+            format!("sleep 30 & echo $! > {}; echo out; echo 'blocked anyway' >&2; exit 2", pid_file.display());
+        let v = run(&command, b"{}", dir.path(), Duration::from_secs(3)).await;
+        assert_eq!(v, Verdict::block("blocked anyway"));
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ");
+        assert!(!alive, "the hook's background child was left running");
+
+        // A deny on stdout counts the same way.
+        let deny = r#"{"hookSpecificOutput":{"permissionDecision":"deny","permissionDecisionReason":"held"}}"#;
+        let v = run(&format!("sleep 30 & echo '{deny}'"), b"{}", dir.path(), Duration::from_secs(3)).await;
+        assert_eq!(v, Verdict::block("held"));
     }
 }
