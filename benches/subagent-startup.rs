@@ -14,7 +14,7 @@
 //! The second measurement runs in process, without pipes: the session built by the library's own
 //! builder, the `Agent` call's host function (`run_foreground`) started, and the time until the
 //! subagent's `StepBegin` reaches a recording front end — after which the step calls the model.
-//! Target (issue 10): ≤ 1 ms. Nothing is asserted.
+//! Target: ≤ 1 ms. Nothing is asserted.
 
 #[path = "../tests/common/mod.rs"]
 mod common;

@@ -1,6 +1,6 @@
 //! The process: command line, logging, configuration, and choosing the front end
-//! (`cli-and-config.md` §1.2): Claude Code's command line goes to `crate::print::claude`
-//! (`print-mode.md` C.4), kimi's to wire (`crate::wire::serve`), to kimi's `--print`
+//! (`docs/configuration.md` §1.2): Claude Code's command line goes to `crate::print::claude`
+//! (`docs/print-mode.md` C.4), kimi's to wire (`crate::wire::serve`), to kimi's `--print`
 //! (`crate::print::kimi`) or to ACP (`kiwi acp` / `--acp`, `crate::acp::serve`). Sessions are
 //! built by `crate::builder`.
 //!
@@ -72,7 +72,7 @@ pub fn main() -> ExitCode {
         crate::cli::print_version(VERSION);
         return ExitCode::SUCCESS;
     }
-    // A subcommand runs instead of the server, before any of its start-up (§0 of the spec).
+    // A subcommand runs instead of the server, before any of its start-up (`docs/subcommands.md` §0).
     if let Some(command) = &cli.command {
         return crate::commands::run(command, &cli);
     }
@@ -126,7 +126,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         thinking: cli.thinking_flag(),
         agent,
         skills_dir: cli.skills_dir.clone(),
-        // kimi's `--print` approves every action (`print-mode.md` A.1).
+        // kimi's `--print` approves every action (`docs/print-mode.md` A.1).
         yolo: cli.yolo || cli.print_mode(),
         config_source,
         system_prompt: Default::default(),
@@ -147,7 +147,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes, front_end })
 }
 
-/// The MCP config documents of the command line (`cli-subcommands.md` §2.1): the
+/// The MCP config documents of the command line (`docs/subcommands.md` §2.1): the
 /// `--mcp-config-file` files in order, or `<share_dir>/mcp.json` when there are none and it
 /// exists, then each `--mcp-config`. Checked here so that a bad one stops the start-up.
 fn mcp_documents(cli: &Cli, share: &Path) -> Result<Vec<serde_json::Value>, StartError> {

@@ -242,7 +242,7 @@ impl AgentSetup {
         let mcp = self.mcp_manager(&work_dir)?;
         let rendered = load_system_prompt(&spec, builtins).map_err(|e| BuildError::Fatal(e.to_string()))?;
         let rendered = self.system_prompt.apply(rendered);
-        // A session keeps the prompt it started with (`wire-1.10.md` §10.3).
+        // A session keeps the prompt it started with (`docs/protocol-1.10.md` §10.3).
         let system_prompt = context_prompt::ensure(&session.context_path(), &rendered)
             .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
         let context = Context::restore(&session.context_path())

@@ -1,4 +1,4 @@
-//! Command-line flags (`cli-and-config.md` §1). Usage errors exit 2 with one readable message.
+//! Command-line flags (`docs/configuration.md` §1). Usage errors exit 2 with one readable message.
 
 use std::path::PathBuf;
 
@@ -118,7 +118,7 @@ pub struct Cli {
 }
 
 /// Subcommands: they run instead of a server and do not act on the top-level options
-/// (`cli-subcommands.md` §0). Each variant is dispatched by the `commands` module.
+/// (`docs/subcommands.md` §0). Each variant is dispatched by the `commands` module.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Log in to your Kimi account (device flow); writes the login to the default config.
@@ -132,7 +132,7 @@ pub enum Command {
     Mcp(McpCommand),
 }
 
-/// `kiwi mcp …` (`cli-subcommands.md` §1).
+/// `kiwi mcp …` (`docs/subcommands.md` §1).
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
     /// Add a server (or replace the one of the same name).

@@ -18,7 +18,7 @@
 //! * `scripted 20k`: one turn of 20,000 `_scripted_echo` text parts: wire lines relayed to the
 //!   client per second (prompt sent → prompt answered), server CPU µs per event, peak RSS.
 //! * `scripted 200 steps`: one turn of 200 `SetTodoList` calls + a text answer, wall ms/step.
-//! * `kimi stream` (issue 4): `type = "kimi"` against the mock, which streams 20,000 one-token
+//! * `kimi stream`: `type = "kimi"` against the mock, which streams 20,000 one-token
 //!   chunks then `[DONE]` (chunked HTTP/1.1 in 16 KiB chunks, one write, `text/event-stream`):
 //!   events/s relayed to the
 //!   client, server CPU µs per chunk (schedstat, and the tick-based value), peak RSS.
@@ -33,7 +33,7 @@
 //!   body build cannot be timed from the `ToolResult` event: kiwi's soul and its event relay
 //!   share one thread, so the event reaches stdout only once the soul awaits the HTTP reply.
 //!   Target ≤1 ms/step, flat.
-//! * `session 50 turns` (issue 5): 50 prompts in one session; per-turn latency (prompt sent →
+//! * `session 50 turns`: 50 prompts in one session; per-turn latency (prompt sent →
 //!   answered) median over turns 1-10 and 41-50, and the least-squares slope over all 50
 //!   (ms per turn). `echo` does not re-send history, so its slope is kiwi's own per-turn growth
 //!   (target ≤0.01 ms/turn); `kimi` does, so its slope includes encoding and sending the

@@ -1,4 +1,4 @@
-//! The client's file system for the file tools (`acp.md` §12.4): whole-file reads through
+//! The client's file system for the file tools (`docs/acp.md` §12.4): whole-file reads through
 //! `fs/read_text_file` (the tools slice lines themselves) and writes through
 //! `fs/write_text_file`, each only when the client offered it.
 

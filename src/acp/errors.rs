@@ -1,4 +1,4 @@
-//! ACP's errors (`acp.md` §11).
+//! ACP's errors (`docs/acp.md` §11).
 //!
 //! Messages are the fixed JSON-RPC texts; what went wrong is in `data`, as the reference does
 //! (`{"error": ...}` for turn failures, `{"session_id": "Session not found"}` for lookups).
@@ -42,7 +42,7 @@ pub fn auth_required(reason: Option<&str>) -> ErrorObject {
     error(AUTH_REQUIRED, "Authentication required", data)
 }
 
-/// How a failed turn answers its prompt (`acp.md` §13.1, with the recommended provider mapping).
+/// How a failed turn answers its prompt (`docs/acp.md` §13.1, with the recommended provider mapping).
 pub fn turn_error(e: &TurnError) -> ErrorObject {
     match e {
         // As the wire's -32001: no `data`; the reason is in the log and the start-up warning.

@@ -1,5 +1,5 @@
 //! Stored sessions seen from ACP: the history `session/load` replays (the session's `wire.jsonl`
-//! through the same mapping as live events, `acp.md` §4.5) and the list `session/list` returns.
+//! through the same mapping as live events, `docs/acp.md` §4.5) and the list `session/list` returns.
 //! Where a session lives is the session store's to say, never rebuilt here.
 
 use std::path::Path;
@@ -43,7 +43,7 @@ pub fn exists(share: &Path, cwd: &Path, id: &str) -> bool {
     store::stored_session(share, cwd, id).is_some()
 }
 
-/// The sessions of `cwd`, most recently changed first (`acp.md` §4.7).
+/// The sessions of `cwd`, most recently changed first (`docs/acp.md` §4.7).
 pub fn list(share: &Path, cwd: &Path) -> Vec<SessionInfo> {
     let Ok(entries) = std::fs::read_dir(store::sessions_dir(share, cwd)) else { return Vec::new() };
     let mut found: Vec<(std::time::SystemTime, SessionInfo)> = entries

@@ -1,4 +1,4 @@
-//! The core's events as ACP `session/update`s (`acp.md` §13): one mapping for live turns and for
+//! The core's events as ACP `session/update`s (`docs/acp.md` §13): one mapping for live turns and for
 //! the history replayed by `session/load`, so a loaded session looks like it did live.
 //!
 //! Invariants: ACP tool call ids are `<turn id>/<model's id>` (model ids can repeat across turns);
@@ -157,10 +157,10 @@ impl EventMapper {
                 vec![SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(content.clone())))]
             }
             // A subagent works inside its parent's `Agent` tool call: the client sees that call
-            // and its final result, not the subagent's own steps (`acp.md` §13.1). Its approvals
+            // and its final result, not the subagent's own steps (`docs/acp.md` §13.1). Its approvals
             // still reach the client, as permission requests of their own.
             Event::SubagentEvent(_) => Vec::new(),
-            // The rest has no ACP form (`acp.md` §13.1: turn/step markers, compaction, hooks,
+            // The rest has no ACP form (`docs/acp.md` §13.1: turn/step markers, compaction, hooks,
             // retries, approvals' echoes).
             _ => Vec::new(),
         }
@@ -197,7 +197,7 @@ fn content_part(part: &ContentPart) -> Option<SessionUpdate> {
     })
 }
 
-/// Media parts are shown by kind (`acp.md` §13.1).
+/// Media parts are shown by kind (`docs/acp.md` §13.1).
 fn media_placeholder(part: &ContentPart) -> Option<String> {
     match part {
         ContentPart::ImageUrl { .. } => Some("[ImageURLPart]".into()),
@@ -207,7 +207,7 @@ fn media_placeholder(part: &ContentPart) -> Option<String> {
     }
 }
 
-/// A tool result's `content` (`acp.md` §13.2): diffs first, then the model-facing output, else
+/// A tool result's `content` (`docs/acp.md` §13.2): diffs first, then the model-facing output, else
 /// the message.
 pub fn result_content(value: &ToolReturnValue) -> Vec<ToolCallContent> {
     let mut content: Vec<ToolCallContent> = value.display.iter().filter_map(diff_content).collect();
@@ -231,7 +231,7 @@ pub fn result_content(value: &ToolReturnValue) -> Vec<ToolCallContent> {
     content
 }
 
-/// A diff display block as ACP diff content; a new file has no old text (`acp.md` §13.4: absent,
+/// A diff display block as ACP diff content; a new file has no old text (`docs/acp.md` §13.4: absent,
 /// which the schema reads like null — not `""`, an existing empty file).
 pub fn diff_content(block: &DisplayBlock) -> Option<ToolCallContent> {
     let DisplayBlock::Diff(diff) = block else { return None };
@@ -250,7 +250,7 @@ pub fn text_content(text: String) -> ToolCallContent {
     ToolCallContent::from(ContentBlock::from(text))
 }
 
-/// A `plan` update for each todo block with at least one titled item (`acp.md` §13.3).
+/// A `plan` update for each todo block with at least one titled item (`docs/acp.md` §13.3).
 fn plan_updates(display: &[DisplayBlock]) -> Vec<SessionUpdate> {
     display
         .iter()

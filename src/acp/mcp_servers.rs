@@ -1,5 +1,5 @@
 //! The MCP servers an ACP client names for a session, as one MCP config document of the
-//! `mcp.json` shape (`acp.md` §10): stdio → `{command, args, env, transport:"stdio"}`, http/sse →
+//! `mcp.json` shape (`docs/acp.md` §10): stdio → `{command, args, env, transport:"stdio"}`, http/sse →
 //! `{url, headers, transport}`. The document replaces the user's MCP config for that session.
 
 use std::collections::BTreeSet;

@@ -19,7 +19,8 @@ use crate::rpc::ErrorObject;
 /// A client request of ACP.
 #[derive(Debug)]
 pub enum AcpRequest {
-    Initialize(InitializeRequest),
+    // Boxed: the client capabilities make it several times larger than every other request.
+    Initialize(Box<InitializeRequest>),
     Authenticate(AuthenticateRequest),
     NewSession(NewSessionRequest),
     LoadSession(LoadSessionRequest),
@@ -37,7 +38,7 @@ impl AcpRequest {
     pub fn parse(method: &str, params: Option<Value>) -> Result<Self, ErrorObject> {
         let params = params.unwrap_or(Value::Null);
         Ok(match method {
-            "initialize" => Self::Initialize(typed(params)?),
+            "initialize" => Self::Initialize(Box::new(typed(params)?)),
             "authenticate" => Self::Authenticate(typed(params)?),
             "session/new" => Self::NewSession(typed(params)?),
             "session/load" => Self::LoadSession(typed(params)?),

@@ -1,4 +1,4 @@
-//! The Agent Client Protocol front end (`kiwi acp`, `acp.md`): IDEs such as Zed spawn kiwi and
+//! The Agent Client Protocol front end (`kiwi acp`, `docs/acp.md`): IDEs such as Zed spawn kiwi and
 //! speak ACP v1 over stdio. It is a second projection of the same core as the wire front end:
 //! sessions come from the session builder, turns run on the soul's driver, and every session is
 //! recorded into its `wire.jsonl`, so wire and ACP can resume each other's sessions.

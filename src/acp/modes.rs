@@ -1,4 +1,4 @@
-//! Session modes and config options (`acp.md` §4.9, §4.10): plan mode is the ACP mode `plan`
+//! Session modes and config options (`docs/acp.md` §4.9, §4.10): plan mode is the ACP mode `plan`
 //! beside `default`; the model and thinking are select options (category `model` and
 //! `thought_level`), so current Zed builds render them as pickers.
 
@@ -148,7 +148,7 @@ mod tests {
     }
 }
 
-/// The legacy `models` member of session answers (`acp.md` §4.4, §12.6), still read by older
+/// The legacy `models` member of session answers (`docs/acp.md` §4.4, §12.6), still read by older
 /// clients that predate config options.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]

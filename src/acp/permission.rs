@@ -1,4 +1,4 @@
-//! Approvals as `session/request_permission` (`acp.md` §12.3): three options with stable ids, in
+//! Approvals as `session/request_permission` (`docs/acp.md` §12.3): three options with stable ids, in
 //! this order; `approve_for_session` is ACP's "allow always" and approves the action for the rest
 //! of the session. Any other answer (a reject, `cancelled`, something unreadable) rejects.
 

@@ -1,7 +1,7 @@
 //! ACP's projection of one session's events: each event becomes zero or more `session/update`
 //! notifications (through the shared [`EventMapper`]), an approval becomes a
 //! `session/request_permission` whose answer is read here, and a turn's outcome becomes the answer
-//! to the `session/prompt` that started it (`acp.md` §13).
+//! to the `session/prompt` that started it (`docs/acp.md` §13).
 //!
 //! Invariants: the prompt's answer is queued after every update of its turn (the projection runs
 //! inline in the emitting task); a permission request whose turn is cancelled is forgotten at
@@ -146,7 +146,7 @@ fn unanswerable(request: &Request) -> ClientAnswer {
     }
 }
 
-/// Where to say that an approved call starts running (`in_progress`, `acp.md` §13.4).
+/// Where to say that an approved call starts running (`in_progress`, `docs/acp.md` §13.4).
 struct Started {
     outbound: Outbound,
     session_id: String,

@@ -1,4 +1,4 @@
-//! A `session/prompt`'s content blocks as the core's user input (`acp.md` §4.12, §6): text as
+//! A `session/prompt`'s content blocks as the core's user input (`docs/acp.md` §4.12, §6): text as
 //! text, images as data URLs, a resource link as a mention of its name and URI, an embedded text
 //! resource as its text wrapped with its URI. Audio is refused: no kiwi model takes audio, so it
 //! is not advertised.

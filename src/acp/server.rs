@@ -94,7 +94,7 @@ impl AcpServer {
         let out = &self.shared.outbound;
         match request {
             AcpRequest::Initialize(request) => {
-                let response = self.initialize(request);
+                let response = self.initialize(*request);
                 out.respond(id, &response).await;
             }
             AcpRequest::Authenticate(request) => {

@@ -1,4 +1,4 @@
-//! `Shell` through the client's terminal (`acp.md` §12.5, §5.5), used when the client offers
+//! `Shell` through the client's terminal (`docs/acp.md` §12.5, §5.5), used when the client offers
 //! `terminal`: the built-in Shell tool (its name, description, parameters, validation, timeout
 //! bounds, approval and result wording all come from `tools::shell`) with a [`CommandRunner`]
 //! that runs each command in a terminal the client creates and shows inside the tool call.
@@ -47,7 +47,7 @@ const OUTPUT_BYTE_LIMIT: u64 = 50_000;
 const SNAPSHOT_EVERY: Duration = Duration::from_secs(2);
 /// The longest kiwi waits for the client to answer a kill or an output request.
 const CLIENT_BOUND: Duration = Duration::from_secs(10);
-/// Added to the result's message when the client cut the output (`acp.md` §12.5).
+/// Added to the result's message when the client cut the output (`docs/acp.md` §12.5).
 const TRUNCATED_NOTE: &str = "Output was truncated by the client output limit.";
 
 /// Runs Shell commands in the client's terminals.

@@ -1,5 +1,5 @@
 //! How a tool call looks in an ACP client: its title, kind and locations, computed from the tool
-//! name and its (possibly still incomplete) argument text (`acp.md` §12.2, §13.4).
+//! name and its (possibly still incomplete) argument text (`docs/acp.md` §12.2, §13.4).
 
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! Stored OAuth credentials (`cli-subcommands.md` §3.6): one JSON file per key in
+//! Stored OAuth credentials (`docs/subcommands.md` §3.6): one JSON file per key in
 //! `<share>/credentials/`, shared with kimi-cli (either program may rotate the tokens).
 //!
 //! Invariants:

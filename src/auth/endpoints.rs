@@ -1,4 +1,4 @@
-//! The Kimi account's HTTP endpoints (`cli-subcommands.md` §3.1–§3.3, §3.8): device
+//! The Kimi account's HTTP endpoints (`docs/subcommands.md` §3.1–§3.3, §3.8): device
 //! authorization, token polling, token refresh, and the platform's model list.
 //!
 //! Invariants:

@@ -1,4 +1,4 @@
-//! The Kimi account login (`cli-subcommands.md` §3): stored OAuth credentials, their refresh,
+//! The Kimi account login (`docs/subcommands.md` §3): stored OAuth credentials, their refresh,
 //! the account's HTTP endpoints, and the chat provider and service keys that use them.
 //!
 //! A provider or service with `oauth = {storage, key}` gets its key from the stored credential

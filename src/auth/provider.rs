@@ -1,4 +1,4 @@
-//! A chat provider whose key is a stored login (`cli-subcommands.md` §3.7, §3.9): it wraps the
+//! A chat provider whose key is a stored login (`docs/subcommands.md` §3.7, §3.9): it wraps the
 //! provider the config names and keeps it on the current token.
 //!
 //! Invariants:

@@ -1,5 +1,5 @@
 //! The live token of one stored login: what an `oauth` provider or service sends as its key,
-//! and the refresh of the Kimi Code credential (`cli-subcommands.md` §3.7, §3.8).
+//! and the refresh of the Kimi Code credential (`docs/subcommands.md` §3.7, §3.8).
 //!
 //! Invariants:
 //! * one manager per (share dir, key) in the process, so the chat provider, the search and fetch

@@ -397,7 +397,7 @@ mod tests {
     fn coder_subagent() {
         let default = load_agent_spec(None).unwrap();
         let coder = load_agent_spec_at(&default.subagents[0].path).unwrap();
-        // No delegation, todo list, questions or plan mode (`wire-1.10.md` §8.1).
+        // No delegation, todo list, questions or plan mode (`docs/protocol-1.10.md` §8.1).
         let dropped = [":Agent", ":SetTodoList", ":AskUserQuestion", ":EnterPlanMode", ":ExitPlanMode"];
         let expected: Vec<&str> =
             DEFAULT_TOOLS.iter().copied().filter(|t| !dropped.iter().any(|d| t.ends_with(d))).collect();

@@ -1,4 +1,4 @@
-//! `kiwi info [--json]` (`cli-subcommands.md` §4): versions, in the reference's keys and order.
+//! `kiwi info [--json]` (`docs/subcommands.md` §4): versions, in the reference's keys and order.
 //!
 //! Invariants: touches no file; the wire protocol version is the one `initialize` answers with
 //! (the wire module's constant), the CLI version the one `--version` and `initialize` announce;

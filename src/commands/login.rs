@@ -1,4 +1,4 @@
-//! `kiwi login [--json]`: the OAuth device flow of `cli-subcommands.md` §3.3, writing the login
+//! `kiwi login [--json]`: the OAuth device flow of `docs/subcommands.md` §3.3, writing the login
 //! into the default config (§3.5) and the credential file (§3.6).
 //!
 //! Invariants: the order of the flow is the reference's (the token is saved before the model

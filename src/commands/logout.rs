@@ -1,4 +1,4 @@
-//! `kiwi logout [--json]` (`cli-subcommands.md` §3.10): deletes the stored Kimi Code login and
+//! `kiwi logout [--json]` (`docs/subcommands.md` §3.10): deletes the stored Kimi Code login and
 //! takes the managed provider, its models and the two Moonshot services out of the default
 //! config.
 //!

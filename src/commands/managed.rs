@@ -1,4 +1,4 @@
-//! What `login` and `logout` change in the config (`cli-subcommands.md` §3.5, §3.10): the
+//! What `login` and `logout` change in the config (`docs/subcommands.md` §3.5, §3.10): the
 //! managed provider `managed:kimi-code`, its `kimi-code/<id>` models, the default model and the
 //! two Moonshot services, all pointing at the stored login `oauth/kimi-code`.
 //!

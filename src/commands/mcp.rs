@@ -1,4 +1,4 @@
-//! `kiwi mcp add | remove | list` and the file they edit (`cli-subcommands.md` §1.1-§1.4):
+//! `kiwi mcp add | remove | list` and the file they edit (`docs/subcommands.md` §1.1-§1.4):
 //! `<share_dir>/mcp.json`, read and validated before anything else, edited as raw JSON so that
 //! keys kiwi does not know survive, written with 2-space indentation and no trailing newline.
 //!

@@ -1,4 +1,4 @@
-//! `kiwi mcp test | auth | reset-auth` (`cli-subcommands.md` §1.5-§1.7): the subcommands that
+//! `kiwi mcp test | auth | reset-auth` (`docs/subcommands.md` §1.5-§1.7): the subcommands that
 //! talk to a server or its stored OAuth tokens.
 //!
 //! Only `auth` opens a browser. `test` on an OAuth server uses the stored tokens (refreshing an

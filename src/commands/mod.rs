@@ -1,4 +1,4 @@
-//! The subcommands that are not a server: `login`, `logout`, `info`, `mcp` (`cli-subcommands.md`
+//! The subcommands that are not a server: `login`, `logout`, `info`, `mcp` (`docs/subcommands.md`
 //! §1, §3, §4). Unlike the wire server, stdout here belongs to the command: one message per line, text or
 //! (with `--json`) one JSON object per line, written only by [`print_line`].
 //!

@@ -1,4 +1,4 @@
-//! Finding, parsing and validating the config (`cli-and-config.md` §2).
+//! Finding, parsing and validating the config (`docs/configuration.md` §2).
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,4 @@
-//! The configuration file's schema (`cli-and-config.md` §2.4). Unknown keys are ignored.
+//! The configuration file's schema (`docs/configuration.md` §2.4). Unknown keys are ignored.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +15,7 @@ pub struct Config {
     pub default_model: String,
     #[serde(default, deserialize_with = "lenient::bool")]
     pub default_thinking: bool,
-    /// New sessions start in plan mode (`wire-1.10.md` §6.1).
+    /// New sessions start in plan mode (`docs/protocol-1.10.md` §6.1).
     #[serde(default, deserialize_with = "lenient::bool")]
     pub default_plan_mode: bool,
     #[serde(default)]
@@ -28,10 +28,10 @@ pub struct Config {
     pub services: Services,
     #[serde(default)]
     pub mcp: McpSettings,
-    /// Command hooks (`wire-1.10.md` §5.3), TOML `[[hooks]]`.
+    /// Command hooks (`docs/protocol-1.10.md` §5.3), TOML `[[hooks]]`.
     #[serde(default)]
     pub hooks: Vec<HookConfig>,
-    /// Background tasks (`wire-1.10.md` §9).
+    /// Background tasks (`docs/protocol-1.10.md` §9).
     #[serde(default)]
     pub background: BackgroundSettings,
 }

@@ -1,5 +1,5 @@
 //! Picking the model and provider, applying env overrides, deriving capabilities and the
-//! thinking setting (`cli-and-config.md` §3 and §4).
+//! thinking setting (`docs/configuration.md` §3 and §4).
 
 use std::collections::BTreeSet;
 

@@ -1,4 +1,4 @@
-//! Provider errors and the retry classification of `soul.md` §4.1 and `wire-1.10.md` §4.2.
+//! Provider errors and the retry classification of `docs/soul.md` §4.1 and `docs/protocol-1.10.md` §4.2.
 
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ pub enum ChatError {
     #[error("{0}")]
     Other(String),
     /// An OAuth provider still answered 401 after a forced token refresh (or the refresh
-    /// failed): the login has expired. The wire answers -32004 (`cli-subcommands.md` §3.9).
+    /// failed): the login has expired. The wire answers -32004 (`docs/subcommands.md` §3.9).
     #[error("{}", LOGIN_EXPIRED_MESSAGE)]
     LoginExpired,
 }

@@ -54,7 +54,7 @@ pub struct ProviderConfig {
     pub oauth: Option<OAuthRef>,
 }
 
-/// A reference to a stored OAuth credential (`cli-subcommands.md` §3.6): written by `kimi login`
+/// A reference to a stored OAuth credential (`docs/subcommands.md` §3.6): written by `kimi login`
 /// / `kiwi login` as `oauth = {storage = "file", key = "oauth/kimi-code"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OAuthRef {

@@ -1,4 +1,4 @@
-//! MCP server definitions (`cli-subcommands.md` §2.1, §2.2): config documents of the
+//! MCP server definitions (`docs/subcommands.md` §2.1, §2.2): config documents of the
 //! `{"mcpServers": {NAME: ENTRY}}` shape (or the entries at the top level), merged into one table
 //! keyed by name where a later definition replaces an earlier one in its earlier position.
 //!

@@ -1,4 +1,4 @@
-//! An MCP `tools/call` result as a tool result (`cli-subcommands.md` §2.8): content blocks to
+//! An MCP `tools/call` result as a tool result (`docs/subcommands.md` §2.8): content blocks to
 //! content parts, `isError`, and the 100,000-character output budget.
 //!
 //! The result is read in its MCP JSON form (`{"content": [...], "isError": ...}`), which is the

@@ -1,4 +1,4 @@
-//! One configured MCP server and its live MCP session (`cli-subcommands.md` §2.6, §2.7):
+//! One configured MCP server and its live MCP session (`docs/subcommands.md` §2.6, §2.7):
 //! spawning a stdio server in its own session and process group, or opening a Streamable HTTP
 //! or SSE session; `initialize`, `tools/list`, `tools/call`; respawning a server that died.
 //!

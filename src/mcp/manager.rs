@@ -1,4 +1,4 @@
-//! The MCP servers of one session (`cli-subcommands.md` §2.3-§2.5): their statuses, the one
+//! The MCP servers of one session (`docs/subcommands.md` §2.3-§2.5): their statuses, the one
 //! background job that connects them all concurrently, the snapshot a turn reports, and the
 //! connection error that exactly one turn collects.
 //!

@@ -1,4 +1,4 @@
-//! The MCP client (`tools.md` §10, `cli-subcommands.md` §2): server definitions, connections to
+//! The MCP client (`docs/tools.md` §10, `docs/subcommands.md` §2): server definitions, connections to
 //! stdio, Streamable HTTP and (legacy) SSE servers, their tools as kiwi tools, the per-session
 //! status the turns report, and OAuth for remote servers (the flow, the token store, refresh).
 //!

@@ -1,4 +1,4 @@
-//! Stored MCP OAuth tokens (`cli-subcommands.md` §1.8): one file-tree key–value store under
+//! Stored MCP OAuth tokens (`docs/subcommands.md` §1.8): one file-tree key–value store under
 //! `<share_dir>/mcp-oauth/`, keyed by the server URL without its trailing `/`, laid out like the
 //! reference's so tokens are shared with an installed kimi-cli.
 //!

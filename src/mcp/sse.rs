@@ -1,4 +1,4 @@
-//! The legacy MCP transport "HTTP with SSE" (MCP 2024-11-05; `cli-subcommands.md` §2.7), which
+//! The legacy MCP transport "HTTP with SSE" (MCP 2024-11-05; `docs/subcommands.md` §2.7), which
 //! rmcp has no client for: `GET <url>` opens an event stream whose first event, `endpoint`,
 //! names the URI every client message is POSTed to; every server message arrives on the stream
 //! as a `message` event. [`SseTransport`] is an rmcp client [`Transport`], so a session over it

@@ -1,4 +1,4 @@
-//! An MCP server's tool as a kiwi tool (`tools.md` §10, `cli-subcommands.md` §2.5, §2.8):
+//! An MCP server's tool as a kiwi tool (`docs/tools.md` §10, `docs/subcommands.md` §2.5, §2.8):
 //! validated arguments, approval `mcp:<name>`, the call under `tool_call_timeout_ms`, the result
 //! mapped to content parts.
 

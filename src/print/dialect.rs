@@ -1,5 +1,5 @@
 //! Which command line this is: kimi's (wire mode or `--print`) or Claude Code's headless one
-//! (`print-mode.md` C.4). The two reuse spellings with different meanings (`-p`, `-c`, a
+//! (`docs/print-mode.md` C.4). The two reuse spellings with different meanings (`-p`, `-c`, a
 //! positional argument), so the choice is made on the raw argv before either parser runs.
 //!
 //! Invariants: the scan never fails (the chosen parser reports usage errors); option values are

@@ -1,5 +1,5 @@
 //! Print mode: headless runs in kimi's `--print` dialect and in Claude Code's stream-json
-//! dialect (`print-mode.md`), the third front end beside wire (and ACP).
+//! dialect (`docs/print-mode.md`), the third front end beside wire (and ACP).
 //!
 //! Each dialect is a projection of the soul's events ([`crate::soul::Projection`]) plus a run
 //! loop that feeds turns to the soul's [`crate::soul::TurnDriver`]. Recording to `wire.jsonl`

@@ -1,6 +1,6 @@
 //! Display blocks: structured hints for a client UI attached to approvals and tool results.
 //!
-//! Known block types serialize with exactly the spec's fields (`wire-1.10.md` §3.3: a `diff` block
+//! Known block types serialize with exactly the spec's fields (`docs/protocol-1.10.md` §3.3: a `diff` block
 //! always carries `old_start`, `new_start` and `is_summary`, which default to 1, 1 and false when
 //! an older record lacks them). A block of a type we do not know (sent by a client in an external
 //! tool result) is kept as `{"type":T,"data":{...rest}}`.
@@ -85,7 +85,7 @@ impl DisplayBlock {
         })
     }
 
-    /// The block for files too big to diff: line counts only (`wire-1.10.md` §3.3).
+    /// The block for files too big to diff: line counts only (`docs/protocol-1.10.md` §3.3).
     pub fn diff_summary(path: impl Into<String>, old_lines: usize, new_lines: usize) -> Self {
         let new_text = if old_lines == new_lines {
             format!("({new_lines} lines, modified)")

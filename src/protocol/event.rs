@@ -1,5 +1,5 @@
-//! Every event the server sends, as `{"type":T,"payload":{...}}` (`wire-protocol.md` §5,
-//! `wire-1.10.md` §3.1).
+//! Every event the server sends, as `{"type":T,"payload":{...}}` (`docs/protocol.md` §5,
+//! `docs/protocol-1.10.md` §3.1).
 //!
 //! The same serialization is used for wire `params`, `wire.jsonl` records and nested
 //! `SubagentEvent` payloads. All payload members are always present (nulls included). Records of
@@ -38,7 +38,7 @@ pub struct ApprovalResponse {
     pub feedback: String,
 }
 
-/// An event of a subagent, wrapped (`wire-1.10.md` §8.3).
+/// An event of a subagent, wrapped (`docs/protocol-1.10.md` §8.3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SubagentEvent {
     /// The `Agent` tool call that runs the subagent (`task_tool_call_id` before 1.6).
@@ -51,7 +51,7 @@ pub struct SubagentEvent {
     pub event: Box<Event>,
 }
 
-/// `StepRetry` (`wire-1.10.md` §4.2): an LLM call failed and is about to be retried.
+/// `StepRetry` (`docs/protocol-1.10.md` §4.2): an LLM call failed and is about to be retried.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepRetry {
     pub n: u32,
@@ -91,7 +91,7 @@ pub struct HookResolved {
     pub duration_ms: u64,
 }
 
-/// A background notification (`wire-1.10.md` §9.3). Comes with background tasks.
+/// A background notification (`docs/protocol-1.10.md` §9.3). Comes with background tasks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Notification {
     pub id: String,

@@ -1,4 +1,4 @@
-//! The hook events (`wire-1.10.md` §5.1): the names config files, client subscriptions and hook
+//! The hook events (`docs/protocol-1.10.md` §5.1): the names config files, client subscriptions and hook
 //! events use, in the order `initialize` lists them.
 
 use schemars::JsonSchema;

@@ -1,4 +1,4 @@
-//! Requests the server sends and the client must answer (`wire-1.10.md` §3.4): approvals,
+//! Requests the server sends and the client must answer (`docs/protocol-1.10.md` §3.4): approvals,
 //! client-owned tool calls, questions, client hooks. The JSON-RPC id of each equals its
 //! payload's `id`.
 //!
@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::display::DisplayBlock;
 
-/// Who an approval is for (`wire-1.10.md` §3.4).
+/// Who an approval is for (`docs/protocol-1.10.md` §3.4).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalSource {

@@ -1,4 +1,4 @@
-//! `StatusUpdate` and its parts (`wire-1.10.md` §3.2): token usage, context fill, plan mode and
+//! `StatusUpdate` and its parts (`docs/protocol-1.10.md` §3.2): token usage, context fill, plan mode and
 //! MCP loading state.
 //!
 //! Invariants: all seven members are always serialized, in the spec's order; `null` means "no
@@ -65,7 +65,7 @@ impl StatusUpdate {
     }
 }
 
-/// MCP connection state, as reported while a turn waits for servers (`wire-1.10.md` §3.2).
+/// MCP connection state, as reported while a turn waits for servers (`docs/protocol-1.10.md` §3.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct McpStatus {
     pub loading: bool,

@@ -100,7 +100,7 @@ pub enum ErrorCause {
     #[default]
     None,
     /// The user rejected the call's approval request: the turn stops, unless a rejection of the
-    /// same step came with feedback (`wire-1.10.md` §3.5).
+    /// same step came with feedback (`docs/protocol-1.10.md` §3.5).
     Rejected,
     /// A policy stopped the call before it ran (a `PreToolUse` hook, plan mode): the model reads
     /// why and the turn goes on.

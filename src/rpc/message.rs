@@ -1,4 +1,4 @@
-//! JSON-RPC 2.0 envelopes and the classification of one inbound line (`wire-protocol.md` §2).
+//! JSON-RPC 2.0 envelopes and the classification of one inbound line (`docs/protocol.md` §2).
 //!
 //! Generic: nothing here knows a method name. Which methods exist, and what an unknown one is
 //! answered, is each front end's method table. Divergence from the reference, on purpose:

@@ -1,4 +1,4 @@
-//! The `_system_prompt` record that opens `context.jsonl` (`wire-1.10.md` §10.3), and what makes a
+//! The `_system_prompt` record that opens `context.jsonl` (`docs/protocol-1.10.md` §10.3), and what makes a
 //! session worth keeping (§10.4).
 //!
 //! Invariants: the record is `{"role": "_system_prompt", "content": "…"}` with Python's

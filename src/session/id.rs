@@ -4,7 +4,7 @@
 //! deleted at exit when the session stayed empty. An id that could name anything else (a path
 //! with a separator, `.`/`..`, a NUL byte) would let a client create and later delete files
 //! outside the share dir, so such ids are refused wherever an id enters (the reference uses the
-//! id verbatim; this is the safety issue's fix, and it wins over the spec).
+//! id verbatim; kiwi's rule, `docs/sessions.md` §7.3).
 
 /// Why an id was refused; the text is the usage error the user sees.
 pub fn check_session_id(id: &str) -> Result<(), String> {

@@ -4,8 +4,8 @@
 //! torn (a crash mid-write) gets a newline before the next record, so records never glue onto
 //! the fragment; readers skip a torn or unparsable line with a log line instead of failing.
 //!
-//! A write that fails midway (disk full, file size limit) does not poison the file (issue 14,
-//! item 8): the appender remembers the offset after the last complete record and truncates back
+//! A write that fails midway (disk full, file size limit) does not poison the file (`docs/sessions.md`
+//! §7.2): the appender remembers the offset after the last complete record and truncates back
 //! to it, with a WARN naming the file and the cause, so the next record starts clean and a resume
 //! loses at most the failed record. If even the truncation fails, it is retried before the next
 //! record, and as a last resort the fragment is closed with a newline (which readers skip).

@@ -1,4 +1,4 @@
-//! `state.json`: what a session remembers besides its context (`wire-1.10.md` §10.2): approval
+//! `state.json`: what a session remembers besides its context (`docs/protocol-1.10.md` §10.2): approval
 //! state, added directories, title, plan mode, todos.
 //!
 //! Invariants: the file is written whole and atomically (a temp file in the same folder, then a

@@ -1,21 +1,21 @@
-//! The share dir, the `kimi.json` index and session folders (`sessions.md` §1-§4).
+//! The share dir, the `kimi.json` index and session folders (`docs/sessions.md` §1-§4).
 //!
 //! Invariants: a session folder is `<share>/sessions/<md5(work dir)>/<id>/`; a running server
 //! holds an exclusive advisory lock on its `context.jsonl` so two servers never write the same
 //! session; `kimi.json` is rewritten whole (2-space indent) and unknown top-level keys are
 //! dropped, but a `work_dirs` entry kiwi cannot read is written back untouched.
 //!
-//! Safety (issue 14, item 2, which overrides `sessions.md` §3): opening a session never truncates
+//! Safety (`docs/sessions.md` §7.1): opening a session never truncates
 //! an existing `context.jsonl` (a folder holding one is resumed even without a kimi.json entry),
 //! and an unreadable `kimi.json` is moved aside to `kimi.json.bad-<unix time>`, never replaced.
 //!
-//! Many processes share one index (issue 20, item 15): `kimi.json` changes only through
+//! Many processes share one index: `kimi.json` changes only through
 //! [`Metadata::update`], a read-modify-write under an exclusive `flock` on `kimi.json.lock`, which
 //! writes a temporary file of its own (a unique name) and renames it into place. A reader
 //! therefore always sees one whole version; a file that does not parse is read again under the
 //! lock (where no kiwi writer can be midway) before it is declared unreadable and moved aside.
 //!
-//! Exit reads nothing big (issue 20, item 11): whether a session holds anything is decided by
+//! Exit reads nothing big: whether a session holds anything is decided by
 //! streaming its files up to the first record that counts, never by reading them whole.
 
 use std::os::fd::AsRawFd;
@@ -223,7 +223,7 @@ impl Metadata {
     /// Reads `<share>/kimi.json`. A missing file is empty metadata. A file that cannot be read
     /// or parsed is read again under the index lock, and if it still cannot, it is moved aside to
     /// `kimi.json.bad-<unix time>` with a warning, so the next update does not silently replace
-    /// what the user had (issue 14, item 2).
+    /// what the user had (`docs/sessions.md` §7.1).
     pub fn load(share: &Path) -> Metadata {
         match Self::read(share) {
             Ok(meta) => meta,
@@ -384,8 +384,8 @@ impl Session {
         let work = work_dir.to_string_lossy().to_string();
         let base = sessions_dir(share, work_dir);
         let meta = Metadata::load(share);
-        // The spec (`sessions.md` §3) requires a kimi.json entry for the work dir before a
-        // session can be found, and otherwise re-creates (truncates) it. Issue 14 (item 2) wins:
+        // The reference (`docs/sessions.md` §3) requires a kimi.json entry for the work dir before a
+        // session can be found, and otherwise re-creates (truncates) it. kiwi's rule (`docs/sessions.md` §7.1) wins:
         // a folder that holds a context.jsonl is resumed whatever kimi.json says.
         let found = |id: &str| stored_session(share, work_dir, id).is_some();
         let (id, resumed) = match choice {
@@ -469,7 +469,7 @@ impl Session {
         // Only the first records are read: the header, then the first record that is not one.
         let wire_empty = !super::jsonl::any_record(&self.wire_path(), |r: &WireProbe| !r.is_header()).unwrap_or(true);
         // Bookkeeping records (`_system_prompt`, checkpoints) and an untitled state are not content
-        // (`wire-1.10.md` §10.4).
+        // (`docs/protocol-1.10.md` §10.4).
         let context_empty = !super::context_prompt::has_conversation(&self.context_path())
             && super::state::load(&self.dir).custom_title.is_none();
         let empty = wire_empty && context_empty;
@@ -635,7 +635,7 @@ mod tests {
         assert!(s.dir.join("other").exists());
     }
 
-    /// Issue 20, item 15: processes (children of this test binary), each with threads, each
+    /// Processes (children of this test binary), each with threads, each
     /// thread a work dir of its own, open and finish sessions as fast as they can. Every update
     /// must survive (no lost update, checked after each exit), nothing may fail, and the index
     /// must never be taken for corrupt.
@@ -715,7 +715,7 @@ mod tests {
         assert_eq!(meta.work_dirs.len(), PROCESSES * THREADS);
     }
 
-    /// Issue 20, item 11: exit reads only the first records of the session's files. The child
+    /// Exit reads only the first records of the session's files. The child
     /// limits its address space to 1.5 times the (sparse) files' size: reading one whole and
     /// copying its lines does not fit, and nothing may fail quietly either.
     #[test]

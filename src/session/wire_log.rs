@@ -1,12 +1,12 @@
-//! `wire.jsonl`: every wire message of the main agent, fragments merged (`sessions.md` §6).
+//! `wire.jsonl`: every wire message of the main agent, fragments merged (`docs/sessions.md` §6).
 //!
 //! Invariants: the metadata header is written only into an empty file; fragments are merged by
 //! the step assembler (`protocol::assembly`: one record per run — text or think run, a
 //! `ToolCall` with its `ToolCallPart`s), and any other message flushes the open run first, so
 //! record order equals wire order.
 //!
-//! A failed write (disk full) is cut back to the last complete record by the appender (issue 14,
-//! item 8) and kept for [`WireLog::take_write_error`]; a header that could not be written is
+//! A failed write (disk full) is cut back to the last complete record by the appender (`docs/sessions.md`
+//! §7.2) and kept for [`WireLog::take_write_error`]; a header that could not be written is
 //! retried before the next record, so no record ever lands in a file without its header.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Reading `wire.jsonl` back (`wire-1.10.md` §2.6): the records a session recorded, in order, in
+//! Reading `wire.jsonl` back (`docs/protocol-1.10.md` §2.6): the records a session recorded, in order, in
 //! the current shape, for any front end that replays or loads a session.
 //!
 //! Invariants: the file is read line by line (memory stays flat for any size); blank lines, the

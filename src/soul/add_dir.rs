@@ -1,4 +1,4 @@
-//! `/add-dir [path]` (`wire-1.10.md` §4.5): directories added to the workspace, persisted in the
+//! `/add-dir [path]` (`docs/protocol-1.10.md` §4.5): directories added to the workspace, persisted in the
 //! session state, announced to the model with a listing.
 //!
 //! Invariants: a directory is stored canonical (symlinks resolved) and only once; nothing inside

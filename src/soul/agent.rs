@@ -109,7 +109,7 @@ impl Agent {
             dmail: None,
             subagents: parent.subagents.clone(),
             background: parent.background.clone(),
-            // Subagents never get MCP tools (`tools.md` §10).
+            // Subagents never get MCP tools (`docs/tools.md` §10).
             mcp: None,
         }
     }

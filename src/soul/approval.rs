@@ -1,4 +1,4 @@
-//! Approvals (`wire-1.10.md` §3.5-§3.6): one registry per session for every approval request,
+//! Approvals (`docs/protocol-1.10.md` §3.5-§3.6): one registry per session for every approval request,
 //! whoever asks and whoever resolves it.
 //!
 //! Invariants:

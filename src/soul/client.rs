@@ -1,4 +1,4 @@
-//! What the connected client can do (`wire-1.10.md` §2.2): answer questions, show plan mode.
+//! What the connected client can do (`docs/protocol-1.10.md` §2.2): answer questions, show plan mode.
 //! Set by the front end's handshake; read by the step (which tools the model sees) and by the
 //! tools' host (whether a question can be asked at all).
 //!

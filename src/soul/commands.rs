@@ -1,4 +1,4 @@
-//! Slash commands in wire mode (`soul.md` §7.2, `wire-1.10.md` §4.5): init, compact, clear/reset,
+//! Slash commands in wire mode (`docs/soul.md` §7.2, `docs/protocol-1.10.md` §4.5): init, compact, clear/reset,
 //! the mode switches (in `mode_commands`), skills, flows.
 
 use super::Soul;
@@ -24,7 +24,7 @@ impl Soul {
                 if self.context.checkpoints() == 0 {
                     say(sink, "The context is empty.").await;
                 } else {
-                    // Arguments are ignored in 1.2 (`soul.md` §7.2).
+                    // Arguments are ignored in 1.2 (`docs/soul.md` §7.2).
                     let trigger = if args.is_empty() { Trigger::Manual } else { Trigger::ManualWithPrompt };
                     if let Err(e) = self.compact(sink, args, trigger).await {
                         sink.emit(Event::StepInterrupted {}).await;
@@ -83,7 +83,7 @@ impl Soul {
     async fn run_init(&mut self, sink: &EventSink) -> Result<TurnOutcome, TurnError> {
         let real = std::mem::replace(&mut self.context, Context::in_memory());
         sink.emit(Event::TurnBegin { user_input: UserInput::Text(INIT.trim().to_string()) }).await;
-        // The nested run enters like any prompt, so the Ralph loop applies to it (`soul.md` §9).
+        // The nested run enters like any prompt, so the Ralph loop applies to it (`docs/soul.md` §9).
         let parts = vec![ContentPart::text(INIT.trim())];
         let result = if self.agent.loop_control.max_ralph_iterations != 0 {
             self.run_ralph(parts, sink).await

@@ -1,4 +1,4 @@
-//! Context compaction (`soul.md` §6, `wire-1.10.md` §4.5): keep the last two user/assistant
+//! Context compaction (`docs/soul.md` §6, `docs/protocol-1.10.md` §4.5): keep the last two user/assistant
 //! messages, summarize what came before with one tool-less LLM call, and restart the context from
 //! the summary. The new token count is an estimate: the summary's output tokens (when the call
 //! reported usage) plus a quarter of the characters of the preserved messages' text.

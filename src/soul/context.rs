@@ -1,5 +1,5 @@
 //! The conversation context: history, token count and checkpoints, mirrored line by line into
-//! `context.jsonl` (`sessions.md` §5).
+//! `context.jsonl` (`docs/sessions.md` §5).
 //!
 //! Invariants: memory and file change together, one line per change; a restore skips torn or
 //! unparsable lines with a warning (it never fails the start and never silently empties the
@@ -7,7 +7,7 @@
 //!
 //! A failed append (disk full) keeps the change in memory, leaves the file at its last complete
 //! record (see `session::jsonl`) and is remembered until the soul collects it with
-//! [`Context::take_write_error`] and tells the client (issue 14, item 8).
+//! [`Context::take_write_error`] and tells the client (`docs/sessions.md` §7.2).
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,4 @@
-//! D-Mail (`soul.md` §11): the `SendDMail` tool lets the model send a message to an earlier
+//! D-Mail (`docs/soul.md` §11): the `SendDMail` tool lets the model send a message to an earlier
 //! checkpoint; at the end of the step the context is rolled back to just before that checkpoint
 //! and the message is handed to the model as a note from its future self.
 //!

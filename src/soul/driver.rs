@@ -9,7 +9,7 @@
 //!
 //! Invariants: at most one turn or claim at a time (`start`/`claim` answer `Busy` otherwise);
 //! every started turn ends with exactly one `turn_ended`, also when it panics or is cancelled,
-//! and every `TurnBegin` is followed by one `TurnEnd` before it (`wire-1.10.md` §4.4), then by the
+//! and every `TurnBegin` is followed by one `TurnEnd` before it (`docs/protocol-1.10.md` §4.4), then by the
 //! rejection of the turn's unanswered approvals; cancel drops the turn's future, so every await
 //! point is a cancel point and a pending request's answer channel closes; the next turn's events
 //! come after the previous turn's outcome (the soul stays locked until the outcome is out).

@@ -14,14 +14,14 @@ pub enum TurnError {
     #[error("{0}")]
     Provider(ChatError),
     /// A bug or an environment failure inside the turn; never silence, always an answer
-    /// (-32603 `<kind>: <message>`, `wire-1.10.md` §2.3).
+    /// (-32603 `<kind>: <message>`, `docs/protocol-1.10.md` §2.3).
     #[error("{kind}: {message}")]
     Internal { kind: &'static str, message: String },
 }
 
 impl From<ChatError> for TurnError {
     /// Provider errors are -32003; a malformed part from the provider is an internal failure of
-    /// the turn (`scripted-echo.md` §5.3: -32603 `ValidationError: …`).
+    /// the turn (`docs/scripted-echo.md` §5.3: -32603 `ValidationError: …`).
     fn from(e: ChatError) -> Self {
         match e {
             ChatError::Invalid(message) => TurnError::internal("ValidationError", message),

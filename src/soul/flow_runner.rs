@@ -1,4 +1,4 @@
-//! Flow skills (`/flow:<name>`) and the Ralph loop (`soul.md` §7.5, §9): each node is a sub-turn
+//! Flow skills (`/flow:<name>`) and the Ralph loop (`docs/soul.md` §7.5, §9): each node is a sub-turn
 //! with its own nested `TurnBegin` / `TurnEnd`.
 
 use super::Soul;

@@ -1,4 +1,4 @@
-//! The MCP wait at the start of an agent run (`cli-subcommands.md` §2.4, `wire-1.10.md` §4.1):
+//! The MCP wait at the start of an agent run (`docs/subcommands.md` §2.4, `docs/protocol-1.10.md` §4.1):
 //! start the session's connections if nobody has yet, bracket a wait for servers still
 //! connecting with `StatusUpdate{mcp_status}` + `MCPLoadingBegin` … `StatusUpdate{mcp_status}` +
 //! `MCPLoadingEnd`, then fail this one turn if a connection failed and no turn has said so yet.

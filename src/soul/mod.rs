@@ -99,7 +99,7 @@ impl Soul {
         hooks::HookRunner::new(self.agent.hooks.clone(), sink.clone(), &env.session_id, env.work_dir.clone())
     }
 
-    /// Starts a rotated context file with the `_system_prompt` record (`wire-1.10.md` §10.3).
+    /// Starts a rotated context file with the `_system_prompt` record (`docs/protocol-1.10.md` §10.3).
     pub(crate) fn record_system_prompt(&mut self) {
         self.context.write_record(&crate::session::context_prompt::record_line(&self.agent.system_prompt));
     }

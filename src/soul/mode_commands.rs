@@ -1,4 +1,4 @@
-//! Slash commands that switch session modes (`wire-1.10.md` §4.5): `/yolo`, `/afk`, `/plan`, and
+//! Slash commands that switch session modes (`docs/protocol-1.10.md` §4.5): `/yolo`, `/afk`, `/plan`, and
 //! the plan-mode reminders the model gets while plan mode is on (§6.3).
 //!
 //! Invariants: every switch is persisted through the session state before it is announced; a

@@ -1,4 +1,4 @@
-//! Plan mode's file and policy (`wire-1.10.md` §6): where the plan lives, and what a tool call
+//! Plan mode's file and policy (`docs/protocol-1.10.md` §6): where the plan lives, and what a tool call
 //! may do while plan mode is on.
 //!
 //! Invariants: the plan file is `$HOME/.kimi/plans/<slug>.md` (the home dir, not the share dir);
@@ -113,7 +113,7 @@ pub enum PlanVerdict {
     Blocked(ToolReturnValue),
 }
 
-/// The tool policy of `wire-1.10.md` §6.3 for a call of `tool` with `arguments`.
+/// The tool policy of `docs/protocol-1.10.md` §6.3 for a call of `tool` with `arguments`.
 pub fn check_call(tool: &str, arguments: &Value, plan_file: &Path, work_dir: &Path) -> PlanVerdict {
     match tool {
         "WriteFile" | "StrReplaceFile" => {

@@ -1,4 +1,4 @@
-//! Repeated tool calls (`wire-1.10.md` §11). Within a step, identical calls (same tool, same
+//! Repeated tool calls (`docs/protocol-1.10.md` §11). Within a step, identical calls (same tool, same
 //! canonical arguments) run once and every copy gets the original's result. Across steps, a call
 //! identical to the one before it extends a streak; from the 3rd call of a streak the model is
 //! reminded (more firmly at the 5th and 8th), and from the 12th the turn ends after that step.

@@ -1,4 +1,4 @@
-//! Backoff between attempts of one LLM call (`soul.md` §4.1).
+//! Backoff between attempts of one LLM call (`docs/soul.md` §4.1).
 
 use std::time::Duration;
 

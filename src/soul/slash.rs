@@ -1,4 +1,4 @@
-//! Slash-command parsing (`soul.md` §7.1) and the built-in command table (`wire-1.10.md` §2.2).
+//! Slash-command parsing (`docs/soul.md` §7.1) and the built-in command table (`docs/protocol-1.10.md` §2.2).
 
 /// A command the agent offers (`initialize` lists them; ACP's `available_commands_update` too).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The session's live state (`wire-1.10.md` §10.2): approval flags and session approvals, plan
+//! The session's live state (`docs/protocol-1.10.md` §10.2): approval flags and session approvals, plan
 //! mode, added directories, title and todos, shared by the main agent, its tools and the front end.
 //!
 //! Invariants: every change goes through one lock and, when the spec says it is persisted, is
@@ -170,7 +170,7 @@ impl SessionState {
         })
     }
 
-    /// Switches plan mode (`wire-1.10.md` §6.1): on allocates a plan id and slug unless they are
+    /// Switches plan mode (`docs/protocol-1.10.md` §6.1): on allocates a plan id and slug unless they are
     /// kept from before, off clears them. Persisted even when unchanged.
     pub fn set_plan_mode(&self, on: bool) -> PlanView {
         self.update(|s| {
@@ -209,7 +209,7 @@ impl SessionState {
         self.update(|s| s.additional_dirs.push(dir));
     }
 
-    /// Sets the title from the first completed prompt, once (`wire-1.10.md` §10.2).
+    /// Sets the title from the first completed prompt, once (`docs/protocol-1.10.md` §10.2).
     pub fn title_from_first_prompt(&self, text: &str) {
         if self.read(|s| s.custom_title.is_some()) {
             return;

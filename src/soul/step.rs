@@ -1,4 +1,4 @@
-//! One step (`soul.md` §4, `wire-1.10.md` §4.1-§4.2): call the model (with retries, each
+//! One step (`docs/soul.md` §4, `docs/protocol-1.10.md` §4.1-§4.2): call the model (with retries, each
 //! announced by `StepRetry` before its wait), forward its fragments, queue each tool call as soon
 //! as it is complete, report usage, run the tools concurrently, grow the context.
 //!
@@ -133,7 +133,7 @@ impl Soul {
         }))
         .await;
 
-        // Streaks of identical calls across the turn's steps (`wire-1.10.md` §11).
+        // Streaks of identical calls across the turn's steps (`docs/protocol-1.10.md` §11).
         let mut notes: Vec<Option<String>> = vec![None; attempt.calls.len()];
         let mut repeated_too_often = false;
         for (i, key) in attempt.keys.iter().enumerate() {
@@ -144,7 +144,7 @@ impl Soul {
             }
         }
         let mut results: Vec<Option<ToolReturnValue>> = vec![None; attempt.calls.len()];
-        // A rejection that came with feedback does not end the turn (`wire-1.10.md` §3.5).
+        // A rejection that came with feedback does not end the turn (`docs/protocol-1.10.md` §3.5).
         let mut feedback_given = false;
         while let Some((i, mut result)) = attempt.running.next().await {
             if result.kind() == ResultKind::Rejected {
@@ -153,7 +153,7 @@ impl Soul {
                     result = ToolReturnValue::rejected_with_feedback(&feedback);
                     feedback_given = true;
                 } else if self.subagent.is_some() {
-                    // Nobody can tell a subagent how to proceed: it goes on (`wire-1.10.md` §8.3).
+                    // Nobody can tell a subagent how to proceed: it goes on (`docs/protocol-1.10.md` §8.3).
                     result = ToolReturnValue::rejected_for_subagent();
                     feedback_given = true;
                 }
@@ -194,7 +194,7 @@ impl Soul {
         for message in tool_messages {
             self.context.append(message);
         }
-        // A failed session write ends the turn with a -32603 answer (issue 14, item 8).
+        // A failed session write ends the turn with a -32603 answer (`docs/sessions.md` §7.2).
         if let Some(e) = self.context.take_write_error() {
             return Err(TurnError::internal("OSError", e));
         }
@@ -397,7 +397,7 @@ impl Soul {
 }
 
 /// A message with thinking but no text worth reading and no tool call: the stream was cut off
-/// during reasoning (`scripted-echo.md` §5.2), which is retried like an empty response.
+/// during reasoning (`docs/scripted-echo.md` §5.2), which is retried like an empty response.
 fn is_thinking_only(content: &[ContentPart]) -> bool {
     content.iter().any(ContentPart::is_think)
         && !content.iter().any(|p| p.as_text().is_some_and(|t| !t.trim().is_empty()))

@@ -1,4 +1,4 @@
-//! What the model sees of a tool result (`soul.md` §5.3).
+//! What the model sees of a tool result (`docs/soul.md` §5.3).
 
 use crate::llm::{Capability, Message};
 use crate::protocol::{ContentPart, ResultKind, ToolOutput, ToolReturnValue};

@@ -1,4 +1,4 @@
-//! `/export [path]` and `/import <file|session id>` (`wire-1.10.md` §4.5): the context to a
+//! `/export [path]` and `/import <file|session id>` (`docs/protocol-1.10.md` §4.5): the context to a
 //! Markdown file, and a file or another session of the same work dir into the context.
 //!
 //! Invariants: export never touches the context; import adds exactly one user message (a system

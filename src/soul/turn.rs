@@ -1,4 +1,4 @@
-//! One `prompt` = one turn (`soul.md` §1-§3, `wire-1.10.md` §2.4, §4.4): `TurnBegin`, slash
+//! One `prompt` = one turn (`docs/soul.md` §1-§3, `docs/protocol-1.10.md` §2.4, §4.4): `TurnBegin`, slash
 //! command, Ralph loop or agent turn, then `TurnEnd` whatever happened (the driver owes it when
 //! the turn's future was dropped).
 //!
@@ -40,7 +40,7 @@ impl AgentRun {
 impl Soul {
     /// Runs a whole turn: the `UserPromptSubmit` hooks, `TurnBegin`, the work, `TurnEnd` (also
     /// after an error or max steps). A blocked prompt gets the block's reason as the answer and
-    /// never reaches the context (`wire-1.10.md` §4.4, §5.1).
+    /// never reaches the context (`docs/protocol-1.10.md` §4.4, §5.1).
     pub async fn run_turn(&mut self, input: UserInput, sink: &EventSink) -> TurnResult {
         let prompt = match &input {
             UserInput::Text(t) => t.clone(),
@@ -113,7 +113,7 @@ impl Soul {
         sink.emit(Event::StatusUpdate(StatusUpdate::context(tokens, max))).await;
     }
 
-    /// A normal agent run (`soul.md` §2): checks, the user message, then the step loop.
+    /// A normal agent run (`docs/soul.md` §2): checks, the user message, then the step loop.
     pub async fn agent_run(&mut self, parts: Vec<ContentPart>, sink: &EventSink) -> Result<AgentRun, TurnError> {
         let Some(llm) = self.agent.llm() else { return Err(self.agent.llm_not_set()) };
         self.check_capabilities(&parts)?;
@@ -165,7 +165,7 @@ impl Soul {
     }
 
     /// Background tasks that ended since the last step: each one's `Notification` to the
-    /// client, its message to the model, and the `Notification` hook (`wire-1.10.md` §9.3).
+    /// client, its message to the model, and the `Notification` hook (`docs/protocol-1.10.md` §9.3).
     async fn deliver_notifications(&mut self, sink: &EventSink) {
         for notice in self.agent.background.take_notices() {
             self.context.append(Message::user_text(notice.model_text));

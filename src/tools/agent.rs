@@ -1,4 +1,4 @@
-//! `Agent`: hands a task to a subagent (`wire-1.10.md` §8.1). The tool only checks its arguments
+//! `Agent`: hands a task to a subagent (`docs/protocol-1.10.md` §8.1). The tool only checks its arguments
 //! and lists the subagent types in its description; running the subagent is the host's job (the
 //! soul runs it nested), so this layer knows nothing of the agent loop.
 //!

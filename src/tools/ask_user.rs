@@ -1,4 +1,4 @@
-//! `AskUserQuestion` (`wire-1.10.md` §7): multiple-choice questions to the user, through the host.
+//! `AskUserQuestion` (`docs/protocol-1.10.md` §7): multiple-choice questions to the user, through the host.
 //!
 //! Invariants: the arguments are checked before anything is asked (1–4 questions, 2–4 options
 //! each); nobody present (afk) or a dismissal is an ordinary result the model can act on, never

@@ -134,7 +134,7 @@ fn in_package(module: &str, package: &str) -> bool {
 }
 
 /// Whether `path` names the delegation tool: `Agent` (1.6+), or the `Task` tool of 1.2 agent
-/// files, which the `Agent` tool replaces (`wire-1.10.md` §8.1).
+/// files, which the `Agent` tool replaces (`docs/protocol-1.10.md` §8.1).
 pub fn is_agent_path(path: &str) -> bool {
     match path.trim().split_once(':') {
         Some((module, "Agent")) => in_package(module, "kimi_cli.tools.agent"),

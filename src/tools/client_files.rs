@@ -1,5 +1,5 @@
 //! Files the client reads and writes for the file tools (ACP's `fs/read_text_file` and
-//! `fs/write_text_file`, `acp.md` §12.4): an editor hands out its buffers, unsaved edits included,
+//! `fs/write_text_file`, `docs/acp.md` §12.4): an editor hands out its buffers, unsaved edits included,
 //! and takes writes into them. Everything else (stat, type detection, resolving paths, approvals
 //! and diffs) stays local.
 //!

@@ -1,4 +1,4 @@
-//! Diff display blocks for file edits (`tools.md` §6.1).
+//! Diff display blocks for file edits (`docs/tools.md` §6.1).
 //!
 //! Invariants:
 //! - Both texts are split like Python's `str.splitlines()`; for up to [`EXACT_MAX_LINES`] lines
@@ -6,7 +6,7 @@
 //!   ([`difflib`]), so ambiguous diffs come out exactly as in the reference. Larger inputs, or a
 //!   matcher that exceeds [`DIFF_DEADLINE`], get a Myers diff (same hunk rules, possibly other
 //!   borders). Above [`MAX_DIFF_LINES`] lines on either side no diff is computed, only a summary
-//!   block with the line counts (`wire-1.10.md` §3.3). Large texts are first cut to what lies
+//!   block with the line counts (`docs/protocol-1.10.md` §3.3). Large texts are first cut to what lies
 //!   between their common head and tail (with context); hunks still carry their real
 //!   `old_start` / `new_start`.
 //! - Hunks carry 3 lines of context and are split when more than 6 unchanged lines separate two
@@ -14,7 +14,7 @@
 //! - The blocks of one diff carry at most [`MAX_DISPLAY_CHARS`] characters of paths and texts, so
 //!   no approval request or tool result frame grows with the file. A cut block ends both its
 //!   sides with the line [`TRUNCATION_MARKER`] (shown as unchanged context by a diff viewer) and
-//!   no block follows it. The spec has no such limit; issue 14 (item 6) requires it.
+//!   no block follows it. The reference has no such limit (`docs/tools.md` §19.5).
 //! - [`diff_blocks_until`] gives up (answering `None`) soon after its stop flag is raised.
 
 mod difflib;
@@ -36,7 +36,7 @@ const CONTEXT: usize = 3;
 const DIFF_DEADLINE: Duration = Duration::from_secs(2);
 /// Lines (old + new) up to which the difflib-exact matcher runs; it is quadratic at worst.
 pub const EXACT_MAX_LINES: usize = 100_000;
-/// Above this many lines on either side only a summary is shown (`wire-1.10.md` §3.3).
+/// Above this many lines on either side only a summary is shown (`docs/protocol-1.10.md` §3.3).
 const MAX_DIFF_LINES: usize = 10_000;
 /// Size (old + new) above which the common head and tail are dropped before splitting lines.
 const TRIM_ABOVE_BYTES: usize = 1 << 20;
@@ -417,7 +417,7 @@ mod tests {
 
     #[test]
     fn more_than_ten_thousand_lines_get_a_summary() {
-        // `wire-1.10.md` §3.3: line counts instead of a diff, whatever the size.
+        // `docs/protocol-1.10.md` §3.3: line counts instead of a diff, whatever the size.
         let old = "\n".repeat(10 << 20);
         let new = "x\n".repeat(5 << 20);
         let blocks = diff_blocks("/p", &old, &new);

@@ -1,4 +1,4 @@
-//! `FetchURL`: fetch a web page and return its readable text (`tools.md` §18).
+//! `FetchURL`: fetch a web page and return its readable text (`docs/tools.md` §18).
 //!
 //! Order: the `moonshot_fetch` service when configured (any failure falls back), then a direct
 //! GET. Plain text, Markdown and JSON bodies are returned as they are; HTML is turned into text

@@ -1,4 +1,4 @@
-//! File type detection for ReadFile and ReadMediaFile (`tools.md` §4.1).
+//! File type detection for ReadFile and ReadMediaFile (`docs/tools.md` §4.1).
 //!
 //! Invariants: an image/video extension is final; otherwise the first bytes decide (magic numbers,
 //! then "a NUL byte means binary"); known non-text extensions are unknown; everything else is

@@ -1,4 +1,4 @@
-//! `Glob`: find paths by a pathlib-style pattern (`tools.md` §8).
+//! `Glob`: find paths by a pathlib-style pattern (`docs/tools.md` §8).
 //!
 //! Semantics follow Python 3.13 `Path.glob(pattern)` as used by the reference:
 //! * the pattern is relative, split on `/` (empty and `.` parts dropped, a trailing `/` keeps only

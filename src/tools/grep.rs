@@ -1,4 +1,4 @@
-//! `Grep`: ripgrep, in process (`tools.md` §9).
+//! `Grep`: ripgrep, in process (`docs/tools.md` §9).
 //!
 //! The reference shells out to `rg`; this runs ripgrep's own crates (`ignore`, `grep-regex`,
 //! `grep-searcher`, `grep-printer`) with the settings `rg` uses by default when its output is not

@@ -41,7 +41,7 @@ pub struct Delegation {
     pub timeout: Option<u64>,
 }
 
-/// Said to a subagent that tries to start another (`wire-1.10.md` §8.1).
+/// Said to a subagent that tries to start another (`docs/protocol-1.10.md` §8.1).
 pub const NO_NESTED_SUBAGENTS: &str = "Subagents cannot launch other subagents.";
 
 /// A call of a client-owned tool, with the arguments exactly as the model sent them.

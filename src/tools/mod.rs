@@ -1,5 +1,5 @@
 //! The tool framework: the `Tool` trait, typed tools with derived JSON schemas, the toolset the
-//! model sees, and the dispatch rules every tool call goes through (`tools.md` §1).
+//! model sees, and the dispatch rules every tool call goes through (`docs/tools.md` §1).
 //!
 //! Invariant: a tool call always produces a `ToolReturnValue`; bad arguments, unknown names and
 //! tool failures become error results the model can read, never a panic or a failed turn.
@@ -215,7 +215,7 @@ impl Toolset {
 
 /// `null`, absent or empty arguments mean `{}`. Raw control characters inside strings (a
 /// literal newline or tab a model wrote unescaped) are accepted, as the reference's lenient
-/// parser does (`wire-1.10.md` §11).
+/// parser does (`docs/protocol-1.10.md` §11).
 pub fn parse_arguments(arguments: Option<&str>) -> Result<Value, serde_json::Error> {
     let text = match arguments.map(str::trim) {
         None | Some("") => return Ok(Value::Object(Map::new())),

@@ -1,4 +1,4 @@
-//! The tool output builder (`tools.md` §1.1) and the line truncation helper (§1.2).
+//! The tool output builder (`docs/tools.md` §1.1) and the line truncation helper (§1.2).
 //!
 //! Invariants: lengths are counted in Unicode scalar values (the reference counts Python code
 //! points); once the 50,000-character budget is spent nothing more is appended; any cut sets the

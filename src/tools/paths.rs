@@ -1,10 +1,10 @@
-//! Path handling shared by the file tools (`tools.md` §1).
+//! Path handling shared by the file tools (`docs/tools.md` §1).
 //!
 //! Invariants: every path a tool touches is absolute; relative paths are resolved against the
 //! runtime's work dir, never the process cwd; [`is_within`] is a purely lexical test on the
 //! normalized path (symlinks not resolved, as in the reference), used for the "relative path
 //! escaping the work dir" checks. The editing tools' approval action is decided on the resolved
-//! path instead (`write_file::common::action_for`, issue 14 item 10).
+//! path instead (`write_file::common::action_for`, `docs/tools.md` §19.6).
 
 use std::path::{Component, Path, PathBuf};
 

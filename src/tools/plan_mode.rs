@@ -1,4 +1,4 @@
-//! `EnterPlanMode` and `ExitPlanMode` (`wire-1.10.md` §6.4): the model proposes plan mode, and
+//! `EnterPlanMode` and `ExitPlanMode` (`docs/protocol-1.10.md` §6.4): the model proposes plan mode, and
 //! presents its plan for approval, through the host.
 //!
 //! Invariants: nothing is switched without the user's yes, unless nobody needs asking (yolo or

@@ -1,4 +1,4 @@
-//! `ReadFile`: numbered lines of a text file (`tools.md` §4).
+//! `ReadFile`: numbered lines of a text file (`docs/tools.md` §4).
 //!
 //! Invariants: at most 1,000 lines and ~100 KiB of (truncated) text per call; lines longer than
 //! 2,000 characters are cut with `...`; `\r\n` and lone `\r` count as line ends and come back as

@@ -1,4 +1,4 @@
-//! `ReadMediaFile`: hands an image or video file to the model (`tools.md` §5).
+//! `ReadMediaFile`: hands an image or video file to the model (`docs/tools.md` §5).
 //!
 //! Only offered when the model accepts images or videos. Images are inlined as a base64 `data:`
 //! URL in an `image_url` part. Videos go to the provider first (`ChatProvider::upload_video`):

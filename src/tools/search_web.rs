@@ -1,4 +1,4 @@
-//! `SearchWeb`: web search through the Moonshot search service (`tools.md` §17).
+//! `SearchWeb`: web search through the Moonshot search service (`docs/tools.md` §17).
 //!
 //! Only offered when `services.moonshot_search` is configured; a configuration without a base URL
 //! or API key still offers the tool, which then answers with the spec's "not configured" error.

@@ -1,4 +1,4 @@
-//! `Shell`: runs one command line with bash (`tools.md` §3), through a [`CommandRunner`]: kiwi's
+//! `Shell`: runs one command line with bash (`docs/tools.md` §3), through a [`CommandRunner`]: kiwi's
 //! own processes ([`local::LocalRunner`], the built-in) or the ACP client's terminal (in `acp`).
 //!
 //! Invariants:
@@ -31,9 +31,9 @@ use crate::protocol::{DisplayBlock, ToolReturnValue};
 
 pub use local::{LocalRunner, SECRET_ENV_VARS, secret_env_names};
 
-/// The longest a command may run in the foreground, in seconds (`tools.md` §3).
+/// The longest a command may run in the foreground, in seconds (`docs/tools.md` §3).
 pub const MAX_TIMEOUT: i64 = 300;
-/// The longest a background command may run, in seconds (`wire-1.10.md` §9.1).
+/// The longest a background command may run, in seconds (`docs/protocol-1.10.md` §9.1).
 pub const MAX_BACKGROUND_TIMEOUT: i64 = 86_400;
 
 fn default_timeout() -> i64 {
@@ -182,7 +182,7 @@ impl Shell {
         }
     }
 
-    /// `run_in_background`: approval, then a `bash` task; returns at once (`wire-1.10.md` §9.1).
+    /// `run_in_background`: approval, then a `bash` task; returns at once (`docs/protocol-1.10.md` §9.1).
     async fn start_background(&self, params: ShellParams, ctx: &ToolCallContext) -> ToolReturnValue {
         let description = params.description.as_deref().map(str::trim).unwrap_or_default().to_string();
         if description.is_empty() {

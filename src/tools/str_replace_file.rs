@@ -1,16 +1,16 @@
-//! `StrReplaceFile`: exact string replacements in an existing file (`tools.md` §7).
+//! `StrReplaceFile`: exact string replacements in an existing file (`docs/tools.md` §7).
 //!
 //! Invariants:
 //! - Edits apply in order to the evolving text; a no-op edit set is an error and asks for no
 //!   approval; the file is read with universal newlines, so CRLF files are written back with LF
 //!   (reference behavior); replacement counts are taken against the original text.
 //! - Only a regular UTF-8 file of at most [`MAX_EDIT_BYTES`] is edited, and no intermediate text
-//!   may exceed that size (issue 14 items 4, 6, 10; `tools.md` §7 decodes with replacement).
+//!   may exceed that size (`docs/tools.md` §19.4, §19.5, §19.6; `docs/tools.md` §7 decodes with replacement).
 //! - The approval names the resolved path and says `edit file` only when it is inside the work dir
-//!   (issue 14 item 10; `tools.md` §1 decides lexically).
+//!   (`docs/tools.md` §19.6; `docs/tools.md` §1 decides lexically).
 //! - After approval the file is read again. If it changed, the edits are re-applied to the current
 //!   text when every `old` text occurs as often as before, otherwise nothing is written and the
-//!   model is told to re-read: the user's concurrent change is never lost (issue 14 item 3).
+//!   model is told to re-read: the user's concurrent change is never lost (`docs/tools.md` §19.3).
 //! - The new text replaces the file atomically (temp file, fsync, rename; owner and mode kept).
 //! - All file work and the diff run off the async thread and stop when the call is dropped.
 

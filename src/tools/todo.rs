@@ -1,5 +1,5 @@
 //! `SetTodoList`: replaces the session's todo list, or reads it back when `todos` is omitted
-//! (`wire-1.10.md` §11). The list lives in the session state (`state.json`), through the host.
+//! (`docs/protocol-1.10.md` §11). The list lives in the session state (`state.json`), through the host.
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;

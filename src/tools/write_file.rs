@@ -1,4 +1,4 @@
-//! `WriteFile`: creates, overwrites or appends to a file after approval (`tools.md` §6).
+//! `WriteFile`: creates, overwrites or appends to a file after approval (`docs/tools.md` §6).
 //!
 //! Invariants:
 //! - The approval request and the result carry the same diff blocks (unless an append had to
@@ -6,13 +6,13 @@
 //!   written before approval.
 //! - The target is resolved first (links followed, parent canonicalized): the approval names the
 //!   real path, its action is `edit file` only when that path is inside the work dir, and the
-//!   write lands there (issue 14 item 10; `tools.md` §1 decides lexically).
+//!   write lands there (`docs/tools.md` §19.6; `docs/tools.md` §1 decides lexically).
 //! - Only a regular file of at most [`MAX_EDIT_BYTES`] is read, without blocking; `content` and
-//!   the resulting file are capped alike (issue 14 items 4 and 6).
+//!   the resulting file are capped alike (`docs/tools.md` §19.4, §19.5).
 //! - After approval the file is read again: an overwrite approved against a content that changed
 //!   meanwhile is refused (the user's change is kept), an append goes to the current end; the new
 //!   content replaces the file atomically (temp file, fsync, rename), owner and mode kept, so a
-//!   failed write leaves the file as it was (issue 14 item 3).
+//!   failed write leaves the file as it was (`docs/tools.md` §19.3).
 //! - All file work and the diff run off the async thread and stop when the call is dropped.
 
 pub(crate) mod common;
@@ -37,7 +37,7 @@ use super::{ToolCallContext, TypedTool};
 use crate::protocol::{DisplayBlock, ToolReturnValue};
 use crate::tools::client_files::ClientFileAccess;
 
-// `Serialize` lets schemars show the model `"default": "overwrite"` (tools.md §6).
+// `Serialize` lets schemars show the model `"default": "overwrite"` (docs/tools.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WriteMode {
@@ -143,7 +143,7 @@ fn prepare(
 }
 
 /// The text of a file `content` may be appended to: UTF-8 (an append would otherwise mix
-/// encodings; `tools.md` §6 decodes with replacement, issue 14 item 10 refuses), and small
+/// encodings; `docs/tools.md` §6 decodes with replacement, §19.6 refuses), and small
 /// enough that the result stays under the limit.
 fn appendable(file: &Snapshot, given: &str, content: &str) -> Step<String> {
     let text = utf8_text(&file.bytes).ok_or_else(|| not_utf8(given))?;

@@ -30,7 +30,7 @@ impl RequestKind {
     }
 }
 
-/// Turns the client's JSON-RPC answer into what the soul understands (`wire-1.10.md` §3.5):
+/// Turns the client's JSON-RPC answer into what the soul understands (`docs/protocol-1.10.md` §3.5):
 /// whatever does not fit is a rejection, an error result, a dismissal or an allow.
 pub fn interpret(kind: RequestKind, raw: RawAnswer) -> ClientAnswer {
     let value = match raw {

@@ -1,5 +1,5 @@
 //! The wire's method table: every method a client may call, with its typed params, parsed in one
-//! step from a generic JSON-RPC request (`wire-protocol.md` §2-§3, `wire-1.10.md` §2.1).
+//! step from a generic JSON-RPC request (`docs/protocol.md` §2-§3, `docs/protocol-1.10.md` §2.1).
 //!
 //! Errors: a method outside the table is -32601 `Unexpected method received: <m>`; params that
 //! do not fit the method are -32602 ``Invalid parameters for method `<m>` ``. Notifications of

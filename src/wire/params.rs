@@ -1,4 +1,4 @@
-//! Params and results of the wire's client → server methods (`wire-1.10.md` §2), and the
+//! Params and results of the wire's client → server methods (`docs/protocol-1.10.md` §2), and the
 //! client's answers to our requests (§3.5). Wire vocabulary only: the soul never sees these types.
 
 use schemars::JsonSchema;

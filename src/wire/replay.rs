@@ -1,4 +1,4 @@
-//! `replay` (`wire-1.10.md` §2.6): the session's `wire.jsonl` streamed back to the client in the
+//! `replay` (`docs/protocol-1.10.md` §2.6): the session's `wire.jsonl` streamed back to the client in the
 //! current schema, events as `event` notifications and requests as `request` messages whose id is
 //! the payload's id.
 //!

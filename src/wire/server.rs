@@ -4,7 +4,7 @@
 //! soul's driver, and a `prompt`'s response is written by the projection after every event of its
 //! turn; the `cancel` response precedes the cancelled `prompt`'s (or `replay`'s) response;
 //! answers to our own requests are routed by their typed id, unknown ids dropped. The busy table
-//! of `wire-1.10.md` §2.1: a turn and a replay share one busy slot (`prompt`, `initialize` and
+//! of `docs/protocol-1.10.md` §2.1: a turn and a replay share one busy slot (`prompt`, `initialize` and
 //! `replay` are refused while it is taken); `steer` needs a running agent loop; `cancel` stops
 //! either; `set_plan_mode` always runs.
 
@@ -149,7 +149,7 @@ impl WireServer {
         }
         agent.client.handshake(params.capabilities.map(|c| (c.supports_question, c.supports_plan_mode)));
         // Approvals are forwarded whether or not the client initialized (kiwi never drops them,
-        // `wire-1.10.md` §12.1), so no pending approval is left to re-send here.
+        // `docs/protocol-1.10.md` §12.1), so no pending approval is left to re-send here.
         let configured: Map<String, Value> =
             agent.hooks.configured().into_iter().map(|(e, n)| (e.as_str().to_string(), Value::from(n))).collect();
         let result = InitializeResult {
@@ -174,7 +174,7 @@ impl WireServer {
         self.outbound.respond(&id, &result).await;
     }
 
-    /// `set_plan_mode` (`wire-1.10.md` §2.5): allowed in every state; the status update goes
+    /// `set_plan_mode` (`docs/protocol-1.10.md` §2.5): allowed in every state; the status update goes
     /// out (and into `wire.jsonl`) before the answer.
     async fn set_plan_mode(&self, id: RequestId, enabled: bool) {
         let view = self.driver.agent().state.set_plan_mode(enabled);
@@ -182,7 +182,7 @@ impl WireServer {
         self.outbound.respond(&id, &SetPlanModeResult { status: OkStatus::Ok, plan_mode: view.active }).await;
     }
 
-    /// `replay` (`wire-1.10.md` §2.6) on its own task, holding the busy slot until it answered.
+    /// `replay` (`docs/protocol-1.10.md` §2.6) on its own task, holding the busy slot until it answered.
     fn replay(&self, id: RequestId) {
         let claim = match self.driver.claim() {
             Ok(claim) => claim,

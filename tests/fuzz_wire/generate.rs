@@ -387,7 +387,7 @@ impl Generator {
         let n = self.n;
         let lines = self.rng.range(1, 6);
         let mut out: Vec<String> = Vec::with_capacity(lines + 1);
-        // Model-chosen tool-call ids may repeat within a step (issue 14 item 9); two external
+        // Model-chosen tool-call ids may repeat within a step; two external
         // calls sharing one are the case that once failed one of them as "wire closed".
         let shared_id = self.rng.per_mille(100);
         if shared_id && self.rng.per_mille(500) {

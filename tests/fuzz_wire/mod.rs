@@ -718,7 +718,7 @@ fn read_stdout(
                 if let Some(kind) = v["params"]["type"].as_str() {
                     *s.kinds.entry(kind.to_string()).or_default() += 1;
                 }
-                // Issue 14 item 9: a tool call is never failed as "wire closed" while it is open
+                // A tool call is never failed as "wire closed" while it is open
                 // (two external calls sharing a model-chosen id made one of them fail so).
                 if v["params"]["payload"]["return_value"]["message"].as_str() == Some(WIRE_CLOSED)
                     && !progress.eof_sent.load(Ordering::Relaxed)

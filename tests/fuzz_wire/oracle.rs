@@ -1,7 +1,7 @@
 //! What each line sent must get back, derived from its bytes alone, and the ledger that holds
 //! kiwi to it.
 //!
-//! The rules are `wire-protocol.md` §2 plus kiwi's documented divergences (README "Where kiwi
+//! The rules are `docs/protocol.md` §2 plus kiwi's documented divergences (README "Where kiwi
 //! differs"): integer ids are echoed (only i64; anything else is -32600 with id null), `run` and
 //! `interrupt` are requests like any other, an over-long line is -32600 with id null, invalid
 //! UTF-8 and lone surrogate escapes become U+FFFD. Where an implementation may legitimately go
@@ -267,8 +267,8 @@ impl Ledger {
     }
 
     /// Everything still wrong once kiwi has exited, and how many missing answers were
-    /// forgiven: up to `may_drop` (a stdin EOF during a turn may cost that turn's answer, spec
-    /// §1 "Start-up and shutdown"; only one turn runs at a time).
+    /// forgiven: up to `may_drop` (a stdin EOF during a turn may cost that turn's answer,
+    /// `docs/protocol.md` §1 "Start-up and shutdown"; only one turn runs at a time).
     pub fn reconcile(&self, may_drop: u64) -> (Vec<String>, u64) {
         let mut out = self.findings.clone();
         let forgiven = if self.missing <= may_drop { self.missing } else { 0 };

@@ -946,7 +946,7 @@ fn legacy_models_and_set_model_for_older_clients() {
     assert_eq!(prompt["result"]["stopReason"], "end_turn");
 }
 
-/// Issue 20 item 1: `--yolo` holds for its own process; a later `session/load` asks again.
+/// `--yolo` holds for its own process; a later `session/load` asks again.
 #[test]
 fn a_yolo_flag_is_not_loaded_with_the_session() {
     let env = Env::new();
@@ -986,7 +986,7 @@ fn a_yolo_flag_is_not_loaded_with_the_session() {
     });
 }
 
-/// Issue 20 item 3: a subagent's permission request is titled after its own call, even when
+/// A subagent's permission request is titled after its own call, even when
 /// its call id is the parent's.
 #[test]
 fn a_subagents_permission_shows_its_own_call() {

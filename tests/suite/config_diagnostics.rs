@@ -1,4 +1,4 @@
-//! Issue 13: config mistakes are named, not swallowed. Each test checks the exact line a user
+//! Config mistakes are named, not swallowed (`docs/configuration.md` §2.2). Each test checks the exact line a user
 //! sees on stderr at start-up (and in the log), and what a prompt then answers.
 
 use crate::common;

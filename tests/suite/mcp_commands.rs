@@ -1,5 +1,5 @@
 //! `kiwi mcp add | list | remove | test | auth | reset-auth`: exact output, exit codes and the
-//! `mcp.json` they write (`cli-subcommands.md` §1).
+//! `mcp.json` they write (`docs/subcommands.md` §1).
 
 use crate::common;
 use crate::npm;

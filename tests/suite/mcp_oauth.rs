@@ -1,4 +1,4 @@
-//! MCP OAuth end to end (`cli-subcommands.md` §1.6-§1.8, §2.3, §2.7): `kiwi mcp auth` against
+//! MCP OAuth end to end (`docs/subcommands.md` §1.6-§1.8, §2.3, §2.7): `kiwi mcp auth` against
 //! the OAuth-protected mock (`examples/mcp_oauth_server.rs`) with a scripted "browser" in
 //! `$BROWSER`, the token store it writes, its failures, and the agent using, refreshing and
 //! giving up on stored tokens over the wire.

@@ -1,4 +1,4 @@
-//! MCP servers over the legacy SSE transport (`cli-subcommands.md` §2.2, §2.7, §2.8, §1.5): kiwi
+//! MCP servers over the legacy SSE transport (`docs/subcommands.md` §2.2, §2.7, §2.8, §1.5): kiwi
 //! talks to the MCP test server's `--sse` mode over the wire and in `kiwi mcp test`; tool calls,
 //! headers and tokens, and every way a connection or a call can fail without hanging.
 

@@ -1,5 +1,5 @@
 //! The Kimi account login against a mock account server, model list and chat endpoint on
-//! 127.0.0.1 (`cli-subcommands.md` §3, §4): `kiwi login --json` / text, `logout`, `info`, and
+//! 127.0.0.1 (`docs/subcommands.md` §3, §4): `kiwi login --json` / text, `logout`, `info`, and
 //! wire sessions whose provider's key is a stored login (refresh before the turn, 401 → refresh
 //! → retry → -32004, rejected refreshes, bad credential files, the search and fetch services).
 

@@ -1,5 +1,5 @@
 //! Print mode in Claude Code's dialect, end to end: the real binary with the scripted-echo
-//! provider (`print-mode.md` Part B, C.2-C.4).
+//! provider (`docs/print-mode.md` Part B, C.2-C.4).
 
 use crate::common;
 use crate::mcp;
@@ -547,7 +547,7 @@ fn host_until_result(k: &mut Kiwi, decide: impl Fn(&Value) -> bool) -> (Vec<Valu
     }
 }
 
-/// Issue 20 items 1-2: neither a `--yolo` run nor an approve-for-session saved by an earlier
+/// Neither a `--yolo` run nor an approve-for-session saved by an earlier
 /// run decides anything here: the permission mode, the deny list and the host come first.
 #[test]
 fn grants_saved_by_earlier_runs_never_override_the_dialects_rules() {
@@ -581,7 +581,7 @@ fn grants_saved_by_earlier_runs_never_override_the_dialects_rules() {
     assert!(!pwned.exists());
 }
 
-/// Issue 20 item 3: two calls with one id each show the host their own input, and what the
+/// Two calls with one id each show the host their own input, and what the
 /// host allowed is what runs.
 #[test]
 fn can_use_tool_shows_the_host_the_call_that_asks() {
@@ -600,7 +600,7 @@ fn can_use_tool_shows_the_host_the_call_that_asks() {
     assert!(!pwned.exists(), "the host refused exactly this command");
 }
 
-/// Issue 20 item 3: a subagent's call shows its own input and the SDK's `agent_id`.
+/// A subagent's call shows its own input and the SDK's `agent_id`.
 #[test]
 fn can_use_tool_shows_a_subagents_call_with_its_agent_id() {
     let d = Dirs::new();
@@ -624,7 +624,7 @@ fn can_use_tool_shows_a_subagents_call_with_its_agent_id() {
     assert!(agent_id.len() == 9 && agent_id.starts_with('a'), "{agent_id}");
 }
 
-/// Issue 20 item 4: `acceptEdits` approves edits inside the work dir only, links resolved;
+/// `acceptEdits` approves edits inside the work dir only, links resolved;
 /// outside it, and inside `.git/`, the decision goes on down the list (here: nobody to ask).
 #[test]
 fn accept_edits_covers_the_work_dir_only() {
@@ -667,7 +667,7 @@ fn accept_edits_covers_the_work_dir_only() {
     assert!(!d.work().join(".git/config").exists());
 }
 
-/// Issue 19: `plan` means the core's plan mode, as in ACP: edits are held to the plan file by
+/// `plan` means the core's plan mode, as in ACP: edits are held to the plan file by
 /// the core (not every approval refused), the session is in plan mode, and choosing another
 /// mode leaves it.
 #[test]

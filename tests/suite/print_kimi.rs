@@ -1,4 +1,4 @@
-//! Print mode in kimi's `--print` dialect, end to end (`print-mode.md` Part A): the real binary
+//! Print mode in kimi's `--print` dialect, end to end (`docs/print-mode.md` Part A): the real binary
 //! with the scripted-echo provider.
 
 use crate::common;
@@ -150,7 +150,7 @@ fn exit_codes() {
     assert_eq!((r.code, r.stdout.as_str()), (Some(0), ""));
 }
 
-/// Issue 20, item 12: text input is read up to the line limit, never whole: a longer prompt is
+/// Text input is read up to the line limit, never whole: a longer prompt is
 /// refused with one stderr line and exit 1, and nothing is run.
 #[test]
 fn a_text_prompt_over_the_limit_is_refused() {
@@ -170,7 +170,7 @@ fn a_text_prompt_over_the_limit_is_refused() {
     assert_eq!((r.code, r.stdout.as_str()), (Some(0), "ran\n"), "{}", r.stderr);
 }
 
-/// Issue 19: a stream-json line over the limit is skipped with one stderr line in the wire
+/// A stream-json line over the limit is skipped with one stderr line in the wire
 /// reader's words, and the run goes on.
 #[test]
 fn a_stream_json_line_over_the_limit_is_skipped() {

@@ -1,4 +1,4 @@
-//! Safety (issue 14, item 7): processes die with their Shell call. A cancel kills the call's whole
+//! Safety (`docs/tools.md` §19.1): processes die with their Shell call. A cancel kills the call's whole
 //! descendant tree, including children that called `setsid` and orphans that were re-parented;
 //! daemons of commands that finished normally keep running until the server exits; kiwi reaps the
 //! orphans it adopts, so no zombies accumulate.

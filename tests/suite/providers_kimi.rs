@@ -275,7 +275,7 @@ async fn chaos_eventually_gets_through() {
     assert!(mock.requests().iter().all(|r| r.json().get("prompt_cache_key").is_none()));
 }
 
-/// Issue 13: third-party gateways can do without the device headers.
+/// `docs/providers.md` §3.1: third-party gateways can do without the device headers.
 #[tokio::test]
 async fn device_headers_can_be_turned_off_for_gateways() {
     let mock = MockLlm::start().await;

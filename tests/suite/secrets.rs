@@ -1,4 +1,4 @@
-//! Safety (issue 14, item 11): secrets stay home. Shell commands do not inherit the provider API
+//! Safety (`docs/tools.md` §19.2): secrets stay home. Shell commands do not inherit the provider API
 //! keys kiwi read from its environment or the config's provider `env` tables, and API keys never
 //! appear in logs or frames.
 

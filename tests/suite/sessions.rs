@@ -29,12 +29,12 @@ fn session_files_and_continue_appends() {
     let mut names: Vec<String> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
     names.sort();
-    // `wire-1.10.md` §10.4: a simple session holds exactly these three files.
+    // `docs/protocol-1.10.md` §10.4: a simple session holds exactly these three files.
     assert_eq!(names, ["context.jsonl", "state.json", "wire.jsonl"]);
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("state.json")).unwrap()).unwrap();
     assert_eq!(state["custom_title"], "first", "the first prompt titles the session (§10.2)");
-    // `wire-1.10.md` §10.3 (VERIFIED counts): `_system_prompt`, checkpoint, user, checkpoint,
+    // `docs/protocol-1.10.md` §10.3 (VERIFIED counts): `_system_prompt`, checkpoint, user, checkpoint,
     // assistant.
     let context = lines(&dir.join("context.jsonl"));
     assert_eq!(context.len(), 5);
@@ -158,7 +158,7 @@ fn clear_rotates_and_compact_events() {
         ["TurnBegin", "CompactionBegin", "CompactionEnd", "ContentPart", "StatusUpdate", "TurnEnd"]
     );
     assert_eq!(events[3]["params"]["payload"]["text"], "The context has been compacted.");
-    // `wire-1.10.md` §4.5: no LLM call for two messages; the estimate is ⌊chars/4⌋ ("hello"+"a").
+    // `docs/protocol-1.10.md` §4.5: no LLM call for two messages; the estimate is ⌊chars/4⌋ ("hello"+"a").
     assert_eq!(
         events[4]["params"]["payload"],
         json!({"context_usage":1e-05,"context_tokens":1,"max_context_tokens":100000,"token_usage":null,"message_id":null,"plan_mode":null,"mcp_status":null})
@@ -380,7 +380,7 @@ fn dmail_rewinds_the_context() {
     assert!(text.contains("after the mail"));
 }
 
-/// `soul.md` §9: the nested `/init` run enters through the normal entry point, so with the Ralph
+/// `docs/soul.md` §9: the nested `/init` run enters through the normal entry point, so with the Ralph
 /// loop enabled it runs as the R1/R2 flow inside the `/init` sub-turn.
 #[test]
 fn init_is_subject_to_the_ralph_loop() {
@@ -437,8 +437,8 @@ fn path_like_session_ids_are_usage_errors_and_delete_nothing() {
     assert!(outside.join("precious.txt").exists());
 }
 
-/// Safety (issue 14, item 2): `--session <id>` resumes a folder that holds a `context.jsonl` even
-/// when `kimi.json` has no entry for the work dir; the spec (`sessions.md` §3) says "not found"
+/// Safety (`docs/sessions.md` §7.1): `--session <id>` resumes a folder that holds a `context.jsonl` even
+/// when `kimi.json` has no entry for the work dir; the reference (`docs/sessions.md` §3) says "not found"
 /// and the reference then truncated the history.
 #[test]
 fn session_without_a_kimi_json_entry_is_resumed_not_truncated() {
@@ -448,7 +448,7 @@ fn session_without_a_kimi_json_entry_is_resumed_not_truncated() {
     k.prompt("p", json!("first"));
     finish(k);
     let context = env.session_dir("kept").join("context.jsonl");
-    // `_system_prompt` (`wire-1.10.md` §10.3), then the turn's four records.
+    // `_system_prompt` (`docs/protocol-1.10.md` §10.3), then the turn's four records.
     assert_eq!(lines(&context).len(), 5);
     // kimi.json forgets the work dir (another tool rewrote it, or it was moved aside).
     std::fs::write(env.share().join("kimi.json"), "{\"work_dirs\": []}").unwrap();
@@ -500,7 +500,7 @@ fn a_broken_kimi_json_is_kept_aside_and_bad_entries_do_not_drop_good_ones() {
     let (_, r) = k.prompt("p", json!("again"));
     assert_eq!(r["result"]["status"], "finished");
     finish(k);
-    // `_system_prompt` plus two turns of four records (`wire-1.10.md` §10.3).
+    // `_system_prompt` plus two turns of four records (`docs/protocol-1.10.md` §10.3).
     assert_eq!(lines(&env.session_dir("s1").join("context.jsonl")).len(), 9);
     let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&kimi_json).unwrap()).unwrap();
     let entries = meta["work_dirs"].as_array().unwrap();
@@ -510,7 +510,7 @@ fn a_broken_kimi_json_is_kept_aside_and_bad_entries_do_not_drop_good_ones() {
     assert_eq!(bad_files(), aside, "a readable file is not moved aside");
 }
 
-/// Safety (issue 14, item 8): a session write that fails midway does not poison the session.
+/// Safety (`docs/sessions.md` §7.2): a session write that fails midway does not poison the session.
 /// kiwi runs under a file-size limit (`RLIMIT_FSIZE`, the kernel's "disk full" for one process):
 /// the record that crosses it fails, is cut back, is logged with a WARN naming the file and
 /// cause, and the client gets a -32603 answer saying so; the next turn's records are written
@@ -571,7 +571,7 @@ fn a_failed_session_write_is_cut_back_logged_and_reported() {
     let context = env.session_dir("full").join("context.jsonl");
     assert_eq!(r["error"]["code"], -32603, "{r}");
     let message = r["error"]["message"].as_str().unwrap();
-    // `wire-1.10.md` §2.3: -32603 is `<Kind>: <text>`.
+    // `docs/protocol-1.10.md` §2.3: -32603 is `<Kind>: <text>`.
     assert!(
         message.starts_with(&format!("OSError: Failed to write the session file {}: ", context.display())),
         "{message}"
@@ -614,7 +614,7 @@ fn saved_approval(env: &Env, id: &str) -> serde_json::Value {
     serde_json::from_str::<serde_json::Value>(&text).unwrap()["approval"].clone()
 }
 
-/// `wire-1.10.md` §10.2 (corrected): `--yolo`, and the yolo print mode implies, hold for their
+/// `docs/protocol-1.10.md` §10.2 (corrected): `--yolo`, and the yolo print mode implies, hold for their
 /// run only; `state.json` keeps what the user chose inside the session.
 #[test]
 fn an_invocation_flag_is_never_saved_with_the_session() {

@@ -126,7 +126,7 @@ fn schemas_have_spec_parameter_names() {
     assert_eq!(shell["properties"]["timeout"]["default"], json!(60));
     let write = schema("WriteFile");
     assert_eq!(write["properties"]["mode"]["enum"], json!(["overwrite", "append"]));
-    // tools.md §6: `mode` defaults to `overwrite`, and the model is told so.
+    // docs/tools.md §6: `mode` defaults to `overwrite`, and the model is told so.
     assert_eq!(write["properties"]["mode"]["default"], json!("overwrite"));
     assert_eq!(write["required"], json!(["path", "content"]));
     assert_eq!(schema("Glob")["properties"]["include_dirs"]["default"], json!(true));

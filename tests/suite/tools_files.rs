@@ -240,7 +240,7 @@ async fn write_file_errors() {
         r.message,
         "`../x.txt` is not an absolute path. You must provide an absolute path to write a file outside the working directory."
     );
-    // Issue 14 item 4: a non-regular target gets ReadFile's error before anything is read (the
+    // `docs/tools.md` §19.4: a non-regular target gets ReadFile's error before anything is read (the
     // reference failed on the write with "Failed to write to dir. Error: ...").
     let r = h.call("WriteFile", json!({"path": "dir", "content": "x"})).await;
     assert_eq!(r.message, "`dir` is not a file.");
@@ -249,7 +249,7 @@ async fn write_file_errors() {
     assert!(r.message.starts_with("Error validating JSON arguments:"));
 }
 
-/// Issue 14 item 6: a content above the 10 MiB edit limit is refused before anything is read or
+/// `docs/tools.md` §19.5: a content above the 10 MiB edit limit is refused before anything is read or
 /// asked.
 #[tokio::test]
 async fn write_file_refuses_oversized_content() {
@@ -373,7 +373,7 @@ async fn approve_for_session_covers_later_edits() {
 
 // ---------- Review: diff parity, missing-path rules ----------
 
-/// `tools.md` §6.1: the hunks are those of `difflib.SequenceMatcher(None, old, new,
+/// `docs/tools.md` §6.1: the hunks are those of `difflib.SequenceMatcher(None, old, new,
 /// autojunk=False).get_grouped_opcodes(3)`. The fixture was produced by Python's difflib on
 /// random small-alphabet texts (where many minimal diffs exist) plus hand-picked cases: changes
 /// 6 and 7 unchanged lines apart, moved blocks, blank lines, `\u2028`, empty sides.
@@ -404,7 +404,7 @@ fn diff_blocks_match_python_difflib() {
 /// implementation must stay usable on a large, repetitive file).
 #[test]
 fn diff_of_large_repetitive_file_is_fast() {
-    // Just under the 10,000 lines above which only a summary is made (`wire-1.10.md` §3.3).
+    // Just under the 10,000 lines above which only a summary is made (`docs/protocol-1.10.md` §3.3).
     let old: String =
         (0..9_990).map(|i| if i % 3 == 0 { "\n".to_string() } else { format!("l{}\n", i % 50) }).collect();
     let new = format!("head\n{old}tail\n");
@@ -415,7 +415,7 @@ fn diff_of_large_repetitive_file_is_fast() {
     assert_eq!(blocks[0].2.lines().next(), Some("head"));
 }
 
-/// `tools.md` §4 step 3 / §7 step 1: a path that cannot exist (a regular file used as a
+/// `docs/tools.md` §4 step 3 / §7 step 1: a path that cannot exist (a regular file used as a
 /// directory, a symlink loop, an embedded NUL) is reported as missing, like Python's
 /// `Path.exists()` returning False, not as a read failure.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! File-tool safety over the wire (issue 14, items 3, 4, 5, 6 and 10): edits are atomic and see
+//! File-tool safety over the wire (`docs/tools.md` §19.3, §19.4, §19.5, §19.6): edits are atomic and see
 //! the file as it is after the approval, only regular files are read, nothing blocks the
 //! dispatcher, sizes are capped, and "inside the work dir" is decided on the resolved path.
 
@@ -291,7 +291,7 @@ fn oversized_edits_are_refused() {
 #[test]
 fn diff_displays_are_truncated_with_a_marker() {
     let env = Env::new();
-    // Under the 10,000-line summary rule (`wire-1.10.md` §3.3), over the display cap.
+    // Under the 10,000-line summary rule (`docs/protocol-1.10.md` §3.3), over the display cap.
     let content: String = (0..9_000).map(|i| format!("line number {i} {}\n", "w".repeat(120))).collect();
     assert!(content.len() > 1 << 20);
     let config =

@@ -235,7 +235,7 @@ async fn symlink_loops_and_non_utf8_names() {
     assert_eq!(text(&r), "d/a.txt\nd/n\u{FFFD}me.txt\n");
 }
 
-/// tools.md §9: `-A`/`-B`/`-C`/`head_limit` are plain "integer or null" (no minimum in the
+/// docs/tools.md §9: `-A`/`-B`/`-C`/`head_limit` are plain "integer or null" (no minimum in the
 /// schema). A negative context is ripgrep's error, returned as output (not a validation error);
 /// a negative `head_limit` slices like Python (`lines[:-1]`).
 #[tokio::test]

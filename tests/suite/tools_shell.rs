@@ -276,7 +276,7 @@ async fn endless_flood_is_capped_and_timed_out() {
     assert!(text(&r).ends_with("[...truncated]"));
 }
 
-// ---------- Safety (issue 14, item 7): the whole tree dies with its call ----------
+// ---------- Safety (`docs/tools.md` §19.1): the whole tree dies with its call ----------
 
 /// Whether `pid` runs (exists and is not a zombie).
 fn running(pid: i32) -> bool {

@@ -33,7 +33,7 @@ fn approve_runs_the_command() {
     assert_eq!(payload["action"], "run command");
     assert_eq!(payload["description"], "Run command `echo hi`");
     assert_eq!(payload["display"], json!([{"type":"shell","language":"bash","command":"echo hi"}]));
-    // `wire-1.10.md` §3.4: the source members, in order, before `display`.
+    // `docs/protocol-1.10.md` §3.4: the source members, in order, before `display`.
     let keys: Vec<&String> = payload.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
@@ -85,7 +85,7 @@ fn reject_ends_the_turn_after_the_step() {
     assert_eq!(types(&events), ["ApprovalResponse", "ToolResult", "TurnEnd"]);
     assert_eq!(
         events[1]["params"]["payload"]["return_value"],
-        // `wire-1.10.md` §3.5: the 1.10 wording of a plain rejection.
+        // `docs/protocol-1.10.md` §3.5: the 1.10 wording of a plain rejection.
         json!({"is_error":true,"output":"","message":"The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.","display":[{"type":"brief","text":"Rejected by user"}],"extras":null})
     );
     assert!(!env.work().join("should-not-exist").exists());
@@ -159,7 +159,7 @@ fn write_and_edit_show_diff_blocks() {
     let shown = path.to_str().unwrap();
     assert_eq!(p["action"], "edit file");
     assert_eq!(p["description"], format!("Write file `{shown}`"));
-    // `wire-1.10.md` §3.3: diff blocks carry their first lines and `is_summary`.
+    // `docs/protocol-1.10.md` §3.3: diff blocks carry their first lines and `is_summary`.
     assert_eq!(
         p["display"],
         json!([{"type":"diff","path":shown,"old_text":"","new_text":"a\nb","old_start":1,"new_start":1,"is_summary":false}])
@@ -227,7 +227,7 @@ fn cancel_during_an_approval_answers_cancelled_and_ignores_the_late_answer() {
     assert_eq!(k.next(), json!({"jsonrpc":"2.0","id":"c","result":{}}));
     let (events, response) = k.until_response(&json!("p0"));
     assert!(started.elapsed() < Duration::from_secs(2), "cancel took {:?}", started.elapsed());
-    // `wire-1.10.md` §2.7: `TurnEnd`, then the pending approval rejected, then the answer.
+    // `docs/protocol-1.10.md` §2.7: `TurnEnd`, then the pending approval rejected, then the answer.
     assert_eq!(types(&events), ["TurnEnd", "ApprovalResponse"]);
     assert_eq!(
         events[1]["params"]["payload"],

@@ -1,10 +1,10 @@
-//! Background tasks over the wire (`wire-1.10.md` §9): a background Shell command, `TaskList`,
+//! Background tasks over the wire (`docs/protocol-1.10.md` §9): a background Shell command, `TaskList`,
 //! `TaskOutput`, `TaskStop` with its approval, notifications to the client and the model, no
 //! orphan at exit, and a background subagent's notification (§8.4).
 //!
 //! Task ids are random, so the turns that name one use the `_echo` provider: the prompt is the
 //! script. A turn whose script calls a tool then ends with the provider's error on the following
-//! step (`scripted-echo.md` §3); the tool's result is what these tests look at.
+//! step (`docs/scripted-echo.md` §3); the tool's result is what these tests look at.
 
 use crate::common;
 

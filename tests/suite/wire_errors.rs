@@ -37,12 +37,12 @@ fn classification_errors_and_server_keeps_serving() {
             r#"{"jsonrpc":"2.0","id":"n3","method":"btw"}"#,
             json!({"jsonrpc":"2.0","id":"n3","error":{"code":-32601,"message":"Unexpected method received: btw","data":null}}),
         ),
-        // `wire-1.10.md` §2.6: no `wire.jsonl` yet → finished with nothing sent.
+        // `docs/protocol-1.10.md` §2.6: no `wire.jsonl` yet → finished with nothing sent.
         (
             r#"{"jsonrpc":"2.0","id":"rp","method":"replay"}"#,
             json!({"jsonrpc":"2.0","id":"rp","result":{"status":"finished","events":0,"requests":0}}),
         ),
-        // `wire-1.10.md` §2.1/§2.4: the new methods' parameter and state errors.
+        // `docs/protocol-1.10.md` §2.1/§2.4: the new methods' parameter and state errors.
         (
             r#"{"jsonrpc":"2.0","id":"s1","method":"steer","params":{}}"#,
             json!({"jsonrpc":"2.0","id":"s1","error":{"code":-32602,"message":"Invalid parameters for method `steer`","data":null}}),
@@ -130,7 +130,7 @@ fn classification_errors_and_server_keeps_serving() {
     }
     let (before, init) = k.call("ok", "initialize", json!({"protocol_version": "1.2"}));
     assert!(before.is_empty(), "unexpected answers: {before:?}");
-    assert_eq!(init["result"]["protocol_version"], "1.10", "never the client's version (wire-1.10.md §2.2)");
+    assert_eq!(init["result"]["protocol_version"], "1.10", "never the client's version (docs/protocol-1.10.md §2.2)");
 }
 
 #[test]
@@ -197,7 +197,7 @@ fn llm_not_set_and_capability_errors() {
     std::fs::write(&config, r#"{"default_model":"k","models":{"k":{"provider":"p","model":"","max_context_size":1000}},"providers":{"p":{"type":"kimi","base_url":"","api_key":""}}}"#).unwrap();
     let mut k = env.spawn(&config, &[]);
     let (events, response) = k.prompt("p", json!("hi"));
-    // `wire-1.10.md` §4.4: `TurnEnd` follows every `TurnBegin`, errors included.
+    // `docs/protocol-1.10.md` §4.4: `TurnEnd` follows every `TurnBegin`, errors included.
     assert_eq!(types(&events), ["TurnBegin", "TurnEnd"]);
     // The whole error object is the interface: the fixed message and no `data` (why is in the
     // log and the start-up warning).

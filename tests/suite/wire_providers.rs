@@ -372,7 +372,7 @@ fn failing_turn(w: &mut World) -> (Vec<Value>, String) {
     let tys = types(&events);
     assert_eq!(tys.first().map(String::as_str), Some("TurnBegin"), "{tys:?}");
     assert_eq!(tys[1], "StepBegin");
-    // `wire-1.10.md` §4.4: a provider error ends with `StepInterrupted`, then `TurnEnd`.
+    // `docs/protocol-1.10.md` §4.4: a provider error ends with `StepInterrupted`, then `TurnEnd`.
     assert_eq!(tys[tys.len() - 2..], ["StepInterrupted", "TurnEnd"], "{tys:?}");
     assert_eq!(tys.iter().filter(|t| *t == "StepBegin").count(), 1, "retries add no StepBegin: {tys:?}");
     (events, resp["error"]["message"].as_str().unwrap().to_string())
@@ -430,7 +430,7 @@ fn retry_counts_until_retries_run_out() {
     ] {
         let mut w = world(p, vec![MockResponse::json_fixture(status, fixture)], &[], &[]);
         let (events, message) = failing_turn(&mut w);
-        // `wire-1.10.md` §4.2: one `StepRetry` before each retry, none after the last attempt.
+        // `docs/protocol-1.10.md` §4.2: one `StepRetry` before each retry, none after the last attempt.
         let mut want = vec!["TurnBegin", "StepBegin"];
         want.extend(std::iter::repeat_n("StepRetry", retries));
         want.extend(["StepInterrupted", "TurnEnd"]);
@@ -614,7 +614,7 @@ fn cancel_during_a_slow_first_byte() {
     assert_eq!(resp["result"], json!({"status": "cancelled"}));
     assert!(elapsed < Duration::from_secs(2), "cancel took {elapsed:?}");
     let tys = types(&events);
-    // `wire-1.10.md` §4.4: the cancel's answer, then the owed `TurnEnd`; no `StepInterrupted`.
+    // `docs/protocol-1.10.md` §4.4: the cancel's answer, then the owed `TurnEnd`; no `StepInterrupted`.
     assert_eq!(tys, ["TurnBegin", "StepBegin", "response", "TurnEnd"], "cancel answered first");
     assert_eq!(events[2]["id"], "c1");
     assert_eq!(events[2]["result"], json!({}));
@@ -742,7 +742,7 @@ fn roles(body: &Value) -> Vec<String> {
 }
 
 /// Sends `cancel` and reads to the prompt's response; asserts it is prompt and `cancelled`, that
-/// no `StepInterrupted` went out and that `TurnEnd` came last (`wire-1.10.md` §4.4). Returns the
+/// no `StepInterrupted` went out and that `TurnEnd` came last (`docs/protocol-1.10.md` §4.4). Returns the
 /// events since the cancel.
 fn cancel_now(w: &mut World) -> Vec<Value> {
     let sent = Instant::now();
@@ -830,7 +830,7 @@ fn step_limit_with_a_real_provider() {
     let (events, resp) = w.kiwi.prompt("p1", json!("list"));
     assert_eq!(resp["result"], json!({"status": "max_steps_reached", "steps": 1}));
     let tys = types(&events);
-    // `wire-1.10.md` §4.4: max steps ends with the last results, then `TurnEnd`.
+    // `docs/protocol-1.10.md` §4.4: max steps ends with the last results, then `TurnEnd`.
     assert_eq!(tys[tys.len() - 2..], ["ToolResult", "TurnEnd"], "{tys:?}");
     assert!(!tys.iter().any(|t| t == "StepInterrupted"), "{tys:?}");
     assert_eq!(w.mock.request_count(), 1);
@@ -1053,7 +1053,7 @@ fn image_tool_results_reach_each_provider() {
     }
 }
 
-/// `soul.md` §7.2: arguments to `/compact` are ignored in 1.2 (custom compaction instructions
+/// `docs/soul.md` §7.2: arguments to `/compact` are ignored in 1.2 (custom compaction instructions
 /// are a later-version feature), so they never reach the compaction request.
 #[test]
 fn compact_arguments_become_the_summary_focus() {
@@ -1071,7 +1071,7 @@ fn compact_arguments_become_the_summary_focus() {
     assert!(body.contains("ZEBRA-FOCUS-WORDS"), "the /compact focus did not reach the LLM: {body}");
 }
 
-/// `llm-providers.md` §3.8: with the kimi provider a video read by ReadMediaFile is uploaded to
+/// `docs/providers.md` §3.8: with the kimi provider a video read by ReadMediaFile is uploaded to
 /// `POST {base}/files` (multipart, purpose `video`) and referenced as `ms://<id>`.
 #[test]
 fn kimi_uploads_videos_and_references_them_by_id() {
@@ -1113,7 +1113,7 @@ fn kimi_uploads_videos_and_references_them_by_id() {
     assert!(requests[2].json().to_string().contains("ms://file-video-42"));
 }
 
-/// Issue 13: one log line per LLM request (URL, status, duration, retry), each retry with its
+/// One log line per LLM request (URL, status, duration, retry), each retry with its
 /// wait, and no secret in the log.
 #[test]
 fn llm_requests_and_retries_are_logged_without_secrets() {

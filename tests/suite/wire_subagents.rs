@@ -1,6 +1,6 @@
-//! The `Agent` tool over the wire (`wire-1.10.md` §8): a foreground subagent's wrapped events,
+//! The `Agent` tool over the wire (`docs/protocol-1.10.md` §8): a foreground subagent's wrapped events,
 //! its approvals with source members, its result, its files, cancel, resume and bad arguments.
-//! The scripted-echo FIFO drives the parent and the subagent alike (`scripted-echo.md` §2).
+//! The scripted-echo FIFO drives the parent and the subagent alike (`docs/scripted-echo.md` §2).
 
 use crate::common;
 

@@ -13,7 +13,7 @@ fn todo_call(id: &str) -> String {
     )
 }
 
-/// `wire-1.10.md` §2.2: the result says "1.10" whatever the client sent, lists nine built-in
+/// `docs/protocol-1.10.md` §2.2: the result says "1.10" whatever the client sent, lists nine built-in
 /// commands, and always carries `hooks` and `capabilities` (after `slash_commands`).
 #[test]
 fn initialize_lists_builtin_commands() {
@@ -58,7 +58,7 @@ fn plain_turn_event_order_and_shapes() {
         json!({"jsonrpc":"2.0","method":"event","params":{"type":"TurnBegin","payload":{"user_input":"go"}}})
     );
     assert_eq!(events[3]["params"]["payload"], json!({"type":"text","text":" wire"}));
-    // `wire-1.10.md` §3.2: seven members; a step's update carries the plan mode, never null.
+    // `docs/protocol-1.10.md` §3.2: seven members; a step's update carries the plan mode, never null.
     assert_eq!(
         events[4]["params"]["payload"],
         json!({"context_usage":5e-05,"context_tokens":5,"max_context_tokens":100000,"token_usage":{"input_other":5,"output":2,"input_cache_read":0,"input_cache_creation":0},"message_id":"scripted-1","plan_mode":false,"mcp_status":null})
@@ -74,14 +74,14 @@ fn tool_turn_then_max_steps() {
     let mut k = env.spawn(&config, &["--max-steps-per-turn", "1"]);
     let (events, response) = k.prompt("p0", json!("go"));
     assert_eq!(response["result"], json!({"status":"max_steps_reached","steps":1}));
-    // `wire-1.10.md` §4.4: max steps now ends with `TurnEnd` too.
+    // `docs/protocol-1.10.md` §4.4: max steps now ends with `TurnEnd` too.
     assert_eq!(
         types(&events),
         ["TurnBegin", "StepBegin", "ContentPart", "ToolCall", "StatusUpdate", "ToolResult", "TurnEnd"]
     );
     assert_eq!(
         events[5]["params"]["payload"],
-        // `wire-1.10.md` §11: the output says it too.
+        // `docs/protocol-1.10.md` §11: the output says it too.
         json!({"tool_call_id":"tc-1","return_value":{"is_error":false,"output":"Todo list updated","message":"Todo list updated","display":[{"type":"todo","items":[{"title":"a","status":"pending"}]}],"extras":null}})
     );
 }
@@ -111,7 +111,7 @@ fn two_step_tool_turn_and_context_file() {
     assert!(k.wait_exit(Duration::from_secs(5)).unwrap().success());
     let dir = env.session_dir("s1");
     let context = std::fs::read_to_string(dir.join("context.jsonl")).unwrap();
-    // `wire-1.10.md` §10.3: the file opens with the `_system_prompt` record.
+    // `docs/protocol-1.10.md` §10.3: the file opens with the `_system_prompt` record.
     let all: Vec<&str> = context.lines().collect();
     assert!(all[0].starts_with(r#"{"role": "_system_prompt", "content": ""#));
     let lines = &all[1..];
@@ -194,7 +194,7 @@ fn slash_commands() {
     assert_eq!(r["result"]["status"], "finished");
     let (events, _) = k.prompt("f", json!("/reset"));
     assert_eq!(types(&events), ["TurnBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
-    // `wire-1.10.md` §3.2: `/clear` reports the context's fill with its token members.
+    // `docs/protocol-1.10.md` §3.2: `/clear` reports the context's fill with its token members.
     assert_eq!(
         events[2]["params"]["payload"],
         json!({"context_usage":0.0,"context_tokens":0,"max_context_tokens":100000,"token_usage":null,"message_id":null,"plan_mode":null,"mcp_status":null})
@@ -282,7 +282,7 @@ fn external_tool_error_answer_and_cancel_while_waiting() {
     assert_eq!(cancel_response, json!({"jsonrpc":"2.0","id":"c1","result":{}}));
     let (events, response) = k.until_response(&json!("p1"));
     assert!(started.elapsed() < Duration::from_secs(2));
-    // `wire-1.10.md` §4.4: only the owed `TurnEnd` after the cancel.
+    // `docs/protocol-1.10.md` §4.4: only the owed `TurnEnd` after the cancel.
     assert_eq!(types(&events), ["TurnEnd"], "{events:?}");
     assert_eq!(response["result"]["status"], "cancelled");
     // A late answer is ignored; the next prompt works and the LLM was not called again for p1.
@@ -427,7 +427,7 @@ fn scripted_echo_trace_lines_keep_their_place() {
     assert_eq!(k.raw, vec![(2, "SCRIPTED_ECHO TURN 1: \"text: traced\"".to_string())]);
 }
 
-/// `cli-and-config.md` §1.1/§1.2: `--work-dir` is validated with the other flags (a usage
+/// `docs/configuration.md` §1.1/§1.2: `--work-dir` is validated with the other flags (a usage
 /// error, exit 2) before any config is read, so a bad config does not mask it.
 #[test]
 fn missing_work_dir_is_a_usage_error_even_with_a_bad_config() {

@@ -1,6 +1,6 @@
-//! Protocol 1.10 basics over real pipes: `initialize` (`wire-1.10.md` §2.2), the busy table
+//! Protocol 1.10 basics over real pipes: `initialize` (`docs/protocol-1.10.md` §2.2), the busy table
 //! (§2.1), error rules (§2.3, §4.4), `StepRetry` (§4.2) and the scripted-echo additions
-//! (`scripted-echo.md` §5).
+//! (`docs/scripted-echo.md` §5).
 
 use crate::common;
 
@@ -200,7 +200,7 @@ fn busy_table_during_a_replay() {
     assert_eq!(response["error"]["code"], -32003, "the script is empty, but the turn ran: {response}");
 }
 
-/// §2.3/§4.4 and `scripted-echo.md` §5.3: an internal failure is -32603 `<Kind>: <text>`, after
+/// §2.3/§4.4 and `docs/scripted-echo.md` §5.3: an internal failure is -32603 `<Kind>: <text>`, after
 /// `StepInterrupted` and `TurnEnd`.
 #[test]
 fn internal_failures_are_32603_with_their_kind() {
@@ -216,7 +216,7 @@ fn internal_failures_are_32603_with_their_kind() {
     );
 }
 
-/// §4.2 and `scripted-echo.md` §5.1 (VERIFIED sequence): two retries, then the last error.
+/// §4.2 and `docs/scripted-echo.md` §5.1 (VERIFIED sequence): two retries, then the last error.
 #[test]
 fn retries_emit_step_retry_then_the_last_error() {
     let env = Env::new();
@@ -272,7 +272,7 @@ fn non_retryable_simulated_errors_and_bad_specs() {
     assert_eq!(response["error"]["message"], "Simulated timeout error");
 }
 
-/// `scripted-echo.md` §5.2: a response with only thinking is retried like an empty one.
+/// `docs/scripted-echo.md` §5.2: a response with only thinking is retried like an empty one.
 #[test]
 fn thinking_only_responses_are_retried() {
     let env = Env::new();

@@ -1,4 +1,4 @@
-//! Hooks end to end (`wire-1.10.md` §5) over real pipes: command hooks from the config file and
+//! Hooks end to end (`docs/protocol-1.10.md` §5) over real pipes: command hooks from the config file and
 //! client subscriptions, every decision path, the events around them, and that no hook can hang a
 //! turn or the exit.
 
@@ -230,7 +230,7 @@ fn a_stop_hook_keeps_the_agent_going_once() {
     assert!(context.contains(r#"{"role":"user","content":"write the tests too"}"#));
 }
 
-/// Issue 20, item 13: a `PreToolUse` hook that exits 2 while a background child keeps its
+/// A `PreToolUse` hook that exits 2 while a background child keeps its
 /// stdout and stderr open blocks the call (its exit decides, not the end of its output), with the
 /// reason it wrote; the child is killed. Before, this waited for the timeout and allowed the call.
 #[test]

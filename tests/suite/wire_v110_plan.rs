@@ -1,4 +1,4 @@
-//! Plan mode end to end (`wire-1.10.md` §6, §2.5, §4.5 `/plan`, §10.2), over real pipes.
+//! Plan mode end to end (`docs/protocol-1.10.md` §6, §2.5, §4.5 `/plan`, §10.2), over real pipes.
 
 use crate::common;
 use crate::mock_llm;

@@ -1,4 +1,4 @@
-//! Repeated tool calls (`wire-1.10.md` §11): identical calls of one step run once, and a streak
+//! Repeated tool calls (`docs/protocol-1.10.md` §11): identical calls of one step run once, and a streak
 //! of identical calls across steps gets reminders and finally ends the turn.
 
 use crate::common;

@@ -1,4 +1,4 @@
-//! `replay` (`wire-1.10.md` §2.6) over real pipes: a session recorded by an earlier process,
+//! `replay` (`docs/protocol-1.10.md` §2.6) over real pipes: a session recorded by an earlier process,
 //! torn and foreign lines, older records in the current shape, replayed requests.
 
 use crate::common;

@@ -1,4 +1,4 @@
-//! Request delivery at 1.10 (`wire-1.10.md` §3.5-§3.6) and `steer` (§2.4), over real pipes.
+//! Request delivery at 1.10 (`docs/protocol-1.10.md` §3.5-§3.6) and `steer` (§2.4), over real pipes.
 
 use crate::common;
 

@@ -1,4 +1,4 @@
-//! Questions (`wire-1.10.md` §7), persistence (§10), the new slash commands (§4.5) and a
+//! Questions (`docs/protocol-1.10.md` §7), persistence (§10), the new slash commands (§4.5) and a
 //! 1.2-era client running a whole session against the 1.10 server, over real pipes.
 
 use crate::common;

@@ -1,9 +1,9 @@
-//! The echo DSL (`scripted-echo.md` §4): one line per streamed part, plus `id` and `usage` lines
+//! The echo DSL (`docs/scripted-echo.md` §4): one line per streamed part, plus `id` and `usage` lines
 //! that describe the whole message.
 //!
 //! Invariants: parsing is all-or-nothing — the first bad line fails the whole script with the
 //! reference's wire-visible text (as a non-retryable `ChatError::Other`), so no fragment of a bad
-//! script is ever streamed; an `error:` line (`scripted-echo.md` §5.1) fails the call the same
+//! script is ever streamed; an `error:` line (`docs/scripted-echo.md` §5.1) fails the call the same
 //! way, with the simulated error it describes, and lines after it are not read. `ParsedScript::events` holds only parts (`Content`, `ToolCall`,
 //! `ToolCallPart`), one per DSL line, in script order; id and usage are kept apart. Line numbers
 //! count every line Python's `str.splitlines()` yields, skipped ones included.
@@ -230,7 +230,7 @@ fn parse_tool_call_part(payload: &str, lineno: usize) -> Result<ToolCallPart, Ch
         PyValue::Str(s) if s.is_empty() => None,
         PyValue::Str(s) => Some(s.clone()),
         PyValue::List(_) | PyValue::Dict(_) => Some(part.to_compact_json()),
-        // Protocol 1.10 ends the turn with -32603 `ValidationError: …` (`scripted-echo.md` §5.3).
+        // Protocol 1.10 ends the turn with -32603 `ValidationError: …` (`docs/scripted-echo.md` §5.3).
         other => {
             return Err(ChatError::Invalid(format!(
                 "tool_call_part.arguments_part must be a string at line {lineno}, got {}",

@@ -1,4 +1,4 @@
-//! `_echo`: the script is the text of the last history message (`scripted-echo.md` §3).
+//! `_echo`: the script is the text of the last history message (`docs/scripted-echo.md` §3).
 //!
 //! Invariants: stateless; the system prompt and tools are ignored; every error is raised by the
 //! call's future, before any fragment, as a non-retryable `ChatError::Other` with the reference's

@@ -1,4 +1,4 @@
-//! The deterministic test providers `_echo` and `_scripted_echo` (`scripted-echo.md`).
+//! The deterministic test providers `_echo` and `_scripted_echo` (`docs/scripted-echo.md`).
 //!
 //! Invariants: both providers speak the same line-oriented DSL (`dsl`), whose error texts are
 //! wire-visible and match the reference verbatim; a call either fails before streaming anything

@@ -1,5 +1,5 @@
 //! `_scripted_echo`: every call pops the next script of a file-backed FIFO
-//! (`scripted-echo.md` §1, §2).
+//! (`docs/scripted-echo.md` §1, §2).
 //!
 //! Invariants: one provider instance per process holds the only FIFO, so every call of every
 //! agent, retry, compaction or sub-turn consumes from it in call order. A call pops its script

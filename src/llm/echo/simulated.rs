@@ -1,4 +1,4 @@
-//! The `error:` line of the echo DSL (`scripted-echo.md` §5.1): the simulated provider error a
+//! The `error:` line of the echo DSL (`docs/scripted-echo.md` §5.1): the simulated provider error a
 //! scripted call fails with. Status errors are retryable exactly when a real one would be (429,
 //! 500, 502, 503, 504); connection and timeout errors always are.
 
@@ -7,7 +7,7 @@ use crate::llm::pyfmt::{py_repr_str, py_strip};
 
 use super::pyjson::{PyInt, PyValue, py_int};
 
-/// `error: <spec>` (`scripted-echo.md` §5.1): the simulated provider error the call fails with.
+/// `error: <spec>` (`docs/scripted-echo.md` §5.1): the simulated provider error the call fails with.
 pub fn simulated_error(payload: &str, lineno: usize, raw_line: &str) -> ChatError {
     let spec = py_strip(payload);
     if spec.is_empty() {

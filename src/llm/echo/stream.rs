@@ -1,4 +1,4 @@
-//! Turns a parsed script into the stream one call yields (`scripted-echo.md` §4.4).
+//! Turns a parsed script into the stream one call yields (`docs/scripted-echo.md` §4.4).
 //!
 //! Invariants: a script with no parts never becomes a stream (the caller's "no streamable parts"
 //! error comes from the call's future); otherwise every part is its own stream item, in script

@@ -1,4 +1,4 @@
-//! `anthropic`: the Messages API (§6).
+//! `anthropic`: the Messages API (`docs/providers.md` §6).
 //!
 //! Invariants:
 //! * history is encoded as kosong does: system messages become `<system>…</system>` user text,

@@ -1,4 +1,4 @@
-//! `_chaos`: fault injection around a Kimi provider (§8.3), for testing retry behaviour.
+//! `_chaos`: fault injection around a Kimi provider (`docs/providers.md` §8.3), for testing retry behaviour.
 //!
 //! Invariants: with probability 0.8 a request is not sent and a synthetic 429/500/503 response
 //! (reference bodies, `retry-after: 2` on 429) goes through the normal error path, so SDK and

@@ -208,7 +208,7 @@ impl ChatProvider for ChatCompletions {
         *self.client_identity.write().unwrap_or_else(|p| p.into_inner()) = client;
     }
 
-    /// Kimi takes videos through its files API (`llm-providers.md` §3.8); others inline them.
+    /// Kimi takes videos through its files API (`docs/providers.md` §3.8); others inline them.
     fn upload_video<'a>(&'a self, data: &'a [u8], mime: &'a str) -> BoxFuture<'a, Result<Option<String>, ChatError>> {
         Box::pin(async move {
             if self.dialect != Dialect::Kimi || self.chaos.is_some() {

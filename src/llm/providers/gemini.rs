@@ -1,4 +1,4 @@
-//! `gemini` / `google_genai` and `vertexai` in API-key (express) mode (§7).
+//! `gemini` / `google_genai` and `vertexai` in API-key (express) mode (`docs/providers.md` §7).
 //!
 //! Invariants:
 //! * the body is camelCase JSON as the google-genai SDK sends it: `systemInstruction` always

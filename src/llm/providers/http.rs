@@ -6,7 +6,7 @@
 //! * retries happen inside the caller's future (no spawned task), so dropping it cancels them;
 //! * a server-requested delay in (0, 60] s is honoured between SDK retries and is also stored in
 //!   `ChatError::Status::retry_after` for the agent-level loop;
-//! * credentials never reach a log line (issue 14, item 11): errors are logged with the URL's
+//! * credentials never reach a log line (`docs/providers.md` §9): errors are logged with the URL's
 //!   query and user info replaced by `<redacted>`, and credential headers are marked sensitive
 //!   so their `Debug` form (in any library's trace) shows no value.
 

@@ -1,4 +1,4 @@
-//! The device identity headers kimi-cli sends to Kimi (`X-Msh-*`, §3.1).
+//! The device identity headers kimi-cli sends to Kimi (`X-Msh-*`, `docs/providers.md` §3.1).
 //!
 //! Invariants: values are ASCII-only (non-ASCII characters removed, `unknown` when nothing is
 //! left); the device id is 32 lowercase hex characters persisted in `$KIMI_SHARE_DIR/device_id`

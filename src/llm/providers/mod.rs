@@ -1,4 +1,4 @@
-//! The real LLM providers over streaming HTTP (`llm-providers.md` §1-§7).
+//! The real LLM providers over streaming HTTP (`docs/providers.md` §1-§7).
 //!
 //! Invariants:
 //! * every provider builds its request body once per call, serializing straight from the borrowed

@@ -1,4 +1,4 @@
-//! `openai_responses`: the OpenAI Responses API (§5).
+//! `openai_responses`: the OpenAI Responses API (`docs/providers.md` §5).
 //!
 //! Invariants:
 //! * the `input` list follows kosong's encoding: the system prompt (role `developer` for known

@@ -13,7 +13,7 @@
 //! * a body that breaks off (incomplete chunked read) is an error, never a silent success;
 //! * each byte is scanned for a line end once, however a line is split across reads, and an event
 //!   (its unfinished line plus the data gathered) larger than [`MAX_EVENT_BYTES`] ends the stream
-//!   with a provider error naming the limit (issue 20, item 12), so a line that never ends costs
+//!   with a provider error naming the limit, so a line that never ends costs
 //!   neither unbounded memory nor a core.
 
 use std::collections::VecDeque;
@@ -373,7 +373,7 @@ mod tests {
         fn finish(&mut self, _out: &mut VecDeque<StreamEvent>) {}
     }
 
-    /// Issue 20, item 12: a line that never ends (or data lines that never close their event)
+    /// A line that never ends (or data lines that never close their event)
     /// stops the stream with an error naming the limit, and nothing more is read.
     #[tokio::test]
     async fn an_endless_event_ends_the_stream_with_an_error_naming_the_limit() {

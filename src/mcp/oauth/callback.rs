@@ -1,4 +1,4 @@
-//! The local HTTP server the browser is sent back to (§1.6 step 5): `GET /callback?code=…&state=…`
+//! The local HTTP server the browser is sent back to (`docs/subcommands.md` §1.6 step 5): `GET /callback?code=…&state=…`
 //! on `localhost:<port>`. It answers every request with a small page and hands the flow the
 //! first callback that carries the flow's `state` (its code, or the authorization server's
 //! `error`); other paths (a browser's `/favicon.ico`) get 404 and are ignored.

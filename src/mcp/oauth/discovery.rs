@@ -1,4 +1,4 @@
-//! Finding the authorization server of an MCP server (§1.6 step 2): the protected-resource
+//! Finding the authorization server of an MCP server (`docs/subcommands.md` §1.6 step 2): the protected-resource
 //! metadata (named by the 401's `WWW-Authenticate` header, else at its well-known places), then
 //! the authorization server's metadata (RFC 8414, OpenID configuration as fallback), then the
 //! endpoints at their default paths for servers that publish neither.

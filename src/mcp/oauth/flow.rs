@@ -1,4 +1,4 @@
-//! The interactive authorization of `kiwi mcp auth` (§1.6 steps 2-6): discovery, dynamic client
+//! The interactive authorization of `kiwi mcp auth` (`docs/subcommands.md` §1.6 steps 2-6): discovery, dynamic client
 //! registration, the authorization URL with PKCE (S256), `state` and `resource`, its pre-flight
 //! check, the browser, the callback and the code exchange.
 //!

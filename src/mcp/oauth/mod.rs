@@ -1,4 +1,4 @@
-//! The MCP authorization flow (`cli-subcommands.md` §1.6, §2.7): discovery of the authorization
+//! The MCP authorization flow (`docs/subcommands.md` §1.6, §2.7): discovery of the authorization
 //! server, dynamic client registration, the browser flow with PKCE (S256) and a local callback
 //! server, and refreshing stored tokens.
 //!

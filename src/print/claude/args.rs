@@ -1,4 +1,4 @@
-//! Claude Code's headless command line (`print-mode.md` B.1, C.2), parsed by hand: `-p` is a
+//! Claude Code's headless command line (`docs/print-mode.md` B.1, C.2), parsed by hand: `-p` is a
 //! switch here and a value in kimi, every option that takes a value accepts both `--flag value`
 //! and `--flag=value` (the SDK sends `--resume=<id>`), an empty token is a value
 //! (`--system-prompt ""`), and unknown options are accepted and ignored with a debug log,

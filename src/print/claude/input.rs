@@ -1,4 +1,4 @@
-//! Reading the host's lines in the Claude dialect (`print-mode.md` B.2): a reader thread frames
+//! Reading the host's lines in the Claude dialect (`docs/print-mode.md` B.2): a reader thread frames
 //! stdin, and each line is classified here into a user message, a control request, a control
 //! response, or something to ignore with a clear error.
 //!
@@ -7,7 +7,7 @@
 //! bad line is [`Input::Bad`] (one stderr line, the run goes on); kimi-shaped `{"role":"user"}`
 //! lines are user messages too (C.4).
 //!
-//! Bounds (issue 19): stdin is framed and queued by the wire's reader with its limits — a line
+//! Bounds: stdin is framed and queued by the wire's reader with its limits — a line
 //! longer than the limit is an [`Input::Bad`] in the wire's words, and the lines read ahead are
 //! bounded in bytes as well as in number.
 
@@ -252,7 +252,7 @@ mod tests {
         assert!(lines.recv().await.is_none());
     }
 
-    /// Issue 19: the lines read ahead are bounded in bytes, not only in number (64 lines of up
+    /// The lines read ahead are bounded in bytes, not only in number (64 lines of up
     /// to the line limit each used to wait in memory).
     #[test]
     fn lines_read_ahead_are_bounded_in_bytes() {

@@ -1,4 +1,4 @@
-//! Every line of the Claude dialect, as typed serde shapes (`print-mode.md` B.2, B.3): what kiwi
+//! Every line of the Claude dialect, as typed serde shapes (`docs/print-mode.md` B.2, B.3): what kiwi
 //! writes (system, assistant, user, stream_event, result, control lines) and what it reads.
 //!
 //! Invariants: field order is the order the spec's examples show (serde writes struct fields in
@@ -123,7 +123,7 @@ pub struct WarningLine {
 }
 
 /// The SDK's error class (`SDKAssistantMessageError`) for an API error with this HTTP status, as
-/// `print-mode.md` C.2 lists it: 400 `invalid_request`, 401/403 `authentication_failed`, 402
+/// `docs/print-mode.md` C.2 lists it: 400 `invalid_request`, 401/403 `authentication_failed`, 402
 /// `billing_error`, 429 `rate_limit`, 5xx `server_error`, anything else (no status: connection
 /// errors, timeouts, empty answers) `unknown`. The one map of both the synthetic error message
 /// and `system/api_retry`.
@@ -470,7 +470,7 @@ mod tests {
 
     #[test]
     fn the_worked_example_round_trips() {
-        // `print-mode.md` C.5, line by line.
+        // `docs/print-mode.md` C.5, line by line.
         for line in [
             r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"S","tools":["Shell","ReadFile","..."],"mcp_servers":[],"model":"kimi-k2","permissionMode":"bypassPermissions","slash_commands":["init","compact","clear","yolo"],"apiKeySource":"none","output_style":"default","agents":[],"skills":[],"plugins":[],"uuid":"U1"}"#,
             r#"{"type":"assistant","message":{"id":"msg_a","type":"message","role":"assistant","model":"kimi-k2","content":[{"type":"text","text":"Let me check."}],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":900,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":20}},"parent_tool_use_id":null,"session_id":"S","uuid":"U2"}"#,

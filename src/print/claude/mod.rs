@@ -1,4 +1,4 @@
-//! Claude Code's headless stream-json dialect (`print-mode.md` Part B, C.2-C.4): `args` reads
+//! Claude Code's headless stream-json dialect (`docs/print-mode.md` Part B, C.2-C.4): `args` reads
 //! the command line, `start` builds the session, `run` serves input lines and control requests,
 //! `projection` (over the pure `turn`) writes the lines, `permission` decides approvals.
 

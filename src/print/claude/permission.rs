@@ -1,4 +1,4 @@
-//! Who decides an approval in the Claude dialect (`print-mode.md` C.3): the permission mode,
+//! Who decides an approval in the Claude dialect (`docs/print-mode.md` C.3): the permission mode,
 //! the allow and deny lists, and — only when someone can answer — the host over stdio.
 //!
 //! Invariants:

@@ -28,8 +28,8 @@ use crate::rpc::writer::encode;
 use crate::rpc::{ErrorCode, Peer, RequestId};
 use crate::soul::{Agent, ClientAnswer, Projection, TurnDriver, TurnResult, TurnTag};
 
-/// The Claude Code release whose headless protocol this dialect follows (`print-mode.md` was
-/// verified against it).
+/// The Claude Code release whose headless protocol this dialect follows (what `docs/print-mode.md`
+/// describes was recorded from it).
 pub const PROTOCOL_LEVEL: &str = "2.1.330";
 
 /// What the projection writes, fixed at start-up.

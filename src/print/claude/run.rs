@@ -1,6 +1,6 @@
 //! The Claude dialect's run loop: user messages queue and run one turn at a time, control
 //! requests are answered at once (also while a turn runs), and the end of input is not a cancel
-//! (`print-mode.md` B.2, C.1).
+//! (`docs/print-mode.md` B.2, C.1).
 //!
 //! Invariants: every started turn ends with exactly one `result` (the projection writes it;
 //! the loop waits for it before starting the next turn or exiting); every control request gets

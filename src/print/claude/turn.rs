@@ -1,4 +1,4 @@
-//! One turn's events as Claude lines (`print-mode.md` C.2): blocks assembled from the core's
+//! One turn's events as Claude lines (`docs/print-mode.md` C.2): blocks assembled from the core's
 //! unmerged fragments, one `assistant` line per block, `user` lines for tool results, partial
 //! `stream_event`s, and the turn's `result`. Pure: events in, lines out, so it is tested without
 //! a process.

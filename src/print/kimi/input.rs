@@ -1,15 +1,15 @@
-//! Where kimi's print-mode prompts come from (`print-mode.md` A.2): `-p` first, then all of
+//! Where kimi's print-mode prompts come from (`docs/print-mode.md` A.2): `-p` first, then all of
 //! stdin as one prompt (text input), or one kosong `Message` per line (stream-json input).
 //!
 //! Invariants: lines are taken only between turns (the run loop asks for the next prompt when
 //! the previous turn is over); a line that is not a user message, or whose text is empty, is
 //! skipped with a warning and never ends the run; EOF ends the prompts.
 //!
-//! Bounds (issue 20, item 12; issue 19): stdin is framed and queued by the wire's reader, with its
+//! Bounds: stdin is framed and queued by the wire's reader, with its
 //! limits — a line longer than the line limit is skipped with one stderr line in the wire's
 //! words, and the lines read ahead are bounded in bytes as well as in number. Text input is read
 //! up to the same limit: a longer prompt is refused with one stderr line (exit 1, a failure in
-//! `print-mode.md` A.6's terms), never read whole.
+//! `docs/print-mode.md` A.6's terms), never read whole.
 
 use std::io::Read;
 
@@ -174,7 +174,7 @@ mod tests {
         }
     }
 
-    /// Issue 19: the lines read ahead are bounded in bytes, not only in number (64 lines of up
+    /// The lines read ahead are bounded in bytes, not only in number (64 lines of up
     /// to the line limit each used to wait in memory).
     #[test]
     fn lines_read_ahead_are_bounded_in_bytes() {

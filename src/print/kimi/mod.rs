@@ -1,4 +1,4 @@
-//! kimi's `--print` dialect (`print-mode.md` Part A): prompts from `-p` and stdin, one turn at a
+//! kimi's `--print` dialect (`docs/print-mode.md` Part A): prompts from `-p` and stdin, one turn at a
 //! time, output as text or kosong `Message` lines, exit 0/1/75.
 //!
 //! Invariants: the next prompt is read only after the previous turn's outcome; the first failed

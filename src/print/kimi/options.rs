@@ -1,4 +1,4 @@
-//! kimi's print-mode options, taken from the (already validated) command line (`print-mode.md`
+//! kimi's print-mode options, taken from the (already validated) command line (`docs/print-mode.md`
 //! A.1): `--quiet` is `--print --output-format text --final-message-only`.
 
 use std::io::IsTerminal;

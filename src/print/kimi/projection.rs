@@ -1,4 +1,4 @@
-//! kimi's `--print` projection (`print-mode.md` A.3-A.6): per step, the assistant `Message` and
+//! kimi's `--print` projection (`docs/print-mode.md` A.3-A.6): per step, the assistant `Message` and
 //! one `tool` message per answered call (stream-json), or only the last step's text
 //! (`--final-message-only`, and the stdout part of text output); progress on stderr.
 //!

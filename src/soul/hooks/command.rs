@@ -1,4 +1,4 @@
-//! One command hook of the config file (`wire-1.10.md` §5.3): `/bin/sh -c <command>` in the work
+//! One command hook of the config file (`docs/protocol-1.10.md` §5.3): `/bin/sh -c <command>` in the work
 //! dir with the input JSON on stdin, decided by its exit code and stdout.
 //!
 //! Invariants: a hook never blocks by accident — anything but exit 2, or exit 0 with a `deny`
@@ -7,7 +7,7 @@
 //! waiting future is dropped (a cancelled turn, the server exiting); what it prints is read up to
 //! a cap, so a chatty hook cannot grow our memory.
 //!
-//! The hook's own exit decides (issue 20, item 13): once the shell has exited, its output is read
+//! The hook's own exit decides: once the shell has exited, its output is read
 //! as far as it goes — the tree it left behind (which may hold the pipes open) is killed first,
 //! and the reading stops after a short grace even if something still holds them — so a hook that
 //! exits 2 while a background child keeps its stdout blocks, and is never mistaken for a timeout.
@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(v, Verdict::allow(), "a hook that cannot start allows");
     }
 
-    /// Issue 20, item 13: the hook's exit decides, not the end of its output. A background child
+    /// The hook's exit decides, not the end of its output. A background child
     /// that keeps the pipes open outlives the timeout; the block still holds, the reason written
     /// before the exit is kept, and the child is killed.
     #[tokio::test]

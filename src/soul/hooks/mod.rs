@@ -1,4 +1,4 @@
-//! Hooks (`wire-1.10.md` §5): commands from the config file and client subscriptions that run at
+//! Hooks (`docs/protocol-1.10.md` §5): commands from the config file and client subscriptions that run at
 //! fixed points of a session and may block what comes next.
 //!
 //! This module holds who is hooked to what and decides which hooks a point triggers.

@@ -1,4 +1,4 @@
-//! Running the hooks one point triggers, as a batch (`wire-1.10.md` §5.2, §5.4).
+//! Running the hooks one point triggers, as a batch (`docs/protocol-1.10.md` §5.2, §5.4).
 //!
 //! Invariants: no matching hook, nothing happens (no events); once the client has initialized, a
 //! batch is announced with `HookTriggered` and closed with `HookResolved` (both recorded), and

@@ -1,4 +1,4 @@
-//! A subagent run as a background task (`wire-1.10.md` §8.4): the call returns at once with the
+//! A subagent run as a background task (`docs/protocol-1.10.md` §8.4): the call returns at once with the
 //! task id; the run goes on inside the server, its events only in its own files, its approvals
 //! to the client marked `background_agent` with the task id as their source.
 //!

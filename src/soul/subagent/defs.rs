@@ -26,7 +26,7 @@ pub fn load_defs(
             let mut invalid = Vec::new();
             for path in &spec.tools {
                 if is_agent_path(path) {
-                    // Offered, but a subagent's host refuses to nest (`wire-1.10.md` §8.1).
+                    // Offered, but a subagent's host refuses to nest (`docs/protocol-1.10.md` §8.1).
                     tools.push(agent_tool(&[]));
                     continue;
                 }

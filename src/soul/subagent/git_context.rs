@@ -1,4 +1,4 @@
-//! The git context an `explore` subagent starts with (`wire-1.10.md` §8.2): where the repository
+//! The git context an `explore` subagent starts with (`docs/protocol-1.10.md` §8.2): where the repository
 //! is, its branch, its last commits and what is changed, put before the prompt so the subagent
 //! does not spend its first steps asking git.
 //!

@@ -1,4 +1,4 @@
-//! Subagents (`wire-1.10.md` §8): the same soul, run nested for the `Agent` tool with its own
+//! Subagents (`docs/protocol-1.10.md` §8): the same soul, run nested for the `Agent` tool with its own
 //! context and wire files under `<session>/subagents/<agent_id>/`, sharing the session's model,
 //! state, approval hub, client and hooks.
 //!

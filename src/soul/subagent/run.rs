@@ -1,4 +1,4 @@
-//! One foreground run of a subagent instance for an `Agent` call (`wire-1.10.md` §8.2): pick or
+//! One foreground run of a subagent instance for an `Agent` call (`docs/protocol-1.10.md` §8.2): pick or
 //! restore the instance, run the prompt as a nested turn of a soul of its own, ask once more for
 //! a fuller summary when the answer is short, and turn the outcome into the tool result.
 //!
@@ -191,7 +191,7 @@ pub async fn run_foreground(
     ToolReturnValue::ok(result_text(&instance, &d.subagent_type, "completed", &summary), "")
 }
 
-/// The tool output of a finished run (`wire-1.10.md` §8.2).
+/// The tool output of a finished run (`docs/protocol-1.10.md` §8.2).
 pub fn result_text(instance: &Instance, requested_type: &str, status: &str, summary: &str) -> String {
     let mut lines = vec![format!("agent_id: {}", instance.agent_id), format!("resumed: {}", instance.resumed)];
     if instance.resumed && requested_type != instance.subagent_type {

@@ -1,4 +1,4 @@
-//! How a foreground subagent's events reach the parent's front end (`wire-1.10.md` §8.3): its
+//! How a foreground subagent's events reach the parent's front end (`docs/protocol-1.10.md` §8.3): its
 //! stream is merged by the step assembler (text runs joined, tool calls complete) and every
 //! event is wrapped in `SubagentEvent` on the parent's sink — so the parent's front end and its
 //! `wire.jsonl` see them, whatever the front end is. Requests and `ApprovalResponse` go through

@@ -1,4 +1,4 @@
-//! Background tasks (`wire-1.10.md` §9): shell commands and subagents that outlive the tool call
+//! Background tasks (`docs/protocol-1.10.md` §9): shell commands and subagents that outlive the tool call
 //! that started them, but never kiwi (unless `background.keep_alive_on_exit`).
 //!
 //! Invariants:
@@ -30,7 +30,7 @@ pub use crate::protocol::display::TaskKind;
 
 pub use notify::PendingNotice;
 
-/// Where a task stands (`wire-1.10.md` §9.1); the last four are terminal.
+/// Where a task stands (`docs/protocol-1.10.md` §9.1); the last four are terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskStatus {
     Starting,

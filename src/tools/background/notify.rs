@@ -1,4 +1,4 @@
-//! The notification of a task that reached its end (`wire-1.10.md` §9.3): the `Notification`
+//! The notification of a task that reached its end (`docs/protocol-1.10.md` §9.3): the `Notification`
 //! the client gets and the message the model reads at its next step.
 
 use std::io::{Read, Seek, SeekFrom};

@@ -1,4 +1,4 @@
-//! The session's task and notification files (`wire-1.10.md` §10.4), so that a resumed session
+//! The session's task and notification files (`docs/protocol-1.10.md` §10.4), so that a resumed session
 //! still knows its tasks and hears about the ones that ended while nobody listened:
 //! `tasks/<id>/spec.json` (what the task is), `tasks/<id>/runtime.json` (where it stands),
 //! `notifications/<id>/event.json` (a notification) and `notifications/<id>/delivery.json`

@@ -1,4 +1,4 @@
-//! `TaskList`, `TaskOutput`, `TaskStop` (`wire-1.10.md` §9.2): the main agent's view of its
+//! `TaskList`, `TaskOutput`, `TaskStop` (`docs/protocol-1.10.md` §9.2): the main agent's view of its
 //! background tasks. Subagents get an error: only the root agent manages tasks.
 
 use std::sync::Arc;

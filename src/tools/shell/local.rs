@@ -8,12 +8,12 @@
 //! * when the call times out or its future is dropped (turn cancelled), every process of the call
 //!   is killed through [`CallGuard`], including children that called `setsid` and orphans (the
 //!   reference only kills the shell on timeout and nothing on cancel); daemons of a command that
-//!   finished normally keep running until the server exits (issue 14, item 7);
+//!   finished normally keep running until the server exits (`docs/tools.md` §19.1);
 //! * at most [`MAX_PENDING_LINE`] bytes of one line are buffered, so a command printing an
 //!   endless line cannot exhaust memory;
 //! * the command's environment is kiwi's minus the secrets kiwi consumed ([`secret_env_names`]):
 //!   the provider API key variables, every name in a provider's `env` table, and any variable
-//!   whose value is a key kiwi holds (issue 14, item 11; the reference passes everything on);
+//!   whose value is a key kiwi holds (`docs/tools.md` §19.2; the reference passes everything on);
 //! * a background command is a `bash` task of `background::shell_task` (its output goes straight
 //!   to the task's `output.log`).
 
@@ -101,7 +101,7 @@ const MAX_PENDING_LINE: usize = 64 * 1024;
 
 const SHELL_CANDIDATES: &[&str] = &["/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"];
 
-/// The interpreter of Shell commands: the first bash found (`tools.md` §3), else `/bin/sh`.
+/// The interpreter of Shell commands: the first bash found (`docs/tools.md` §3), else `/bin/sh`.
 pub fn default_shell() -> PathBuf {
     SHELL_CANDIDATES.iter().map(Path::new).find(|p| p.exists()).unwrap_or(Path::new("/bin/sh")).to_path_buf()
 }

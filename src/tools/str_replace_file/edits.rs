@@ -1,4 +1,4 @@
-//! The text side of StrReplaceFile: applying edits in order (`tools.md` §7 step 3) without ever
+//! The text side of StrReplaceFile: applying edits in order (`docs/tools.md` §7 step 3) without ever
 //! building a text above the size limit, and re-applying them to a file that changed while the
 //! approval was pending.
 //!
@@ -51,7 +51,7 @@ pub fn reapply(current: &str, edits: &[Edit], approved: &[usize], limit: u64) ->
     Ok((applied.counts == approved).then_some(applied.text))
 }
 
-/// Replacements reported to the model, counted against the original text (`tools.md` §7 step 6).
+/// Replacements reported to the model, counted against the original text (`docs/tools.md` §7 step 6).
 pub fn total_replacements(original: &str, edits: &[Edit]) -> usize {
     edits
         .iter()

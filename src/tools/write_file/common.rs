@@ -5,7 +5,7 @@
 //! Invariants:
 //! - No file above [`MAX_EDIT_BYTES`] is read, and no text above it is built or written.
 //! - "Inside the work dir" compares the resolved target with the canonical work dir. This leaves
-//!   `tools.md` §1, which decides it lexically without resolving links: issue 14 (item 10) wins,
+//!   `docs/tools.md` §1, which decides it lexically without resolving links: kiwi's rule (`docs/tools.md` §19.6) wins,
 //!   so a session-wide approval of `edit file` never writes outside the work dir through a link.
 //! - Blocking work runs on the blocking pool; when the tool call's future is dropped (the turn
 //!   was cancelled) the shared stop flag is raised, and long loops (the diff) poll it.
@@ -29,7 +29,7 @@ pub(crate) const EDIT_OUTSIDE: &str = "edit file outside of working directory";
 /// A failed step of an edit: the finished tool result (boxed, it is large and cold).
 pub type Step<T> = Result<T, Box<ToolReturnValue>>;
 
-/// Which tool is speaking: the two word their failures differently (`tools.md` §6, §7).
+/// Which tool is speaking: the two word their failures differently (`docs/tools.md` §6, §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Editor {
     Write,
@@ -65,7 +65,7 @@ impl Editor {
                 format!("`{given}` parent directory does not exist."),
                 "Parent directory not found",
             )),
-            // Same words as ReadFile for a non-file (`tools.md` §4 step 3).
+            // Same words as ReadFile for a non-file (`docs/tools.md` §4 step 3).
             DiskError::NotAFile => {
                 Box::new(ToolReturnValue::error(format!("`{given}` is not a file."), "Invalid path"))
             }
@@ -87,7 +87,7 @@ pub fn too_large(what: String) -> Box<ToolReturnValue> {
 }
 
 /// Refusal of a file whose bytes are not UTF-8: decoding would replace them and the write would
-/// destroy them (this leaves `tools.md` §6/§7, which decode with replacement; issue 14 item 10).
+/// destroy them (this leaves `docs/tools.md` §6/§7, which decode with replacement; `docs/tools.md` §19.6).
 pub fn not_utf8(given: &str) -> Box<ToolReturnValue> {
     Box::new(ToolReturnValue::error(
         format!(
@@ -116,7 +116,7 @@ pub fn action_for(real: &Path, work_dir: &Path) -> &'static str {
     if real.starts_with(work) { EDIT } else { EDIT_OUTSIDE }
 }
 
-/// Text as the reference reads it (`tools.md` §6 step 3): UTF-8 with replacement, universal
+/// Text as the reference reads it (`docs/tools.md` §6 step 3): UTF-8 with replacement, universal
 /// newlines. Only for display and for overwriting, where no byte of the old text survives.
 pub fn lossy_text(bytes: &[u8]) -> String {
     universal_newlines(String::from_utf8_lossy(bytes).into_owned())

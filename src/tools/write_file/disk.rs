@@ -122,7 +122,7 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Option<Snapshot>, DiskErr
     Ok(Some(Snapshot { bytes, meta }))
 }
 
-/// [`read_regular`], with the text from the client when it serves files (`acp.md` §12.4): the
+/// [`read_regular`], with the text from the client when it serves files (`docs/acp.md` §12.4): the
 /// local file still decides existence, type and size, the client what it holds (unsaved edits).
 pub fn read_through(path: &Path, limit: u64, client: Option<&ClientFileAccess>) -> Result<Option<Snapshot>, DiskError> {
     let snapshot = read_regular(path, limit)?;
