@@ -242,9 +242,12 @@ mod tests {
     async fn an_unsendable_request_is_answered_with_an_error() {
         let (out, writer) = spawn_writer(Closed);
         let peer = Peer::new(out, "t");
-        // The first frame fails the writer; wait until it noticed.
-        peer.outbound().send_raw(b"x\n".to_vec()).await;
-        writer.closed.cancelled().await;
+        // The first frame fails the writer; wait until its queue is gone too (it says so first,
+        // then lets go of the queue: a frame in between would be queued for nobody).
+        while peer.outbound().send_raw(b"x\n".to_vec()).await {
+            tokio::task::yield_now().await;
+        }
+        assert!(writer.closed.is_cancelled());
         let id = peer.next_id();
         let (reply, answer) = oneshot::channel();
         peer.ask(id.clone(), frame(&id), reply, |settled| async move { settled.answer() }).await.ok();
