@@ -29,20 +29,27 @@ def link_map():
 
 
 def text_symbols(path):
-    """(address, name) of every symbol the map places in .text, sorted by address."""
+    """(address, mangled name) of every function the map places in .text, sorted by address.
+
+    Each function has a section of its own, `.text.<mangled name>`; the map's symbol lines are
+    demangled, so the names come from the section lines."""
     symbols = []
     in_text = False
     for line in open(path, encoding="utf-8", errors="replace"):
         # VMA LMA Size Align, then the name, indented by what it is: an output section (1
         # space), an input section (9, "file:(section)") or a symbol (17).
-        m = re.match(r"\s*([0-9a-f]+)\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+( +)(\S+)\s*$", line)
+        m = re.match(r"\s*([0-9a-f]+)\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+( +)(\S.*?)\s*$", line)
         if not m:
             continue
         indent, name = len(m.group(2)), m.group(3)
         if indent < 4:
             in_text = name == ".text"
-        elif in_text and indent > 12:
-            symbols.append((int(m.group(1), 16), name))
+        elif in_text and indent < 12:
+            section = re.search(r":\(\.text\.(\S+)\)$", name)
+            if section:
+                # LLVM puts cold and hot code in `.text.unlikely.<name>`, `.text.hot.<name>`.
+                symbol = re.sub(r"^(unlikely|hot|startup|exit|split)\.", "", section.group(1))
+                symbols.append((int(m.group(1), 16), symbol))
     symbols.sort()
     return symbols
 
