@@ -73,6 +73,21 @@ pub fn highest_archive(session_dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// The number of `TurnBegin` records in the `wire.jsonl` at `path` (0 when there is none).
+pub fn turn_count(path: &Path) -> u64 {
+    let Ok(file) = std::fs::File::open(path) else { return 0 };
+    let mut turns = 0;
+    for line in BufReader::with_capacity(64 * 1024, file).split(b'\n').map_while(Result::ok) {
+        if line.windows(11).any(|w| w == b"\"TurnBegin\"")
+            && serde_json::from_slice::<LineProbe>(&line)
+                .is_ok_and(|p| p.message.is_some_and(|m| m.kind == "TurnBegin"))
+        {
+            turns += 1;
+        }
+    }
+    turns
+}
+
 /// Forks the session in `source` (a session folder of `work_dir` under `share`) after turn
 /// `turn`, or after everything recorded when `turn` is `None`.
 pub fn fork(share: &Path, work_dir: &Path, source: &Path, turn: Option<u64>) -> Result<Forked, ForkError> {

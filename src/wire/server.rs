@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use super::errors::WireError;
 use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
-    Empty, ExternalToolsOutcome, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
+    Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
     PROTOCOL_VERSION, RejectedTool, SERVER_NAME, ServerCapabilities, ServerInfo, SetPlanModeResult, SlashCommandInfo,
     SteerResult,
 };
@@ -29,6 +29,7 @@ use crate::llm::ClientIdentity;
 use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
 use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, Peer, RequestId};
+use crate::session::fork::ForkError;
 use crate::soul::hooks::Subscription;
 use crate::soul::{TurnDriver, TurnTag};
 use crate::tools::external::ExternalTool;
@@ -97,6 +98,7 @@ impl WireServer {
                 }
                 None => self.outbound.error(Some(&id), &idle()).await,
             },
+            ClientRequest::Fork(params) => self.fork(id, params.turn_index).await,
             ClientRequest::Interrupt => {
                 let result = if self.driver.cancel() { InterruptResult::Ok } else { InterruptResult::Idle };
                 self.outbound.respond(&id, &result).await;
@@ -170,6 +172,7 @@ impl WireServer {
                 configured,
             },
             capabilities: ServerCapabilities { supports_question: true },
+            extensions: vec!["fork".into()],
         };
         self.outbound.respond(&id, &result).await;
     }
@@ -206,6 +209,38 @@ impl WireServer {
             // Busy until the answer is queued, so a turn cannot slip in before it.
             drop(claim);
         });
+    }
+
+    /// `fork` (`docs/protocol-1.10.md` §2.8): a new session of the same work dir with this one's
+    /// history (`docs/sessions.md` §8); refused while a turn runs. This session goes on as it was.
+    async fn fork(&self, id: RequestId, turn: Option<u64>) {
+        if self.driver.is_busy() {
+            self.outbound.error(Some(&id), &busy()).await;
+            return;
+        }
+        self.driver.sink().flush_record();
+        let env = self.driver.agent().env.clone();
+        let forked = tokio::task::spawn_blocking(move || {
+            crate::session::fork::fork(&env.share_dir, &env.work_dir, &env.session_dir, turn)
+        })
+        .await;
+        match forked {
+            Ok(Ok(forked)) => {
+                self.outbound.respond(&id, &ForkResult { session_id: forked.id, title: forked.title }).await;
+            }
+            Ok(Err(ForkError::Io(e))) => {
+                tracing::error!("fork failed: {e}");
+                self.outbound
+                    .error(Some(&id), &ErrorCode::InternalError.with_message(format!("Fork failed: {e}")))
+                    .await;
+            }
+            Ok(Err(e)) => self.outbound.error(Some(&id), &ErrorCode::InvalidParams.with_message(e.to_string())).await,
+            Err(e) => {
+                self.outbound
+                    .error(Some(&id), &ErrorCode::InternalError.with_message(format!("Fork failed: {e}")))
+                    .await;
+            }
+        }
     }
 
     async fn prompt(&self, id: RequestId, input: UserInput) {
