@@ -43,10 +43,54 @@ pub fn exists(share: &Path, cwd: &Path, id: &str) -> bool {
     store::stored_session(share, cwd, id).is_some()
 }
 
-/// The sessions of `cwd`, most recently changed first (`docs/acp.md` §4.7).
+/// Sessions listed per page of `session/list`.
+pub const PAGE: usize = 50;
+
+/// One page of the sessions of `cwd`, or of every work dir `kimi.json` knows when `cwd` is
+/// `None`, most recently changed first (`docs/acp.md` §4.7). `cursor` is the opaque string of an
+/// earlier page's `nextCursor`; `Err` for one kiwi did not hand out.
+pub fn list_page(
+    share: &Path,
+    cwd: Option<&Path>,
+    cursor: Option<&str>,
+) -> Result<(Vec<SessionInfo>, Option<String>), String> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c.parse::<usize>().map_err(|_| format!("invalid cursor `{c}`"))?,
+    };
+    let mut found = match cwd {
+        Some(cwd) => list_dir(share, cwd),
+        None => {
+            let mut all = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for entry in store::Metadata::load(share).work_dirs {
+                if seen.insert(entry.path.clone()) {
+                    all.extend(list_dir(share, Path::new(&entry.path)));
+                }
+            }
+            all
+        }
+    };
+    // Newest first; ties by id, so pages never overlap.
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.session_id.0.cmp(&a.1.session_id.0)));
+    if start > found.len() {
+        return Err(format!("invalid cursor `{start}`"));
+    }
+    let next = (found.len() > start + PAGE).then(|| (start + PAGE).to_string());
+    Ok((found.into_iter().skip(start).take(PAGE).map(|(_, info)| info).collect(), next))
+}
+
+/// The sessions of `cwd`, most recently changed first.
 pub fn list(share: &Path, cwd: &Path) -> Vec<SessionInfo> {
+    let mut found = list_dir(share, cwd);
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    found.into_iter().map(|(_, info)| info).collect()
+}
+
+/// The sessions stored for `cwd`, with the time each last changed.
+fn list_dir(share: &Path, cwd: &Path) -> Vec<(std::time::SystemTime, SessionInfo)> {
     let Ok(entries) = std::fs::read_dir(store::sessions_dir(share, cwd)) else { return Vec::new() };
-    let mut found: Vec<(std::time::SystemTime, SessionInfo)> = entries
+    entries
         .flatten()
         .filter_map(|entry| {
             let id = entry.file_name().to_string_lossy().to_string();
@@ -61,7 +105,5 @@ pub fn list(share: &Path, cwd: &Path) -> Vec<SessionInfo> {
             let info = SessionInfo::new(id, cwd.to_path_buf()).title(title).updated_at(updated.to_rfc3339());
             Some((modified, info))
         })
-        .collect();
-    found.sort_by_key(|f| std::cmp::Reverse(f.0));
-    found.into_iter().map(|(_, info)| info).collect()
+        .collect()
 }

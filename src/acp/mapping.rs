@@ -34,6 +34,10 @@ pub struct EventMapper {
     /// already embedded in the call).
     terminal_calls: HashSet<String>,
     plan_mode: Option<bool>,
+    /// The mode outside plan mode (`default`, `acceptEdits` or `yolo`).
+    base_mode: &'static str,
+    /// The mode the client was last told about.
+    announced: Option<&'static str>,
     /// Replaying history: the user's own messages are shown too.
     replay: bool,
 }
@@ -47,6 +51,8 @@ impl EventMapper {
             last_call: None,
             terminal_calls: HashSet::new(),
             plan_mode: None,
+            base_mode: modes::DEFAULT_MODE,
+            announced: None,
             replay,
         }
     }
@@ -67,9 +73,29 @@ impl EventMapper {
         self.terminal_calls.insert(id.to_string());
     }
 
-    /// Remembers the mode the client was told about (so a status update that repeats it is quiet).
-    pub fn set_plan_mode(&mut self, on: bool) {
-        self.plan_mode = Some(on);
+    /// Remembers the mode the client was told about (so a status update that repeats it is quiet):
+    /// plan mode on or off, and the mode outside plan mode.
+    pub fn set_mode(&mut self, plan: bool, base: &'static str) {
+        self.plan_mode = Some(plan);
+        self.base_mode = base;
+        self.announced = Some(if plan { modes::PLAN_MODE } else { base });
+    }
+
+    /// The mode outside plan mode changed (the client is told by the next announcement).
+    pub fn set_base_mode(&mut self, base: &'static str) {
+        self.base_mode = base;
+    }
+
+    /// `current_mode_update` when `mode` is not what the client was last told.
+    pub fn announce_mode(&mut self, plan: bool, base: &'static str) -> Option<SessionUpdate> {
+        let mode = if plan { modes::PLAN_MODE } else { base };
+        self.plan_mode = Some(plan);
+        self.base_mode = base;
+        if self.announced == Some(mode) {
+            return None;
+        }
+        self.announced = Some(mode);
+        Some(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode)))
     }
 
     pub fn map(&mut self, event: &Event) -> Vec<SessionUpdate> {
@@ -141,9 +167,9 @@ impl EventMapper {
                 let mut updates = Vec::new();
                 if let Some(on) = status.plan_mode
                     && self.plan_mode != Some(on)
+                    && let Some(update) = self.announce_mode(on, self.base_mode)
                 {
-                    self.plan_mode = Some(on);
-                    updates.push(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(modes::mode_id(on))));
+                    updates.push(update);
                 }
                 if let (Some(used), Some(size)) = (status.context_tokens, status.max_context_tokens)
                     && size > 0

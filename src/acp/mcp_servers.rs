@@ -1,6 +1,7 @@
 //! The MCP servers an ACP client names for a session, as one MCP config document of the
 //! `mcp.json` shape (`docs/acp.md` §10): stdio → `{command, args, env, transport:"stdio"}`, http/sse →
-//! `{url, headers, transport}`. The document replaces the user's MCP config for that session.
+//! `{url, headers, transport}`. The document is merged after the user's own MCP config for that
+//! session: the client's server wins a name clash.
 
 use std::collections::BTreeSet;
 

@@ -32,6 +32,27 @@ pub enum AcpRequest {
     SetConfigOption(SetSessionConfigOptionRequest),
     /// Legacy (removed from the schema; older clients' model picker).
     SetModel(SetModelRequest),
+    /// `session/fork` (unstable in the schema).
+    Fork(ForkSessionRequest),
+}
+
+/// `session/fork` (unstable in the ACP schema, `docs/acp.md` §4.16): a new session with the
+/// history of `sessionId`; `_meta.turnIndex` forks after that turn instead of after all of it.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkSessionRequest {
+    pub session_id: String,
+    pub cwd: std::path::PathBuf,
+    #[serde(default)]
+    pub mcp_servers: Vec<agent_client_protocol::v1::schema::McpServer>,
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<ForkMeta>,
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkMeta {
+    pub turn_index: Option<u64>,
 }
 
 impl AcpRequest {
@@ -49,6 +70,7 @@ impl AcpRequest {
             "session/set_mode" => Self::SetMode(typed(params)?),
             "session/set_config_option" => Self::SetConfigOption(typed(params)?),
             "session/set_model" => Self::SetModel(typed(params)?),
+            "session/fork" => Self::Fork(typed(params)?),
             other => return Err(errors::method_not_found(other)),
         })
     }

@@ -7,37 +7,79 @@ use agent_client_protocol::v1::schema::{
 };
 
 use crate::config::Config;
+use crate::soul::Agent;
 
 pub const DEFAULT_MODE: &str = "default";
 pub const PLAN_MODE: &str = "plan";
+pub const EDITS_MODE: &str = "acceptEdits";
+pub const YOLO_MODE: &str = "yolo";
+pub const MODE_OPTION: &str = "mode";
 pub const MODEL_OPTION: &str = "model";
 pub const THINKING_OPTION: &str = "thinking";
 const ON: &str = "on";
 const OFF: &str = "off";
 
-pub fn mode_id(plan_mode: bool) -> &'static str {
-    if plan_mode { PLAN_MODE } else { DEFAULT_MODE }
-}
+/// Every mode offered: id, name, description.
+const MODES: [(&str, &str, &str); 4] = [
+    (DEFAULT_MODE, "Default", "Works on the task, asking before it acts."),
+    (EDITS_MODE, "Accept edits", "Edits files inside the work dir without asking; asks for everything else."),
+    (PLAN_MODE, "Plan", "Explores and writes a plan; changes nothing until the plan is approved."),
+    (YOLO_MODE, "Yolo", "Approves every action without asking, for this connection only."),
+];
 
-/// Whether a mode id means plan mode; `None` for an id we do not offer.
-pub fn parse_mode(id: &str) -> Option<bool> {
-    match id {
-        DEFAULT_MODE => Some(false),
-        PLAN_MODE => Some(true),
-        _ => None,
+/// The mode outside plan mode, read from the core's approval state: `yolo` while yolo is on
+/// (an ACP mode, a `/yolo`), `acceptEdits` while the edits grant is on, else `default`.
+pub fn base_mode(agent: &Agent) -> &'static str {
+    if agent.state.yolo() {
+        YOLO_MODE
+    } else if agent.approvals.edits_approved() {
+        EDITS_MODE
+    } else {
+        DEFAULT_MODE
     }
 }
 
-pub fn mode_state(plan_mode: bool) -> SessionModeState {
+/// The session's current mode: `plan` while the core's plan mode is on, else [`base_mode`].
+pub fn current_mode(agent: &Agent) -> &'static str {
+    if agent.state.plan_mode() { PLAN_MODE } else { base_mode(agent) }
+}
+
+/// A mode id we offer, as the `'static` id; `None` for an id we do not offer.
+pub fn parse_mode(id: &str) -> Option<&'static str> {
+    MODES.iter().map(|m| m.0).find(|m| *m == id)
+}
+
+/// Switches the core's approval state to `mode` (exactly one of them holds afterwards): plan
+/// mode, the edits grant and yolo are all in memory for this run (`docs/approvals.md`); only
+/// the core's own plan mode is remembered by the session, as the wire's `set_plan_mode` does.
+/// Returns whether plan mode is on afterwards.
+pub fn apply_mode(agent: &Agent, mode: &str) -> bool {
+    let plan = mode == PLAN_MODE;
+    agent.approvals.approve_edits_in((mode == EDITS_MODE).then(|| agent.env.work_dir.clone()));
+    if agent.state.yolo() != (mode == YOLO_MODE) {
+        agent.state.set_yolo_for_run(mode == YOLO_MODE);
+    }
+    if agent.state.plan_mode() != plan {
+        agent.state.set_plan_mode(plan);
+    }
+    plan
+}
+
+pub fn mode_state(current: &str) -> SessionModeState {
+    let current = parse_mode(current).unwrap_or(DEFAULT_MODE);
     SessionModeState::new(
-        mode_id(plan_mode),
-        vec![
-            SessionMode::new(DEFAULT_MODE, "Default")
-                .description("Works on the task, asking before it acts.".to_string()),
-            SessionMode::new(PLAN_MODE, "Plan")
-                .description("Explores and writes a plan; changes nothing until the plan is approved.".to_string()),
-        ],
+        current,
+        MODES.iter().map(|(id, name, about)| SessionMode::new(*id, *name).description(about.to_string())).collect(),
     )
+}
+
+fn mode_option(current: &str) -> SessionConfigOption {
+    let values = MODES
+        .iter()
+        .map(|(id, name, about)| SessionConfigSelectOption::new(*id, *name).description(about.to_string()))
+        .collect::<Vec<_>>();
+    SessionConfigOption::select(MODE_OPTION, "Mode", current.to_string(), values)
+        .category(SessionConfigOptionCategory::Mode)
 }
 
 /// The model a session runs (`-m`, else the config's default) and whether thinking is on.
@@ -54,8 +96,9 @@ impl ModelChoice {
     }
 }
 
-pub fn config_options(config: &Config, choice: &ModelChoice) -> Vec<SessionConfigOption> {
-    let mut options = Vec::new();
+/// The session's config options: its mode, model and thinking.
+pub fn config_options(config: &Config, choice: &ModelChoice, mode: &str) -> Vec<SessionConfigOption> {
+    let mut options = vec![mode_option(mode)];
     if let Some(current) = &choice.model {
         let models: Vec<SessionConfigSelectOption> = config
             .models
@@ -123,9 +166,15 @@ mod tests {
     fn options_serialize_as_the_schema_says() {
         let config = config();
         let choice = ModelChoice::of(&config, None, None);
-        let json = serde_json::to_value(config_options(&config, &choice)).unwrap();
+        let json = serde_json::to_value(config_options(&config, &choice, "default")).unwrap();
+        assert_eq!(json[0]["id"], "mode");
+        assert_eq!(json[0]["category"], "mode");
+        assert_eq!(json[0]["currentValue"], "default");
+        let ids: Vec<&str> =
+            json[0]["options"].as_array().unwrap().iter().map(|o| o["value"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["default", "acceptEdits", "plan", "yolo"]);
         assert_eq!(
-            json,
+            serde_json::Value::Array(json.as_array().unwrap()[1..].to_vec()),
             serde_json::json!([
                 {"id":"model","name":"Model","category":"model","type":"select","currentValue":"a",
                  "options":[{"value":"a","name":"a","description":"m-a"},{"value":"b","name":"b","description":"m-b"}]},
@@ -143,8 +192,9 @@ mod tests {
         assert!(apply(&config, &choice, "model", "zz").unwrap_err().contains("unknown model"));
         assert!(apply(&config, &choice, "thinking", "maybe").is_err());
         assert!(apply(&config, &choice, "speed", "on").is_err());
-        assert_eq!(parse_mode("plan"), Some(true));
-        assert_eq!(parse_mode("yolo"), None);
+        assert_eq!(parse_mode("plan"), Some("plan"));
+        assert_eq!(parse_mode("yolo"), Some("yolo"));
+        assert_eq!(parse_mode("bypassPermissions"), None);
     }
 }
 

@@ -7,7 +7,7 @@
 //! inline in the emitting task); a permission request whose turn is cancelled is forgotten at
 //! once (the approval counts as rejected; the client's late `cancelled` answer finds nobody).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use agent_client_protocol::v1::schema::{
     PromptResponse, SessionNotification, SessionUpdate, StopReason, ToolCallContent, ToolCallStatus, ToolCallUpdate,
@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use super::errors;
 use super::mapping::{EventMapper, diff_content, text_content};
 use super::permission;
+use super::session::AcpSession;
 use crate::llm::ModelStop;
 use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, HookAction, Request, ToolReturnValue};
 use crate::rpc::peer::{IdTaken, Settled};
@@ -31,12 +32,22 @@ pub struct AcpProjection {
     peer: Arc<Peer>,
     outbound: Outbound,
     mapper: Arc<Mutex<EventMapper>>,
+    /// The session, once open: told when a turn ends (announcements, the prompt queue).
+    session: OnceLock<Weak<AcpSession>>,
 }
 
 impl AcpProjection {
     pub fn new(session_id: String, peer: Arc<Peer>, mapper: Arc<Mutex<EventMapper>>) -> Self {
         let outbound = peer.outbound().clone();
-        Self { session_id, peer, outbound, mapper }
+        Self { session_id, peer, outbound, mapper, session: OnceLock::new() }
+    }
+
+    pub fn watch(&self, session: &Arc<AcpSession>) {
+        let _ = self.session.set(Arc::downgrade(session));
+    }
+
+    fn session(&self) -> Option<Arc<AcpSession>> {
+        self.session.get().and_then(Weak::upgrade)
     }
 
     fn mapper(&self) -> std::sync::MutexGuard<'_, EventMapper> {
@@ -102,6 +113,23 @@ impl Projection for AcpProjection {
                 tracing::error!("a turn ended without the id of its prompt");
                 return;
             };
+            let session = self.session();
+            // What the turn changed (a title, `/plan`, `/yolo`, `/model`) reaches the client
+            // before the turn's answer.
+            if let Some(session) = &session {
+                session.announce_changes().await;
+            }
+            self.answer(id, result).await;
+            if let Some(session) = &session {
+                session.pump();
+            }
+        })
+    }
+}
+
+impl AcpProjection {
+    async fn answer(&self, id: RequestId, result: TurnResult) {
+        {
             let stop = match result {
                 Ok(TurnOutcome::Finished(None)) => StopReason::EndTurn,
                 Ok(TurnOutcome::Finished(Some(ModelStop::MaxTokens))) => StopReason::MaxTokens,
@@ -114,7 +142,7 @@ impl Projection for AcpProjection {
                 }
             };
             self.outbound.respond(&id, &PromptResponse::new(stop)).await;
-        })
+        }
     }
 }
 

@@ -15,8 +15,9 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal, AuthenticateResponse, AvailableCommand,
     AvailableCommandsUpdate, ClientCapabilities, CloseSessionResponse, Implementation, InitializeRequest,
     InitializeResponse, ListSessionsResponse, LoadSessionResponse, McpCapabilities, McpServer, NewSessionResponse,
-    PromptCapabilities, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionListCapabilities,
-    SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionResponse, SetSessionModeResponse,
+    PromptCapabilities, PromptResponse, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+    SessionInfoUpdate, SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
+    SetSessionConfigOptionResponse, SetSessionModeResponse, StopReason,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -24,16 +25,15 @@ use tokio_util::sync::CancellationToken;
 use super::errors;
 use super::history;
 use super::mcp_servers;
-use super::methods::{AcpNotification, AcpRequest};
+use super::methods::{AcpNotification, AcpRequest, ForkSessionRequest};
 use super::modes;
 use super::projection::send_update;
 use super::prompt_input;
 use super::session::{AcpSession, Shared};
-use crate::protocol::{Event, StatusUpdate};
 use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorObject, Incoming, RequestId};
+use crate::session::fork::ForkError;
 use crate::session::store::SessionChoice;
-use crate::soul::TurnTag;
 
 pub struct AcpServer {
     shared: Shared,
@@ -70,6 +70,10 @@ impl AcpServer {
             Incoming::Notification { method, params } => match AcpNotification::parse(&method, params) {
                 Some(Ok(AcpNotification::Cancel(n))) => match self.session(&n.session_id.0) {
                     Ok(session) => {
+                        // Queued prompts never start: each is answered `cancelled`.
+                        for id in session.take_queued() {
+                            out.respond(&id, &PromptResponse::new(StopReason::Cancelled)).await;
+                        }
                         if let Some(driver) = session.driver() {
                             driver.cancel();
                         }
@@ -116,6 +120,7 @@ impl AcpServer {
                     let session = server.open(&cwd, SessionChoice::New, &request.mcp_servers).await?;
                     let (modes, options) = session_modes(&server.shared, &session);
                     let response = NewSessionResponse::new(session.id.clone()).modes(modes).config_options(options);
+                    session.options_sent();
                     server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
                     server.announce_commands(&session).await;
                     Ok(())
@@ -140,6 +145,7 @@ impl AcpServer {
                     }
                     let (modes, options) = session_modes(&server.shared, &session);
                     let response = LoadSessionResponse::new().modes(modes).config_options(options);
+                    session.options_sent();
                     out.respond(&id, &with_models(&server.shared, &session, response)).await;
                     server.announce_commands(&session).await;
                     Ok(())
@@ -151,18 +157,23 @@ impl AcpServer {
                     let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers).await?;
                     let (modes, options) = session_modes(&server.shared, &session);
                     let response = ResumeSessionResponse::new().modes(modes).config_options(options);
+                    session.options_sent();
                     server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
                     server.announce_commands(&session).await;
                     Ok(())
                 });
             }
             AcpRequest::ListSessions(request) => {
-                // Without a work dir there is nothing to look in (as the reference).
-                let sessions = match request.cwd {
-                    Some(cwd) => history::list(&self.shared.setup.share_dir, &absolute(&cwd)?),
-                    None => Vec::new(),
-                };
-                out.respond(id, &ListSessionsResponse::new(sessions)).await;
+                // Without a work dir: the sessions of every work dir (the reference lists none).
+                let cwd = request.cwd.as_deref().map(absolute).transpose()?;
+                let (sessions, next) =
+                    history::list_page(&self.shared.setup.share_dir, cwd.as_deref(), request.cursor.as_deref())
+                        .map_err(errors::invalid_params)?;
+                out.respond(id, &ListSessionsResponse::new(sessions).next_cursor(next)).await;
+            }
+            AcpRequest::Fork(request) => {
+                let cwd = absolute_dir(&request.cwd)?;
+                self.off_dispatcher(id, move |server, id| async move { server.fork(id, cwd, request).await });
             }
             AcpRequest::CloseSession(request) => {
                 let session = lock(&self.sessions).remove(&*request.session_id.0);
@@ -177,20 +188,15 @@ impl AcpServer {
             AcpRequest::Prompt(request) => {
                 let session = self.session(&request.session_id.0)?;
                 let input = prompt_input::user_input(&request.prompt).map_err(errors::invalid_params)?;
-                let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
-                if driver.start(input, TurnTag::new(id.clone())).is_err() {
-                    return Err(errors::internal("a prompt is already running for this session"));
-                }
+                // While a turn runs the prompt waits its turn (`docs/acp.md` §4.12).
+                session.prompt(input, id.clone())?;
             }
             AcpRequest::SetMode(request) => {
                 let session = self.session(&request.session_id.0)?;
-                let Some(plan) = modes::parse_mode(&request.mode_id.0) else {
+                let Some(mode) = modes::parse_mode(&request.mode_id.0) else {
                     return Err(errors::invalid_params(format!("unknown mode `{}`", request.mode_id.0)));
                 };
-                let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
-                let view = driver.agent().state.set_plan_mode(plan);
-                // Recorded like the wire's `set_plan_mode`; the client sees `current_mode_update`.
-                driver.sink().emit(Event::StatusUpdate(StatusUpdate::plan_mode(view.active))).await;
+                session.set_mode(mode).await?;
                 out.respond(id, &SetSessionModeResponse::new()).await;
             }
             AcpRequest::SetConfigOption(request) => {
@@ -199,13 +205,20 @@ impl AcpServer {
                     return Err(errors::invalid_params("kiwi's config options are selects"));
                 };
                 let config = &self.shared.setup.config;
-                let next = modes::apply(config, &session.model_choice(), &request.config_id.0, &value.0)
-                    .map_err(errors::invalid_params)?;
-                if next != session.model_choice() {
-                    session.change_model(&self.shared, next)?;
+                if &*request.config_id.0 == modes::MODE_OPTION {
+                    let Some(mode) = modes::parse_mode(&value.0) else {
+                        return Err(errors::invalid_params(format!("unknown mode `{}`", value.0)));
+                    };
+                    session.set_mode(mode).await?;
+                } else {
+                    let next = modes::apply(config, &session.model_choice(), &request.config_id.0, &value.0)
+                        .map_err(errors::invalid_params)?;
+                    if next != session.model_choice() {
+                        session.change_model(&self.shared, next)?;
+                    }
+                    session.announce_changes().await;
                 }
-                let options = modes::config_options(config, &session.model_choice());
-                out.respond(id, &SetSessionConfigOptionResponse::new(options)).await;
+                out.respond(id, &SetSessionConfigOptionResponse::new(session.config_options())).await;
             }
             // Legacy (removed from the schema; older clients' model picker).
             AcpRequest::SetModel(request) => {
@@ -216,13 +229,64 @@ impl AcpServer {
                 if next != session.model_choice() {
                     session.change_model(&self.shared, next)?;
                 }
+                session.announce_changes().await;
                 out.respond(id, &json!({})).await;
             }
         }
         Ok(())
     }
 
-    fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
+    /// `session/fork`: forks the session after all its turns (or after `_meta.turnIndex`) into a
+    /// new session of the same work dir, opened here (`docs/acp.md` §4.16).
+    async fn fork(
+        self: Arc<Self>,
+        id: RequestId,
+        cwd: PathBuf,
+        request: ForkSessionRequest,
+    ) -> Result<(), ErrorObject> {
+        let share = self.shared.setup.share_dir.clone();
+        let turn = request.meta.as_ref().and_then(|m| m.turn_index);
+        let (work_dir, source) = match self.session(&request.session_id) {
+            Ok(open) => {
+                let Some(driver) = open.driver() else { return Err(errors::session_not_found()) };
+                if driver.is_busy() {
+                    return Err(errors::internal("a prompt is running in this session; fork it after the turn"));
+                }
+                driver.sink().flush_record();
+                let Some(dir) = open.wire_path().and_then(|p| p.parent().map(Path::to_path_buf)) else {
+                    return Err(errors::session_not_found());
+                };
+                (open.cwd.clone(), dir)
+            }
+            Err(_) => match crate::session::store::stored_session(&share, &cwd, &request.session_id) {
+                Some(dir) => (cwd, dir),
+                None => return Err(errors::session_not_found()),
+            },
+        };
+        let forked = {
+            let (share, work_dir) = (share.clone(), work_dir.clone());
+            tokio::task::spawn_blocking(move || crate::session::fork::fork(&share, &work_dir, &source, turn))
+                .await
+                .map_err(|e| errors::internal(format!("forking the session failed: {e}")))?
+        };
+        let forked = forked.map_err(|e| match e {
+            ForkError::Io(m) => errors::internal(m),
+            other => errors::invalid_params(other.to_string()),
+        })?;
+        let title = forked.title.clone();
+        let session = self.open(&work_dir, SessionChoice::Id(forked.id), &request.mcp_servers).await?;
+        let (modes, options) = session_modes(&self.shared, &session);
+        let response = ForkSessionResponse { session_id: session.id.clone(), modes, config_options: options };
+        session.options_sent();
+        self.shared.outbound.respond(&id, &with_models(&self.shared, &session, response)).await;
+        self.announce_commands(&session).await;
+        // The fork's title (`Fork: …`) for clients that show one.
+        let update = SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title));
+        send_update(&self.shared.outbound, &session.id, update).await;
+        Ok(())
+    }
+
+    fn initialize(&self, request: InitializeRequest) -> serde_json::Value {
         let terminal_auth = request.client_capabilities.auth.terminal;
         let caps = &request.client_capabilities;
         let seq = std::sync::atomic::Ordering::SeqCst;
@@ -234,7 +298,7 @@ impl AcpServer {
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(PromptCapabilities::new().image(true).audio(false).embedded_context(true))
-            .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
+            .mcp_capabilities(McpCapabilities::new().http(true).sse(true))
             .session_capabilities(
                 SessionCapabilities::new()
                     .list(SessionListCapabilities::new())
@@ -257,10 +321,18 @@ impl AcpServer {
                     .meta(meta.as_object().cloned()),
             )
         };
-        InitializeResponse::new(version)
+        let response = InitializeResponse::new(version)
             .agent_capabilities(capabilities)
             .auth_methods(vec![login])
-            .agent_info(Implementation::new("kiwi", self.version.clone()))
+            .agent_info(Implementation::new("kiwi", self.version.clone()));
+        let mut value = serde_json::to_value(response).unwrap_or_default();
+        // `session/fork` is unstable in the schema: its capability is added by hand.
+        if let Some(session) =
+            value.pointer_mut("/agentCapabilities/sessionCapabilities").and_then(|v| v.as_object_mut())
+        {
+            session.insert("fork".into(), json!({}));
+        }
+        value
     }
 
     /// Runs a request's work on its own task; its error (if any) answers the request.
@@ -348,12 +420,20 @@ impl AcpServer {
 }
 
 fn session_modes(
-    shared: &Shared,
+    _shared: &Shared,
     session: &AcpSession,
 ) -> (agent_client_protocol::v1::schema::SessionModeState, Vec<agent_client_protocol::v1::schema::SessionConfigOption>)
 {
-    let plan = session.driver().is_some_and(|d| d.agent().state.plan_mode());
-    (modes::mode_state(plan), modes::config_options(&shared.setup.config, &session.model_choice()))
+    (modes::mode_state(session.mode()), session.config_options())
+}
+
+/// The answer to `session/fork` (the schema's `ForkSessionResponse`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ForkSessionResponse {
+    session_id: String,
+    modes: agent_client_protocol::v1::schema::SessionModeState,
+    config_options: Vec<agent_client_protocol::v1::schema::SessionConfigOption>,
 }
 
 /// A session answer with the legacy `models` member beside the schema's members.

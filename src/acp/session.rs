@@ -11,18 +11,23 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
+use std::collections::VecDeque;
+
+use agent_client_protocol::v1::schema::{ConfigOptionUpdate, SessionInfoUpdate, SessionUpdate};
+
 use super::client_calls::ClientCalls;
 use super::client_fs::AcpFiles;
 use super::errors;
 use super::mapping::EventMapper;
-use super::modes::ModelChoice;
-use super::projection::AcpProjection;
+use super::modes::{self, ModelChoice};
+use super::projection::{AcpProjection, send_update};
 use super::terminal_shell::TerminalRunner;
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::live::{CloseReason, LiveSession, Sessions};
-use crate::rpc::{ErrorObject, Outbound, Peer};
+use crate::protocol::{Event, StatusUpdate, UserInput};
+use crate::rpc::{ErrorObject, Outbound, Peer, RequestId};
 use crate::session::store::SessionChoice;
-use crate::soul::TurnDriver;
+use crate::soul::{Busy, TurnDriver, TurnTag};
 use crate::tools::client_files::ClientFiles;
 
 /// What every session of the server shares.
@@ -52,6 +57,19 @@ pub struct AcpSession {
     pub mapper: Arc<Mutex<EventMapper>>,
     live: Arc<LiveSession>,
     choice: Mutex<ModelChoice>,
+    /// The config the session's options are offered from.
+    config: Arc<crate::config::Config>,
+    outbound: Outbound,
+    /// Prompts that came while a turn ran, oldest first; each starts when the one before ends.
+    queue: Mutex<VecDeque<(UserInput, RequestId)>>,
+    /// What the client was last told of the title and the config options.
+    announced: Mutex<Announced>,
+}
+
+#[derive(Default)]
+struct Announced {
+    title: Option<String>,
+    options: Option<Value>,
 }
 
 impl AcpSession {
@@ -74,12 +92,27 @@ impl AcpSession {
         let id = built.session.id.clone();
         let mapper = Arc::new(Mutex::new(EventMapper::new(cwd.to_path_buf(), false)));
         let projection = Arc::new(AcpProjection::new(id.clone(), shared.peer.clone(), mapper.clone()));
+        let watcher = projection.clone();
         let shell = terminal_shell(shared, &id, &mapper);
         let files = client_files(shared, &id);
         let live = LiveSession::open(built, projection, &shared.sessions);
         fit_agent(live.driver(), shell, files);
-        lock(&mapper).set_plan_mode(live.driver().agent().state.plan_mode());
-        Ok(Arc::new(Self { id, cwd: cwd.to_path_buf(), mapper, live, choice: Mutex::new(model) }))
+        let agent = live.driver().agent().clone();
+        lock(&mapper).set_mode(agent.state.plan_mode(), modes::base_mode(&agent));
+        let title = agent.state.read(|s| s.custom_title.clone());
+        let session = Arc::new(Self {
+            id,
+            cwd: cwd.to_path_buf(),
+            mapper,
+            live,
+            choice: Mutex::new(model),
+            config: shared.setup.config.clone(),
+            outbound: shared.outbound.clone(),
+            queue: Mutex::default(),
+            announced: Mutex::new(Announced { title, options: None }),
+        });
+        watcher.watch(&session);
+        Ok(session)
     }
 
     /// The turn driver; `None` once the session is closed.
@@ -119,6 +152,96 @@ impl AcpSession {
         agent.env.model.set(model);
         *lock(&self.choice) = next;
         Ok(())
+    }
+
+    /// The current mode (`docs/acp.md` §4.9).
+    pub fn mode(&self) -> &'static str {
+        self.driver().map_or(modes::DEFAULT_MODE, |d| modes::current_mode(d.agent()))
+    }
+
+    /// The config options as they stand.
+    pub fn config_options(&self) -> Vec<agent_client_protocol::v1::schema::SessionConfigOption> {
+        modes::config_options(&self.config, &self.model_choice(), self.mode())
+    }
+
+    /// Switches the mode (`docs/acp.md` §4.9): the core's approval state, in memory. A change of
+    /// plan mode is recorded like the wire's `set_plan_mode`.
+    pub async fn set_mode(&self, mode: &str) -> Result<(), ErrorObject> {
+        let Some(driver) = self.driver() else { return Err(errors::session_not_found()) };
+        let was_plan = driver.agent().state.plan_mode();
+        let plan = modes::apply_mode(driver.agent(), mode);
+        lock(&self.mapper).set_base_mode(modes::base_mode(driver.agent()));
+        if plan != was_plan {
+            driver.sink().emit(Event::StatusUpdate(StatusUpdate::plan_mode(plan))).await;
+        }
+        self.announce_changes().await;
+        Ok(())
+    }
+
+    /// Tells the client what changed since it was last told, from any side (a slash command, a
+    /// tool, the client's own request): `current_mode_update`, `config_option_update`,
+    /// `session_info_update` with the title.
+    pub async fn announce_changes(&self) {
+        let Some(driver) = self.driver() else { return };
+        let agent = driver.agent();
+        let mut updates = Vec::new();
+        if let Some(update) = lock(&self.mapper).announce_mode(agent.state.plan_mode(), modes::base_mode(agent)) {
+            updates.push(update);
+        }
+        let options = self.config_options();
+        let value = serde_json::to_value(&options).ok();
+        let title = agent.state.read(|s| s.custom_title.clone());
+        {
+            let mut announced = lock(&self.announced);
+            if announced.options != value {
+                // The first look only records what the session answer already said.
+                if announced.options.is_some() {
+                    updates.push(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)));
+                }
+                announced.options = value;
+            }
+            if title.is_some() && announced.title != title {
+                announced.title = title.clone();
+                if let Some(title) = title {
+                    updates.push(SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title)));
+                }
+            }
+        }
+        for update in updates {
+            send_update(&self.outbound, &self.id, update).await;
+        }
+    }
+
+    /// Records the config options the client got with a session answer.
+    pub fn options_sent(&self) {
+        let value = serde_json::to_value(self.config_options()).ok();
+        lock(&self.announced).options = value;
+    }
+
+    /// Starts `input` now, or queues it behind the running turn (`docs/acp.md` §4.12).
+    pub fn prompt(&self, input: UserInput, id: RequestId) -> Result<(), ErrorObject> {
+        if self.driver().is_none() {
+            return Err(errors::session_not_found());
+        }
+        lock(&self.queue).push_back((input, id));
+        self.pump();
+        Ok(())
+    }
+
+    /// Starts the oldest queued prompt if no turn runs.
+    pub fn pump(&self) {
+        let Some(driver) = self.driver() else { return };
+        let mut queue = lock(&self.queue);
+        if let Some((input, id)) = queue.pop_front()
+            && let Err(Busy) = driver.start(input.clone(), TurnTag::new(id.clone()))
+        {
+            queue.push_front((input, id));
+        }
+    }
+
+    /// The queued prompts, taken (a cancel answers them `cancelled`).
+    pub fn take_queued(&self) -> Vec<RequestId> {
+        lock(&self.queue).drain(..).map(|(_, id)| id).collect()
     }
 
     /// Cancels what runs, stops the session's background tasks, runs the `SessionEnd` hooks and

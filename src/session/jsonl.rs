@@ -131,6 +131,11 @@ impl<T: AppendTarget> JsonlAppender<T> {
         self.good_len == 0
     }
 
+    /// The length of the complete records written so far.
+    pub fn len(&self) -> u64 {
+        self.good_len
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

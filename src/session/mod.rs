@@ -3,6 +3,7 @@
 pub mod context_prompt;
 #[cfg(test)]
 pub(crate) mod file_limit;
+pub mod fork;
 pub mod id;
 pub mod jsonl;
 pub mod pyjson;

@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use super::fork::ContextMark;
 use super::jsonl::JsonlAppender;
 use super::pyjson;
 use crate::protocol::{Fed, Run, RunAssembler, Sorted, WireMessage};
@@ -32,6 +33,9 @@ struct Header {
 struct Record<'a> {
     timestamp: f64,
     message: &'a WireMessage,
+    /// Where the context stood when a turn began (`TurnBegin` records only; see `session::fork`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kiwi_context: Option<ContextMark>,
 }
 
 pub struct WireLog {
@@ -41,12 +45,14 @@ pub struct WireLog {
     runs: RunAssembler,
     /// The first failed write not yet collected.
     write_error: Option<String>,
+    /// The context position to attach to the next `TurnBegin` record.
+    next_mark: Option<ContextMark>,
 }
 
 impl WireLog {
     /// The file is created lazily, at the first record.
     pub fn new(path: &Path) -> Self {
-        Self { file: None, path: path.to_path_buf(), runs: RunAssembler::default(), write_error: None }
+        Self { file: None, path: path.to_path_buf(), runs: RunAssembler::default(), write_error: None, next_mark: None }
     }
 
     pub fn record(&mut self, message: WireMessage) {
@@ -64,6 +70,11 @@ impl WireLog {
         };
         self.flush();
         self.write(&message);
+    }
+
+    /// Attaches `mark` to the next `TurnBegin` record written.
+    pub fn mark_next_turn(&mut self, mark: ContextMark) {
+        self.next_mark = Some(mark);
     }
 
     /// Writes the open merged run, if any.
@@ -89,7 +100,11 @@ impl WireLog {
             }
         }
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-        match pyjson::to_line(&Record { timestamp, message }) {
+        let kiwi_context = match message {
+            WireMessage::Event(crate::protocol::Event::TurnBegin { .. }) => self.next_mark.take(),
+            _ => None,
+        };
+        match pyjson::to_line(&Record { timestamp, message, kiwi_context }) {
             Ok(line) => {
                 if let Some(file) = &mut self.file
                     && let Err(e) = file.append(&line)

@@ -17,6 +17,7 @@
 //!   its own rules would ask (grants saved by earlier runs do not count for it);
 //! - the request carries the asking call's own arguments, so whoever shows it shows that call.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -99,11 +100,22 @@ pub struct ApprovalHub {
     pending: Mutex<Vec<Pending>>,
     /// The front end decides every request itself (see the module doc).
     front_end_decides: AtomicBool,
+    /// A front end's edits mode (ACP's `acceptEdits`): file edits inside this work dir (or an
+    /// added dir) are approved without asking, for this run only (never saved).
+    edits_in: Mutex<Option<PathBuf>>,
 }
+
+/// The file-edit tools an edits grant covers.
+const EDIT_TOOLS: &[&str] = &["WriteFile", "StrReplaceFile"];
 
 impl ApprovalHub {
     pub fn new(state: Arc<SessionState>) -> Arc<Self> {
-        Arc::new(Self { state, pending: Mutex::default(), front_end_decides: AtomicBool::new(false) })
+        Arc::new(Self {
+            state,
+            pending: Mutex::default(),
+            front_end_decides: AtomicBool::new(false),
+            edits_in: Mutex::default(),
+        })
     }
 
     /// The front end has approval rules of its own that come before the session's grants: from
@@ -112,6 +124,43 @@ impl ApprovalHub {
     pub fn let_front_end_decide(&self) {
         self.state.count_only_this_runs_grants();
         self.front_end_decides.store(true, Ordering::SeqCst);
+    }
+
+    /// Approves file edits inside `work_dir` (and the session's added dirs) without asking, for
+    /// this run; `None` ends it. Never written to `state.json`.
+    pub fn approve_edits_in(&self, work_dir: Option<PathBuf>) {
+        *self.edits_in.lock().unwrap_or_else(|p| p.into_inner()) = work_dir;
+    }
+
+    /// Whether edits inside the work dir are approved without asking (see [`Self::approve_edits_in`]).
+    pub fn edits_approved(&self) -> bool {
+        self.edits_in.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    /// Whether the edits grant covers `ask`: an edit tool whose target, links resolved, lies
+    /// inside the work dir or an added dir and not inside a `.git` folder.
+    fn edit_granted(&self, ask: &ApprovalAsk) -> bool {
+        let Some(work_dir) = self.edits_in.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return false };
+        if !EDIT_TOOLS.contains(&ask.sender.as_str()) {
+            return false;
+        }
+        let Some(path) = ask
+            .arguments
+            .as_deref()
+            .and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok())
+            .and_then(|v| v.get("path").and_then(|p| p.as_str()).map(str::to_string))
+        else {
+            return false;
+        };
+        let Some(target) = real_path(&work_dir.join(crate::tools::paths::expand_home(&path))) else { return false };
+        let roots = std::iter::once(work_dir).chain(self.state.additional_dirs().into_iter().map(PathBuf::from));
+        for root in roots {
+            let Ok(root) = std::fs::canonicalize(&root) else { continue };
+            if let Ok(inside) = target.strip_prefix(&root) {
+                return !inside.components().any(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
+            }
+        }
+        false
     }
 
     pub fn state(&self) -> &Arc<SessionState> {
@@ -129,7 +178,7 @@ impl ApprovalHub {
 
     /// Asks the client on behalf of `origin`; resolves as described in the module doc.
     pub async fn request(self: &Arc<Self>, ask: ApprovalAsk, origin: &ApprovalOrigin, sink: &EventSink) -> Verdict {
-        let granted = self.state.grants(&ask.action);
+        let granted = self.state.grants(&ask.action) || self.edit_granted(&ask);
         if granted && !self.front_end_decides.load(Ordering::SeqCst) {
             return Verdict::approve();
         }
@@ -223,6 +272,30 @@ impl ApprovalHub {
         let (taken, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut *pending).into_iter().partition(which);
         *pending = kept;
         taken
+    }
+}
+
+/// Where `path` (absolute) really is: the longest existing ancestor with its links resolved,
+/// then the rest as written. `None` when the rest climbs (`..`) or nothing exists.
+fn real_path(path: &Path) -> Option<PathBuf> {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return Some(out);
+        }
+        let name = existing.file_name()?.to_os_string();
+        if name == ".." || name == "." {
+            return None;
+        }
+        rest.push(name);
+        if !existing.pop() {
+            return None;
+        }
     }
 }
 
@@ -380,6 +453,47 @@ mod tests {
         assert!(q.granted, "approved for the session in this run");
         hub.reject_turn("t", &sink).await;
         assert!(!waiting.await.unwrap().is_approved());
+    }
+
+    /// The edits grant (ACP's `acceptEdits`): edits inside the work dir pass, links followed;
+    /// anything else, `.git`, and other tools still ask; nothing is saved.
+    #[tokio::test]
+    async fn the_edits_grant_covers_edits_inside_the_work_dir_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join(".git")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), work.join("out")).unwrap();
+        let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        let sink = EventSink::new(Arc::new(Client { asked: tx, events: Arc::default() }), None);
+        let hub = ApprovalHub::new(Arc::new(SessionState::load(dir.path(), false)));
+        let edit = |tool: &str, path: &str| ApprovalAsk {
+            sender: tool.into(),
+            arguments: Some(serde_json::json!({ "path": path }).to_string()),
+            ..ask("e", "edit file")
+        };
+        hub.approve_edits_in(Some(work.clone()));
+        assert!(hub.edits_approved());
+        let origin = ApprovalOrigin::main_turn("t");
+        for path in ["a.txt", "new/dir/b.txt", &work.join("c.txt").display().to_string()] {
+            assert!(hub.request(edit("WriteFile", path), &origin, &sink).await.is_approved(), "{path}");
+        }
+        assert!(hub.request(edit("StrReplaceFile", "a.txt"), &origin, &sink).await.is_approved());
+        assert!(asked.try_recv().is_err(), "nobody was asked");
+        for (tool, path) in
+            [("WriteFile", "out/x.txt"), ("WriteFile", "../x.txt"), ("WriteFile", ".git/config"), ("Shell", "a.txt")]
+        {
+            let waiting = tokio::spawn({
+                let (hub, sink, ask) = (hub.clone(), sink.clone(), edit(tool, path));
+                async move { hub.request(ask, &ApprovalOrigin::main_turn("t"), &sink).await }
+            });
+            let (request, answer) = asked.recv().await.expect("asked");
+            assert!(matches!(request, Request::ApprovalRequest(_)), "{tool} {path}");
+            drop(answer);
+            assert!(!waiting.await.unwrap().is_approved());
+        }
+        hub.approve_edits_in(None);
+        assert!(!hub.edits_approved());
+        assert_eq!(crate::session::state::load(dir.path()), crate::session::state::SessionStateFile::default());
     }
 
     #[tokio::test]

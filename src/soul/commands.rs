@@ -12,6 +12,31 @@ use crate::llm::Message;
 use crate::protocol::{ContentPart, Event, UserInput};
 
 impl Soul {
+    /// `/fork` (`docs/sessions.md` §8): forks the session after the turn before this one; the
+    /// session goes on as it was.
+    async fn fork_command(&mut self, sink: &EventSink) {
+        sink.flush_record();
+        let env = self.agent.env.clone();
+        let forked = tokio::task::spawn_blocking(move || {
+            let wire = env.session_dir.join("wire.jsonl");
+            // This command's own turn is the last one recorded.
+            let turns = crate::session::fork::turn_count(&wire);
+            let Some(last_done) = turns.checked_sub(2) else { return Ok(None) };
+            crate::session::fork::fork(&env.share_dir, &env.work_dir, &env.session_dir, Some(last_done)).map(Some)
+        })
+        .await;
+        let text = match forked {
+            Ok(Ok(Some(forked))) => format!(
+                "Forked into session {} ({}). Resume it with `kiwi --session {}`.",
+                forked.id, forked.title, forked.id
+            ),
+            Ok(Ok(None)) => "Nothing to fork yet: the session has no finished turn.".to_string(),
+            Ok(Err(e)) => format!("Failed to fork the session: {e}"),
+            Err(e) => format!("Failed to fork the session: {e}"),
+        };
+        say(sink, &text).await;
+    }
+
     pub(super) async fn run_command(
         &mut self,
         name: &str,
@@ -49,6 +74,7 @@ impl Soul {
             "add-dir" => self.add_dir_command(args, sink).await,
             "export" => self.export_command(args, sink).await,
             "import" => self.import_command(args, sink).await,
+            "fork" => self.fork_command(sink).await,
             _ => {
                 if let Some(skill_name) = name.strip_prefix("skill:")
                     && let Some(skill) = self.agent.skill(skill_name).cloned()

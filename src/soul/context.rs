@@ -103,6 +103,17 @@ impl Context {
         self.next_checkpoint
     }
 
+    /// Where the file stands now (which rotation, how many bytes), for `session::fork`; `None`
+    /// for a context kept only in memory.
+    pub fn position(&self) -> Option<crate::session::fork::ContextMark> {
+        let file = self.file.as_ref()?;
+        let dir = self.path.parent()?;
+        Some(crate::session::fork::ContextMark {
+            rotation: crate::session::fork::highest_archive(dir),
+            bytes: file.len(),
+        })
+    }
+
     /// Appends one line; a failure (already logged and cut back by the appender) is kept for
     /// [`Context::take_write_error`]. Later failures before it is taken add nothing new.
     fn write(&mut self, line: &[u8]) {

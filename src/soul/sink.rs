@@ -132,6 +132,13 @@ impl EventSink {
         }
     }
 
+    /// Attaches the context position `mark` to the next recorded `TurnBegin`.
+    pub fn mark_next_turn(&self, mark: crate::session::fork::ContextMark) {
+        if let Some(recorder) = &self.recorder {
+            recorder.lock().unwrap_or_else(|p| p.into_inner()).mark_next_turn(mark);
+        }
+    }
+
     /// Sends an event to the front end and the recorder.
     pub async fn emit(&self, event: Event) {
         let _seam = self.seam.read().await;

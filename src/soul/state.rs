@@ -136,6 +136,18 @@ impl SessionState {
         self.save(&s);
     }
 
+    /// A front end's mode (ACP's `yolo` mode): yolo on or off for this run only, never saved as
+    /// if the user had typed `/yolo`. Turning it off also turns off a yolo saved by earlier
+    /// runs (off is what the user chose), and that off is saved.
+    pub fn set_yolo_for_run(&self, on: bool) {
+        let mut s = self.lock();
+        s.run.yolo = on;
+        if !on && s.file.approval.yolo {
+            s.file.approval.yolo = false;
+            self.save(&s);
+        }
+    }
+
     /// The user's `/afk`: on or off for this run, and saved.
     pub fn set_afk(&self, on: bool) {
         let mut s = self.lock();

@@ -50,6 +50,10 @@ impl Soul {
             .hooks(sink)
             .run(HookEvent::UserPromptSubmit, &prompt, hooks::input([("prompt", Value::from(prompt.clone()))]))
             .await;
+        // Where a fork after the previous turn cuts the context (`docs/sessions.md` §8).
+        if let Some(mark) = self.context.position() {
+            sink.mark_next_turn(mark);
+        }
         sink.emit(Event::TurnBegin { user_input: input.clone() }).await;
         self.turn.mark_begun();
         let result = if submitted.blocked {

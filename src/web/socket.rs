@@ -376,6 +376,10 @@ impl Connection {
                 self.respond(&id, &SetPlanModeResult { status: OkStatus::Ok, plan_mode: view.active });
             }
             ClientRequest::Replay => self.replay(id, &driver, live.wire_path()),
+            ClientRequest::Fork(params) => match crate::wire::server::fork_session(&driver, params.turn_index).await {
+                Ok(result) => self.respond(&id, &result),
+                Err(error) => self.error(Some(&id), &error),
+            },
             ClientRequest::Cancel => {
                 if !self.hosted.is_busy() {
                     // The server answers an idle cancel itself, to every socket.

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::params::{InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
+use super::params::{ForkParams, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
 use crate::protocol::UserInput;
 use crate::rpc::{ErrorCode, ErrorObject};
 
@@ -27,6 +27,8 @@ pub enum ClientRequest {
     Run(UserInput),
     /// The legacy stdio server's `interrupt`.
     Interrupt,
+    /// kiwi's extension: fork the session (`docs/protocol-1.10.md` §2.8).
+    Fork(ForkParams),
 }
 
 impl ClientRequest {
@@ -40,6 +42,10 @@ impl ClientRequest {
             "cancel" => ClientRequest::Cancel,
             "run" => ClientRequest::Run(legacy_run_input(params).ok_or_else(|| invalid_params(method))?),
             "interrupt" => ClientRequest::Interrupt,
+            "fork" => ClientRequest::Fork(match params {
+                None | Some(Value::Null) => ForkParams::default(),
+                params => typed(method, params)?,
+            }),
             other => {
                 return Err(ErrorCode::MethodNotFound.with_message(format!("Unexpected method received: {other}")));
             }
@@ -138,5 +144,12 @@ mod tests {
         assert_eq!(parse("cancel", json!([1, 2])), Ok(ClientRequest::Cancel));
         assert_eq!(ClientNotification::parse("interrupt"), Some(ClientNotification::Interrupt));
         assert_eq!(ClientNotification::parse("prompt"), None);
+        assert_eq!(ClientRequest::parse("fork", None), Ok(ClientRequest::Fork(ForkParams { turn_index: None })));
+        assert_eq!(
+            parse("fork", json!({"turn_index": 2})),
+            Ok(ClientRequest::Fork(ForkParams { turn_index: Some(2) }))
+        );
+        let e = parse("fork", json!({"turn_index": -1})).unwrap_err();
+        assert_eq!(e.message, "Invalid parameters for method `fork`");
     }
 }

@@ -135,6 +135,9 @@ pub struct InitializeResult {
     pub external_tools: Option<ExternalToolsOutcome>,
     pub hooks: HooksInfo,
     pub capabilities: ServerCapabilities,
+    /// kiwi's extension methods (`["fork"]`), absent from the reference's answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -180,6 +183,21 @@ fn bool_or_bool_text<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> 
 #[serde(rename_all = "snake_case")]
 pub enum OkStatus {
     Ok,
+}
+
+/// `fork` (a kiwi extension, `docs/protocol-1.10.md` §2.8): fork after turn `turn_index`, or
+/// after every turn when it is absent or null.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ForkParams {
+    #[serde(default)]
+    pub turn_index: Option<u64>,
+}
+
+/// The new session of a `fork`: its id and title (`Fork: <title>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ForkResult {
+    pub session_id: String,
+    pub title: String,
 }
 
 /// `{"status":"ok","plan_mode":bool}`.
@@ -288,6 +306,7 @@ mod tests {
             external_tools: None,
             hooks: HooksInfo { supported_events: vec!["Stop".into()], configured: Map::new() },
             capabilities: ServerCapabilities { supports_question: true },
+            extensions: Vec::new(),
         };
         assert_eq!(
             serde_json::to_string(&r).unwrap(),

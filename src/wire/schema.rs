@@ -11,9 +11,9 @@ use serde_json::{Map, Value, json};
 
 use super::errors::WireError;
 use super::params::{
-    ApprovalReply, Empty, HookReply, InitializeParams, InitializeResult, InterruptResult, PROTOCOL_VERSION,
-    PromptParams, PromptResult, QuestionReply, ReplayResult, SetPlanModeParams, SetPlanModeResult, SteerParams,
-    SteerResult,
+    ApprovalReply, Empty, ForkParams, ForkResult, HookReply, InitializeParams, InitializeResult, InterruptResult,
+    PROTOCOL_VERSION, PromptParams, PromptResult, QuestionReply, ReplayResult, SetPlanModeParams, SetPlanModeResult,
+    SteerParams, SteerResult,
 };
 use crate::protocol::{Event, Request, ToolResult, WireMessage};
 use crate::rpc::ErrorCode;
@@ -42,6 +42,7 @@ pub fn document() -> Value {
         "set_plan_mode": method::<SetPlanModeParams, SetPlanModeResult>(g, "Switches plan mode; allowed in every state."),
         "cancel": {"summary": "Cancels the running turn or replay.", "params": no_params.clone(), "result": reference::<Empty>(g)},
         "run": {"summary": "Legacy (pre-1.0 stdio server): like prompt, with params {\"input\"} or {\"prompt\"}.", "params": {"type": "object", "properties": {"input": {"type": "string"}, "prompt": {"type": "string"}}}, "result": reference::<PromptResult>(g), "legacy": true},
+        "fork": method::<ForkParams, ForkResult>(g, "kiwi extension (advertised in initialize's `extensions`): forks the session after turn `turn_index` (or all of it) into a new session of the same work dir. Refused while busy."),
         "interrupt": {"summary": "Legacy: like cancel; also acted on as a notification.", "params": no_params, "result": reference::<InterruptResult>(g), "legacy": true},
     });
     let server = json!({

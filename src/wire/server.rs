@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use super::errors::WireError;
 use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
-    Empty, ExternalToolsOutcome, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
+    Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
     PROTOCOL_VERSION, RejectedTool, SERVER_NAME, ServerCapabilities, ServerInfo, SetPlanModeResult, SlashCommandInfo,
     SteerResult,
 };
@@ -29,6 +29,7 @@ use crate::llm::ClientIdentity;
 use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
 use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, Peer, RequestId};
+use crate::session::fork::ForkError;
 use crate::soul::hooks::Subscription;
 use crate::soul::{TurnDriver, TurnTag};
 use crate::tools::external::ExternalTool;
@@ -97,6 +98,7 @@ impl WireServer {
                 }
                 None => self.outbound.error(Some(&id), &idle()).await,
             },
+            ClientRequest::Fork(params) => self.fork(id, params.turn_index).await,
             ClientRequest::Interrupt => {
                 let result = if self.driver.cancel() { InterruptResult::Ok } else { InterruptResult::Idle };
                 self.outbound.respond(&id, &result).await;
@@ -147,6 +149,15 @@ impl WireServer {
         });
     }
 
+    /// `fork` (`docs/protocol-1.10.md` §2.8): a new session of the same work dir with this one's
+    /// history (`docs/sessions.md` §8); refused while a turn runs. This session goes on as it was.
+    async fn fork(&self, id: RequestId, turn: Option<u64>) {
+        match fork_session(&self.driver, turn).await {
+            Ok(result) => self.outbound.respond(&id, &result).await,
+            Err(error) => self.outbound.error(Some(&id), &error).await,
+        }
+    }
+
     async fn prompt(&self, id: RequestId, input: UserInput) {
         if self.driver.start(input, TurnTag::new(id.clone())).is_err() {
             self.outbound.error(Some(&id), &busy()).await;
@@ -163,6 +174,29 @@ impl WireServer {
 /// `initialize` applied to a session's agent (external tools, hook subscriptions, the client's
 /// identity and capabilities) and its result; the caller refuses it while a turn runs. The web
 /// server applies a client's `initialize` through this too, so both answer alike.
+/// The `fork` extension (`docs/protocol-1.10.md` §2.8): the session up to now, or up to turn
+/// `turn`, copied into a new session of the same work dir. Refused during a turn.
+pub async fn fork_session(driver: &TurnDriver, turn: Option<u64>) -> Result<ForkResult, ErrorObject> {
+    if driver.is_busy() {
+        return Err(busy());
+    }
+    driver.sink().flush_record();
+    let env = driver.agent().env.clone();
+    let forked = tokio::task::spawn_blocking(move || {
+        crate::session::fork::fork(&env.share_dir, &env.work_dir, &env.session_dir, turn)
+    })
+    .await;
+    match forked {
+        Ok(Ok(forked)) => Ok(ForkResult { session_id: forked.id, title: forked.title }),
+        Ok(Err(ForkError::Io(e))) => {
+            tracing::error!("fork failed: {e}");
+            Err(ErrorCode::InternalError.with_message(format!("Fork failed: {e}")))
+        }
+        Ok(Err(e)) => Err(ErrorCode::InvalidParams.with_message(e.to_string())),
+        Err(e) => Err(ErrorCode::InternalError.with_message(format!("Fork failed: {e}"))),
+    }
+}
+
 pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: &str) -> InitializeResult {
     let agent = driver.agent();
     let mut outcome = ExternalToolsOutcome::default();
@@ -225,6 +259,7 @@ pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: 
             configured,
         },
         capabilities: ServerCapabilities { supports_question: true },
+        extensions: vec!["fork".into()],
     }
 }
 

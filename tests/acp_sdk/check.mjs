@@ -82,6 +82,31 @@ async function main() {
     });
     child.kill();
   }
+  {
+    // Modes, session/list without a cwd, session/fork (unstable: sent by its method name).
+    const updates = [];
+    const { child, stream, app } = connect(async () => ({ outcome: { outcome: "cancelled" } }), updates);
+    await app.connectWith(stream, async (agent) => {
+      const init = await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+      const caps = init.agentCapabilities;
+      check("initialize offers sse and fork", caps.mcpCapabilities?.sse === true && caps.sessionCapabilities?.fork !== undefined, caps);
+      const created = await agent.request(methods.agent.session.new, { cwd: work, mcpServers: [] });
+      const ids = created.modes.availableModes.map((m) => m.id).join(",");
+      check("four modes are offered", ids === "default,acceptEdits,plan,yolo", created.modes);
+      await agent.request(methods.agent.session.setMode, { sessionId: created.sessionId, modeId: "yolo" });
+      const modes = updates.filter((u) => u.update.sessionUpdate === "current_mode_update").map((u) => u.update.currentModeId);
+      check("set_mode tells the client", modes.at(-1) === "yolo", modes);
+      const listed = await agent.request(methods.agent.session.list, {});
+      check("session/list without cwd finds the first session", listed.sessions.some((s) => s.sessionId === sessionId), listed);
+      const forked = await agent.request("session/fork", { sessionId, cwd: work, mcpServers: [] });
+      check("session/fork answers a new session", typeof forked.sessionId === "string" && forked.sessionId !== sessionId, forked);
+      // The title follows the answer: wait for it (bounded).
+      const titles = () => updates.filter((u) => u.update.sessionUpdate === "session_info_update").map((u) => u.update.title);
+      for (let i = 0; i < 250 && !titles().includes("Fork: hi"); i++) await new Promise((r) => setTimeout(r, 20));
+      check("the fork is titled", titles().includes("Fork: hi"), titles());
+    });
+    child.kill();
+  }
 }
 
 try {

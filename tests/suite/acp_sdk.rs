@@ -1,5 +1,6 @@
 //! `kiwi acp` driven by the official ACP TypeScript SDK, `@agentclientprotocol/sdk`
-//! (tests/acp_sdk/check.mjs): prompt, permission, cancel during a permission, load with replay.
+//! (tests/acp_sdk/check.mjs): prompt, permission, cancel during a permission, load with replay,
+//! modes, session/list without a cwd, session/fork.
 //!
 //! The SDK comes from the npm registry (`npm ci` in tests/acp_sdk, on first use). Where Node.js
 //! is missing or the registry does not answer, the test prints why and passes without running;

@@ -2,6 +2,7 @@
 //! per area, linked into one test binary (one link of the crate instead of one per file).
 
 mod acp_client;
+mod acp_editor;
 mod acp_sdk;
 mod config_diagnostics;
 mod layout;

@@ -26,10 +26,11 @@ fn initialize_lists_builtin_commands() {
     assert_eq!(result["server"]["name"], "Kimi Code CLI");
     assert!(result.get("external_tools").is_none());
     let keys: Vec<&String> = result.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["protocol_version", "server", "slash_commands", "hooks", "capabilities"]);
+    // `extensions` is kiwi's (docs/protocol-1.10.md §2.8).
+    assert_eq!(keys, ["protocol_version", "server", "slash_commands", "hooks", "capabilities", "extensions"]);
     let names: Vec<&str> =
         result["slash_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import"]);
+    assert_eq!(names, ["init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import", "fork"]);
     assert_eq!(result["slash_commands"][2]["aliases"], json!(["reset"]));
     assert_eq!(result["slash_commands"][3]["description"], "Toggle YOLO mode (auto-approve all actions)");
     assert_eq!(

@@ -1,0 +1,336 @@
+//! `kiwi acp` over raw JSON lines, for what editors get beyond the basics: the modes (default,
+//! acceptEdits, plan, yolo) driving the core's approval state without saving it, `session/fork`
+//! (and the wire's `fork` extension and `/fork`), `session/list` across work dirs, prompts queued
+//! behind a running turn, titles and option updates, and the capabilities `initialize` offers.
+
+use crate::common::{Env, Kiwi};
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+fn acp(env: &Env, config: &Path) -> Kiwi {
+    let mut k = Kiwi::spawn(env.acp_command(config, &[]));
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    assert!(init.get("result").is_some(), "{init}");
+    k
+}
+
+fn new_session(k: &mut Kiwi, cwd: &Path) -> (String, Value) {
+    let (_, r) = k.call("new", "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    (r["result"]["sessionId"].as_str().expect("a session id").to_string(), r["result"].clone())
+}
+
+fn prompt(k: &mut Kiwi, id: &str, session: &str, text: &str) -> (Vec<Value>, Value) {
+    k.call(id, "session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}))
+}
+
+/// The `session/update`s among `messages`, as their `update` objects.
+fn updates(messages: &[Value]) -> Vec<Value> {
+    messages.iter().filter(|m| m["method"] == "session/update").map(|m| m["params"]["update"].clone()).collect()
+}
+
+fn of_kind(messages: &[Value], kind: &str) -> Vec<Value> {
+    updates(messages).into_iter().filter(|u| u["sessionUpdate"] == kind).collect()
+}
+
+fn tool_call(id: &str, name: &str, arguments: Value) -> String {
+    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": arguments.to_string()}))
+}
+
+fn permission_requests(messages: &[Value]) -> usize {
+    messages.iter().filter(|m| m["method"] == "session/request_permission").count()
+}
+
+#[test]
+fn initialize_offers_fork_and_sse() {
+    let env = Env::new();
+    let config = env.scripted_config(&[]);
+    let mut k = Kiwi::spawn(env.acp_command(&config, &[]));
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    let caps = &init["result"]["agentCapabilities"];
+    assert_eq!(caps["mcpCapabilities"]["sse"], true, "{init}");
+    assert_eq!(caps["mcpCapabilities"]["http"], true);
+    assert_eq!(caps["sessionCapabilities"]["fork"], json!({}), "{init}");
+}
+
+/// Each mode drives the core's approval state for this connection; nothing of it is saved.
+#[test]
+fn modes_drive_approvals_and_are_never_saved() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&[
+        &tool_call("s1", "Shell", json!({"command": "echo yolo"})),
+        "text: ran",
+        &tool_call("w1", "WriteFile", json!({"path": "inside.txt", "content": "x"})),
+        &tool_call("s2", "Shell", json!({"command": "echo asks"})),
+        "text: done",
+    ]);
+    let mut k = acp(&env, &config);
+    let (session, answer) = new_session(&mut k, &work);
+    let ids: Vec<&str> =
+        answer["modes"]["availableModes"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["default", "acceptEdits", "plan", "yolo"]);
+    assert_eq!(answer["modes"]["currentModeId"], "default");
+    assert_eq!(answer["configOptions"][0]["id"], "mode");
+    assert_eq!(answer["configOptions"][0]["currentValue"], "default");
+
+    let (before, r) = k.call("m1", "session/set_mode", json!({"sessionId": session, "modeId": "yolo"}));
+    assert!(r.get("result").is_some(), "{r}");
+    let modes = of_kind(&before, "current_mode_update");
+    assert_eq!(modes.len(), 1, "{before:?}");
+    assert_eq!(modes[0]["currentModeId"], "yolo");
+    let options = of_kind(&before, "config_option_update");
+    assert_eq!(options[0]["configOptions"][0]["currentValue"], "yolo", "{before:?}");
+    // Yolo: the command runs without a permission request.
+    let (during, r) = prompt(&mut k, "p1", &session, "run it");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(permission_requests(&during), 0, "{during:?}");
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.session_dir(&session).join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["approval"]["yolo"], false, "a mode is never saved as if the user typed /yolo");
+
+    // acceptEdits, through the config option: the edit inside the work dir passes, Shell asks.
+    let (before, r) = k.call(
+        "m2",
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "mode", "value": "acceptEdits"}),
+    );
+    assert_eq!(r["result"]["configOptions"][0]["currentValue"], "acceptEdits", "{r}");
+    assert_eq!(of_kind(&before, "current_mode_update")[0]["currentModeId"], "acceptEdits");
+    k.send(json!({"jsonrpc": "2.0", "id": "p2", "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "edit"}]}}));
+    let mut seen = Vec::new();
+    let asked = loop {
+        let m = k.next();
+        if m["method"] == "session/request_permission" {
+            break m;
+        }
+        seen.push(m);
+    };
+    assert_eq!(std::fs::read_to_string(work.join("inside.txt")).unwrap(), "x", "the edit ran unasked");
+    assert!(asked["params"]["toolCall"]["title"].as_str().unwrap().contains("echo asks"), "{asked}");
+    k.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject"}}}));
+    let (_, r) = k.until_response(&json!("p2"));
+    assert!(r.get("result").is_some(), "{r}");
+
+    // Back to default; a mode we do not offer is refused.
+    let (before, _) = k.call("m3", "session/set_mode", json!({"sessionId": session, "modeId": "default"}));
+    assert_eq!(of_kind(&before, "current_mode_update")[0]["currentModeId"], "default");
+    let (_, r) = k.call("m4", "session/set_mode", json!({"sessionId": session, "modeId": "bypassPermissions"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let (_, r) =
+        k.call("m5", "session/set_config_option", json!({"sessionId": session, "configId": "mode", "value": "nope"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.session_dir(&session).join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["approval"], json!({"yolo": false, "afk": false, "auto_approve_actions": []}));
+}
+
+/// `/yolo` typed in the session and the first turn's title reach the client as updates.
+#[test]
+fn changes_from_inside_the_session_are_announced() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&["text: hello"]);
+    let mut k = acp(&env, &config);
+    let (session, _) = new_session(&mut k, &work);
+    let (during, r) = prompt(&mut k, "p1", &session, "say   hello please");
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    let info = of_kind(&during, "session_info_update");
+    assert_eq!(info.len(), 1, "{during:?}");
+    assert_eq!(info[0]["title"], "say hello please");
+    let (during, _) = prompt(&mut k, "p2", &session, "/yolo");
+    assert_eq!(of_kind(&during, "current_mode_update")[0]["currentModeId"], "yolo", "{during:?}");
+    assert_eq!(of_kind(&during, "config_option_update")[0]["configOptions"][0]["currentValue"], "yolo");
+    assert!(of_kind(&during, "session_info_update").is_empty(), "the title did not change");
+}
+
+/// A prompt sent while a turn runs waits for it and then runs; a cancel answers the queued
+/// ones `cancelled`.
+#[test]
+fn a_prompt_during_a_turn_is_queued() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&[
+        &tool_call("s1", "Shell", json!({"command": "echo one"})),
+        "text: first done",
+        "text: second done",
+        &tool_call("s2", "Shell", json!({"command": "echo three"})),
+    ]);
+    let mut k = acp(&env, &config);
+    let (session, _) = new_session(&mut k, &work);
+    let send_prompt = |k: &mut Kiwi, id: &str, text: &str| {
+        k.send(json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}}));
+    };
+    send_prompt(&mut k, "p1", "first");
+    let asked = loop {
+        let m = k.next();
+        if m["method"] == "session/request_permission" {
+            break m;
+        }
+    };
+    send_prompt(&mut k, "p2", "second");
+    k.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "selected", "optionId": "approve"}}}));
+    let (_, first) = k.until_response(&json!("p1"));
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (during, second) = k.until_response(&json!("p2"));
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    let text: String = of_kind(&during, "agent_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(text, "second done");
+    // A third turn asks; a fourth waits; the cancel answers both.
+    send_prompt(&mut k, "p3", "third");
+    loop {
+        if k.next()["method"] == "session/request_permission" {
+            break;
+        }
+    }
+    send_prompt(&mut k, "p4", "fourth");
+    k.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}));
+    let (_, fourth) = k.until_response(&json!("p4"));
+    assert_eq!(fourth["result"]["stopReason"], "cancelled", "{fourth}");
+    let (_, third) = k.until_response(&json!("p3"));
+    assert_eq!(third["result"]["stopReason"], "cancelled", "{third}");
+}
+
+fn turn_begins(wire: &Path) -> Vec<String> {
+    std::fs::read_to_string(wire)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"]["type"] == "TurnBegin")
+        .map(|v| v["message"]["payload"]["user_input"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// `session/fork`: a new session with the history, independent afterwards; errors are typed.
+#[test]
+fn session_fork_copies_the_history_into_a_new_session() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&["text: re one", "text: re two", "text: in the fork", "text: in the source"]);
+    let mut k = acp(&env, &config);
+    let (source, _) = new_session(&mut k, &work);
+    prompt(&mut k, "p1", &source, "one");
+    prompt(&mut k, "p2", &source, "two");
+    let (before, r) = k.call("f1", "session/fork", json!({"sessionId": source, "cwd": work, "mcpServers": []}));
+    let fork = r["result"]["sessionId"].as_str().expect("forked").to_string();
+    assert_ne!(fork, source);
+    assert_eq!(r["result"]["modes"]["currentModeId"], "default");
+    let info = of_kind(&before, "session_info_update");
+    assert!(info.is_empty(), "the title comes after the answer: {before:?}");
+    let next = k.next();
+    let next = if next["params"]["update"]["sessionUpdate"] == "available_commands_update" { k.next() } else { next };
+    assert_eq!(next["params"]["update"]["title"], "Fork: one", "{next}");
+    assert_eq!(turn_begins(&env.session_dir(&fork).join("wire.jsonl")), ["one", "two"]);
+    // The fork's context holds both turns; each session goes on on its own.
+    let context = std::fs::read_to_string(env.session_dir(&fork).join("context.jsonl")).unwrap();
+    assert!(context.contains("re two"), "{context}");
+    prompt(&mut k, "p3", &fork, "three");
+    prompt(&mut k, "p4", &source, "four");
+    assert_eq!(turn_begins(&env.session_dir(&fork).join("wire.jsonl")), ["one", "two", "three"]);
+    assert_eq!(turn_begins(&env.session_dir(&source).join("wire.jsonl")), ["one", "two", "four"]);
+    // After one turn, by `_meta.turnIndex`.
+    let (_, r) = k.call("f2", "session/fork", json!({"sessionId": source, "cwd": work, "_meta": {"turnIndex": 0}}));
+    let early = r["result"]["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(turn_begins(&env.session_dir(&early).join("wire.jsonl")), ["one"]);
+    let context = std::fs::read_to_string(env.session_dir(&early).join("context.jsonl")).unwrap();
+    assert!(context.contains("re one") && !context.contains("re two"), "{context}");
+    let (_, r) = k.call("f3", "session/fork", json!({"sessionId": source, "cwd": work, "_meta": {"turnIndex": 9}}));
+    assert_eq!(
+        (r["error"]["code"].clone(), r["error"]["message"].clone()),
+        (json!(-32602), json!("Invalid params")),
+        "{r}"
+    );
+    assert!(r.to_string().contains("turn_index 9 out of range (max turn: 2)"), "{r}");
+    let (_, r) = k.call("f4", "session/fork", json!({"sessionId": "no-such-session", "cwd": work}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let (_, r) = k.call("f5", "session/fork", json!({"cwd": work}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // A new session without turns has nothing to fork.
+    let (empty, _) = new_session(&mut k, &work);
+    let (_, r) = k.call("f6", "session/fork", json!({"sessionId": empty, "cwd": work}));
+    assert!(r.to_string().contains("wire.jsonl not found"), "{r}");
+}
+
+/// The wire's `fork` extension (advertised in `initialize`) and `/fork`.
+#[test]
+fn wire_fork_extension_and_the_fork_command() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: re one", "text: re two"]);
+    let mut k = env.spawn(&config, &["--session", "wire-fork-src"]);
+    let init = k.initialize();
+    assert_eq!(init["result"]["extensions"], json!(["fork"]), "{init}");
+    let (_, r) = k.call("f0", "fork", json!({}));
+    assert_eq!(r["error"]["message"], "wire.jsonl not found", "{r}");
+    k.prompt("p1", json!("one"));
+    k.prompt("p2", json!("two"));
+    let (_, r) = k.call("f1", "fork", json!({"turn_index": 0}));
+    let id = r["result"]["session_id"].as_str().expect("forked").to_string();
+    assert_eq!(r["result"]["title"], "Fork: one");
+    assert_eq!(turn_begins(&env.session_dir(&id).join("wire.jsonl")), ["one"]);
+    let (_, r) = k.call("f2", "fork", json!({"turn_index": 5}));
+    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(r["error"]["message"], "turn_index 5 out of range (max turn: 1)");
+    let (_, r) = k.call("f3", "fork", json!({"turn_index": "x"}));
+    assert_eq!(r["error"]["message"], "Invalid parameters for method `fork`");
+    let (events, _) = k.prompt("p3", json!("/fork"));
+    let said: String = events
+        .iter()
+        .filter(|m| m["params"]["type"] == "ContentPart")
+        .map(|m| m["params"]["payload"]["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    let id = said.strip_prefix("Forked into session ").and_then(|r| r.split(' ').next()).expect(&said).to_string();
+    assert_eq!(turn_begins(&env.session_dir(&id).join("wire.jsonl")), ["one", "two"], "{said}");
+}
+
+/// Without a `cwd`, `session/list` lists every work dir's sessions, newest first, in pages.
+#[test]
+fn session_list_without_cwd_spans_work_dirs() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: a", "text: b"]);
+    let (first, second) = (env.work().join("first"), env.work().join("second"));
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::create_dir_all(&second).unwrap();
+    let mut k = acp(&env, &config);
+    let (a, _) = new_session(&mut k, &first);
+    prompt(&mut k, "p1", &a, "in first");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let (b, _) = new_session(&mut k, &second);
+    prompt(&mut k, "p2", &b, "in second");
+    let (_, r) = k.call("l1", "session/list", json!({}));
+    let listed: Vec<(String, String)> = r["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["sessionId"].as_str().unwrap().to_string(), s["cwd"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(listed.len() >= 2, "{r}");
+    assert_eq!(listed[0], (b.clone(), second.display().to_string()), "{r}");
+    assert_eq!(listed[1], (a.clone(), first.display().to_string()), "{r}");
+    assert!(r["result"].get("nextCursor").is_none_or(Value::is_null), "{r}");
+    let (_, r) = k.call("l2", "session/list", json!({"cwd": first}));
+    assert_eq!(r["result"]["sessions"].as_array().unwrap().len(), 1, "{r}");
+    let (_, r) = k.call("l3", "session/list", json!({"cursor": "not-a-cursor"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // Pages of 50: 60 more sessions stored in `first` make a second page.
+    let key = {
+        use md5::{Digest, Md5};
+        Md5::digest(first.display().to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    for n in 0..60 {
+        let dir = env.share().join("sessions").join(&key).join(format!("00000000-0000-4000-8000-{n:012}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("context.jsonl"), "").unwrap();
+    }
+    let (_, r) = k.call("l4", "session/list", json!({}));
+    assert_eq!(r["result"]["sessions"].as_array().unwrap().len(), 50);
+    let cursor = r["result"]["nextCursor"].as_str().expect("a next page").to_string();
+    let (_, r) = k.call("l5", "session/list", json!({"cursor": cursor}));
+    assert_eq!(r["result"]["sessions"].as_array().unwrap().len(), 12, "{r}");
+    assert!(r["result"].get("nextCursor").is_none_or(Value::is_null));
+}
