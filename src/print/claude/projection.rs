@@ -64,6 +64,9 @@ struct Inner {
     structured: Option<StructuredSlot>,
     /// The context's size as of the last model call (`get_context_usage`).
     context_tokens: AtomicU64,
+    /// Hook callbacks asked and not yet answered: a turn's `result` waits for them (each is
+    /// bounded by its timeout), so none is left open when the host ends the run.
+    hooks_in_flight: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 pub struct ClaudeProjection {
@@ -101,6 +104,7 @@ impl ClaudeProjection {
                 extras,
                 structured,
                 context_tokens: AtomicU64::new(0),
+                hooks_in_flight: Mutex::default(),
             }),
         }
     }
@@ -360,22 +364,41 @@ impl Inner {
     /// A hook point the host subscribed to: its callback is asked on a task of its own.
     fn hook(self: Arc<Self>, request: HookRequest) -> oneshot::Receiver<ClientAnswer> {
         let (reply, answer) = oneshot::channel();
-        tokio::spawn(async move {
-            let mode = self.policy.reported_mode().as_str();
-            let transcript = self.agent.env.session_dir.join("context.jsonl");
-            let verdict = self.extras.hook_callback(&request, mode, &transcript.to_string_lossy()).await;
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            let this = me;
+            let mode = this.policy.reported_mode().as_str();
+            let transcript = this.agent.env.session_dir.join("context.jsonl").to_string_lossy().into_owned();
+            let mut reply = reply;
+            // A hook point that stops waiting (its turn was cancelled) withdraws the question.
+            let verdict = tokio::select! {
+                verdict = this.extras.hook_callback(&request, mode, &transcript) => verdict,
+                () = reply.closed() => return,
+            };
             let tool_call_id = request.input_data.get("tool_call_id").and_then(Value::as_str).unwrap_or_default();
             match &verdict {
-                HookVerdict::AllowCall => self.extras.allow_call(tool_call_id),
+                HookVerdict::AllowCall => this.extras.allow_call(tool_call_id),
                 HookVerdict::Block(reason) if request.event == "PreToolUse" => {
-                    lock(&self.turn).deny(&request.target, tool_call_id, reason);
+                    lock(&this.turn).deny(&request.target, tool_call_id, reason);
                 }
                 _ => {}
             }
             let (action, reason) = verdict.action();
             let _ = reply.send(ClientAnswer::Hook { action, reason });
         });
+        let mut in_flight = lock(&self.hooks_in_flight);
+        in_flight.retain(|t| !t.is_finished());
+        in_flight.push(task);
         answer
+    }
+
+    /// Waits for the hook callbacks still being asked (fire-and-forget points such as
+    /// `PostToolUse`).
+    async fn settle_hooks(&self) {
+        let tasks = std::mem::take(&mut *lock(&self.hooks_in_flight));
+        for task in tasks {
+            let _ = task.await;
+        }
     }
 }
 
@@ -436,6 +459,7 @@ impl Projection for ClaudeProjection {
     fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let inner = &self.inner;
+            inner.settle_hooks().await;
             let reason = lock(&inner.cancel_reason).clone();
             let mut lines = Vec::new();
             let mut line = lock(&inner.turn).finish(&result, &reason, &mut lines);
