@@ -7,6 +7,7 @@
 //! withdraws the request with `control_cancel_request`, and a late answer finds nobody.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -53,36 +54,71 @@ impl HostAsk {
     /// Sends `{"type":"control_request","request_id":…,"request":request}` and waits for the
     /// success payload (at most `limit`, when given).
     pub async fn ask(&self, request: Value, limit: Option<Duration>) -> Result<Value, AskError> {
+        self.ask_until(request, limit, std::future::pending()).await
+    }
+
+    /// [`HostAsk::ask`], given up (and withdrawn, before this returns) when `stop` completes.
+    pub async fn ask_until(
+        &self,
+        request: Value,
+        limit: Option<Duration>,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<Value, AskError> {
         let request_id = format!("kiwi-{}", uuid::Uuid::new_v4().simple());
         let frame = encode(&json!({"type": "control_request", "request_id": request_id, "request": request}));
         let (reply, answer) = oneshot::channel::<Result<Value, AskError>>();
-        let out = self.out.clone();
-        let withdrawn = request_id.clone();
+        // Withdrawn once, by whoever gives up first: this call (out of time, written before it
+        // returns) or the asker's owner dropping it (a cancelled turn).
+        let withdraw = Withdraw { out: self.out.clone(), request_id: request_id.clone(), done: Arc::default() };
+        let on_gone = withdraw.clone();
         let settle = move |settled: Settled| async move {
             match settled {
                 Settled::Answer(Ok(value)) => Some(Ok(value)),
                 Settled::Answer(Err(e)) => Some(Err(AskError::Refused(e.message))),
                 Settled::PeerGone => Some(Err(AskError::Gone)),
                 Settled::AskerGone => {
-                    let line = OutLine::ControlCancelRequest(ControlCancelLine { request_id: withdrawn });
-                    if let Some(frame) = encode(&line) {
-                        out.send_raw(frame).await;
-                    }
+                    on_gone.send().await;
                     None
                 }
             }
         };
-        if let Err(IdTaken(_)) = self.peer.ask(RequestId::Str(request_id), frame, reply, settle).await {
+        let id = RequestId::Str(request_id);
+        if let Err(IdTaken(_)) = self.peer.ask(id.clone(), frame, reply, settle).await {
             return Err(AskError::Gone);
         }
-        let answered = match limit {
-            Some(limit) => match tokio::time::timeout(limit, answer).await {
-                Ok(answered) => answered,
-                // Dropping the receiver withdraws the request (see `settle`).
-                Err(_) => return Err(AskError::TimedOut),
-            },
-            None => answer.await,
+        let limit = async {
+            match limit {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
         };
-        answered.unwrap_or(Err(AskError::Gone))
+        let given_up = tokio::select! {
+            answered = answer => return answered.unwrap_or(Err(AskError::Gone)),
+            () = limit => AskError::TimedOut,
+            () = stop => AskError::Gone,
+        };
+        self.peer.forget(&id);
+        withdraw.send().await;
+        Err(given_up)
+    }
+}
+
+/// The `control_cancel_request` of one request, written at most once.
+#[derive(Clone)]
+struct Withdraw {
+    out: Outbound,
+    request_id: String,
+    done: Arc<AtomicBool>,
+}
+
+impl Withdraw {
+    async fn send(&self) {
+        if self.done.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let line = OutLine::ControlCancelRequest(ControlCancelLine { request_id: self.request_id.clone() });
+        if let Some(frame) = encode(&line) {
+            self.out.send_raw(frame).await;
+        }
     }
 }

@@ -370,11 +370,12 @@ impl Inner {
             let mode = this.policy.reported_mode().as_str();
             let transcript = this.agent.env.session_dir.join("context.jsonl").to_string_lossy().into_owned();
             let mut reply = reply;
-            // A hook point that stops waiting (its turn was cancelled) withdraws the question.
-            let verdict = tokio::select! {
-                verdict = this.extras.hook_callback(&request, mode, &transcript) => verdict,
-                () = reply.closed() => return,
-            };
+            // A hook point that stops waiting (out of time, or its turn was cancelled) withdraws
+            // the question.
+            let verdict = this.extras.hook_callback(&request, mode, &transcript, reply.closed()).await;
+            if reply.is_closed() {
+                return;
+            }
             let tool_call_id = request.input_data.get("tool_call_id").and_then(Value::as_str).unwrap_or_default();
             match &verdict {
                 HookVerdict::AllowCall => this.extras.allow_call(tool_call_id),

@@ -241,10 +241,12 @@ impl RunLoop {
                     }
                     return None;
                 }
-                None => Err(format!(
-                    "Cannot set permission mode: must be one of acceptEdits, auto, bypassPermissions, default, \
-                     dontAsk, plan (got {mode:?})"
-                )),
+                None => {
+                    tracing::info!("set_permission_mode: unknown mode {mode:?}");
+                    Err("Cannot set permission mode: must be one of acceptEdits, auto, bypassPermissions, default, \
+                         dontAsk, plan"
+                        .into())
+                }
             },
             Ok(HostRequest::SetModel { model }) => self.set_model(model.as_deref()),
             Ok(HostRequest::SetMaxThinkingTokens {}) => {

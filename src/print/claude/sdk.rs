@@ -144,7 +144,14 @@ impl Extras {
 
     /// Asks the host's callback of `request` (`hook_callback`) and turns its answer into the
     /// hook engine's verdict.
-    pub async fn hook_callback(&self, request: &HookRequest, permission_mode: &str, transcript: &str) -> HookVerdict {
+    /// Given up (the question withdrawn) when `stop` completes.
+    pub async fn hook_callback(
+        &self,
+        request: &HookRequest,
+        permission_mode: &str,
+        transcript: &str,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> HookVerdict {
         let timeout = lock(&self.hook_timeouts).get(&request.subscription_id).copied().unwrap_or(DEFAULT_HOOK_TIMEOUT);
         let input = hook_input(request, permission_mode, transcript);
         let tool_use_id = input.get("tool_use_id").cloned().unwrap_or(Value::Null);
@@ -154,7 +161,7 @@ impl Extras {
             "tool_use_id": tool_use_id,
             "input": input,
         });
-        match self.host.ask(ask, Some(Duration::from_secs(timeout))).await {
+        match self.host.ask_until(ask, Some(Duration::from_secs(timeout)), stop).await {
             Ok(answer) => verdict(&request.event, &request.target, &answer),
             Err(e) => {
                 tracing::warn!("hook callback {} ({}): {e}; allowing", request.subscription_id, request.event);
