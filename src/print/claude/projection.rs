@@ -42,6 +42,8 @@ pub struct Settings {
     /// `system/session_state_changed` frames (the host asked for them).
     pub state_frames: bool,
     pub cwd: String,
+    /// The `StructuredOutput` tool's accepted answer of the running turn (`--json-schema`).
+    pub structured: Option<StructuredSlot>,
 }
 
 struct Inner {
@@ -60,8 +62,6 @@ struct Inner {
     cancel_reason: Mutex<String>,
     /// The SDK's servers, hooks and agents.
     extras: Arc<Extras>,
-    /// The `StructuredOutput` tool's accepted answer of the running turn (`--json-schema`).
-    structured: Option<StructuredSlot>,
     /// The context's size as of the last model call (`get_context_usage`).
     context_tokens: AtomicU64,
     /// Hook callbacks asked and not yet answered: a turn's `result` waits for them (each is
@@ -86,7 +86,6 @@ impl ClaudeProjection {
         policy: Arc<Policy>,
         peer: Arc<Peer>,
         extras: Arc<Extras>,
-        structured: Option<StructuredSlot>,
     ) -> Self {
         let partial = settings.partial;
         policy.attach(&agent);
@@ -102,7 +101,6 @@ impl ClaudeProjection {
                 replay: Mutex::new(None),
                 cancel_reason: Mutex::new("Interrupted by user".into()),
                 extras,
-                structured,
                 context_tokens: AtomicU64::new(0),
                 hooks_in_flight: Mutex::default(),
             }),
@@ -464,7 +462,7 @@ impl Projection for ClaudeProjection {
             let reason = lock(&inner.cancel_reason).clone();
             let mut lines = Vec::new();
             let mut line = lock(&inner.turn).finish(&result, &reason, &mut lines);
-            if let Some(answer) = inner.structured.as_ref().and_then(|slot| lock(slot).take())
+            if let Some(answer) = inner.settings.structured.as_ref().and_then(|slot| lock(slot).take())
                 && line.subtype == ResultSubtype::Success
                 && !line.is_error
             {

@@ -271,10 +271,12 @@ fn subagent_defs(agent: &Agent, defs: BTreeMap<String, AgentDefinitionIn>) -> (V
         let mut tools = Vec::new();
         for tool_name in all.names() {
             let offered = wanted.as_ref().is_none_or(|w| w.iter().any(|n| n == tool_name));
-            if offered && tool_name != "Agent" && !denied.iter().any(|d| d == tool_name) {
-                if let Some(tool) = all.get(tool_name) {
-                    tools.push(tool.clone());
-                }
+            if offered
+                && tool_name != "Agent"
+                && !denied.iter().any(|d| d == tool_name)
+                && let Some(tool) = all.get(tool_name)
+            {
+                tools.push(tool.clone());
             }
         }
         for unknown in wanted.iter().flatten().filter(|n| all.get(n).is_none() && *n != "Agent") {

@@ -262,8 +262,8 @@ fn serve(
                     1
                 }
                 None => {
-                    let live = Live { sessions: &process.sessions, stop: process.stop };
-                    run(built, live, setup, args, cwd, out, first, additions).await
+                    let live = Live { sessions: &process.sessions, stop: process.stop, out };
+                    run(built, live, setup, args, cwd, first, additions).await
                 }
             },
         }
@@ -278,6 +278,8 @@ fn serve(
 struct Live<'a> {
     sessions: &'a Sessions,
     stop: tokio_util::sync::CancellationToken,
+    /// stdout.
+    out: crate::rpc::Outbound,
 }
 
 /// `--resume` needs an existing session, `--session-id` a new one (as Claude Code).
@@ -301,10 +303,10 @@ async fn run(
     setup: &AgentSetup,
     args: &ClaudeArgs,
     cwd: String,
-    out: crate::rpc::Outbound,
     first: Option<UserInput>,
     additions: Additions,
 ) -> u8 {
+    let out = shell.out.clone();
     let agent = built.soul.agent.clone();
     let session_id = built.session.id.clone();
     let warnings = filter_tools(&agent, args);
@@ -349,6 +351,7 @@ async fn run(
         partial: args.include_partial_messages,
         state_frames: std::env::var(SESSION_STATE_ENV).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
         cwd,
+        structured,
     };
     let projection = Arc::new(ClaudeProjection::new(
         out.clone(),
@@ -358,7 +361,6 @@ async fn run(
         policy.clone(),
         peer.clone(),
         extras.clone(),
-        structured,
     ));
     let live = LiveSession::open(built, projection.clone(), shell.sessions);
     let driver = live.driver().clone();
