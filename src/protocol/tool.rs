@@ -107,6 +107,9 @@ pub enum ErrorCause {
     Blocked,
     /// The tool itself failed (a panic, an I/O error of its own): the model is told to avoid it.
     Crashed,
+    /// Not an error: the call's answer is the turn's final answer (the Claude dialect's
+    /// `StructuredOutput`, `docs/print-mode.md` B.3a), so the turn ends after this step.
+    EndsTurn,
 }
 
 /// What became of a tool call, as the agent loop sees it.
@@ -161,7 +164,7 @@ impl ToolReturnValue {
             (true, ErrorCause::Rejected) => ResultKind::Rejected,
             (true, ErrorCause::Blocked) => ResultKind::Blocked,
             (true, ErrorCause::Crashed) => ResultKind::Crashed,
-            (true, ErrorCause::None) => ResultKind::Error,
+            (true, ErrorCause::None | ErrorCause::EndsTurn) => ResultKind::Error,
             (false, _) => ResultKind::Ok,
         }
     }

@@ -212,8 +212,10 @@ impl Soul {
         if repeated_too_often {
             tracing::info!("the turn ends: the same tool call was repeated {} times in a row", repeats::STOP_AT);
         }
-        if rejected || !has_calls || repeated_too_often {
-            let model_stop = if rejected { None } else { attempt.stop };
+        // A final answer given through a tool (`ErrorCause::EndsTurn`) ends the turn at once.
+        let answered = results.iter().any(|r| r.cause == crate::protocol::ErrorCause::EndsTurn);
+        if rejected || !has_calls || repeated_too_often || answered {
+            let model_stop = if rejected || answered { None } else { attempt.stop };
             Ok(StepOutcome::Stop { rejected, model_stop })
         } else {
             Ok(StepOutcome::Continue)

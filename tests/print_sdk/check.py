@@ -11,17 +11,24 @@ import os
 import sys
 
 from claude_agent_sdk import (
+    AgentDefinition,
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
+    HookMatcher,
     PermissionResultAllow,
     PermissionResultDeny,
     ResultMessage,
+    SystemMessage,
+    TaskNotificationMessage,
+    TaskStartedMessage,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     UserMessage,
+    create_sdk_mcp_server,
     query,
+    tool,
 )
 
 KIWI = os.environ["KIWI_BIN"]
@@ -51,9 +58,24 @@ def options(name, scripts, **kw):
     return ClaudeAgentOptions(cli_path=KIWI, cwd=WORK, extra_args={"config-file": config(name, scripts)}, **kw)
 
 
+def call(call_id, name, arguments):
+    return "tool_call: " + json.dumps({"id": call_id, "name": name, "arguments": json.dumps(arguments)})
+
+
 def shell(call_id, command):
-    args = json.dumps({"command": command})
-    return "tool_call: " + json.dumps({"id": call_id, "name": "Shell", "arguments": args})
+    return call(call_id, "Shell", {"command": command})
+
+
+def tool_results(messages):
+    return [b for m in messages if isinstance(m, UserMessage) and isinstance(m.content, list)
+            for b in m.content if isinstance(b, ToolResultBlock)]
+
+
+def prompt_stream(text):
+    async def prompts():
+        yield {"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": None,
+               "session_id": ""}
+    return prompts()
 
 
 async def one_shot():
@@ -128,9 +150,137 @@ async def interrupt():
                 assert m.result == "after", m
 
 
+async def sdk_mcp_tool():
+    calls = []
+
+    @tool("add", "Adds two numbers", {"a": int, "b": int})
+    async def add(args):
+        calls.append(args)
+        return {"content": [{"type": "text", "text": str(args["a"] + args["b"])}]}
+
+    @tool("boom", "Always fails", {})
+    async def boom(args):
+        raise RuntimeError("the handler broke")
+
+    calc = create_sdk_mcp_server("calc", tools=[add, boom])
+    scripts = [call("m1", "mcp__calc__add", {"a": 2, "b": 3}), call("m2", "mcp__calc__boom", {}), "text: five"]
+    opts = options("sdk_mcp", scripts, mcp_servers={"calc": calc},
+                   allowed_tools=["mcp__calc__add", "mcp__calc__boom"])
+    seen = [m async for m in query(prompt="add them", options=opts)]
+    init = next(m for m in seen if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert {"name": "calc", "status": "connected", "source": "sdk"} in init.data["mcp_servers"], init.data
+    assert "mcp__calc__add" in init.data["tools"], init.data["tools"]
+    assert calls == [{"a": 2, "b": 3}], calls
+    results = tool_results(seen)
+    assert "5" in str(results[0].content) and not results[0].is_error, results[0]
+    assert results[1].is_error, results[1]
+    final = seen[-1]
+    assert isinstance(final, ResultMessage) and final.result == "five" and not final.is_error, final
+
+
+async def hooks():
+    pre, post = [], []
+
+    async def guard(input_data, tool_use_id, context):
+        pre.append((input_data["tool_name"], input_data["tool_input"].get("command"), tool_use_id))
+        if "rm " in input_data["tool_input"].get("command", ""):
+            return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                           "permissionDecisionReason": "no rm here"}}
+        return {}
+
+    async def watch(input_data, tool_use_id, context):
+        post.append((input_data["tool_name"], str(input_data.get("tool_response")), tool_use_id))
+        return {}
+
+    scripts = [shell("h1", "rm -rf build"), shell("h2", "echo hook-seen"), "text: done"]
+    opts = options("hooks", scripts, permission_mode="bypassPermissions", hooks={
+        "PreToolUse": [HookMatcher(matcher="Bash|Shell", hooks=[guard])],
+        "PostToolUse": [HookMatcher(matcher=None, hooks=[watch])],
+    })
+    seen = [m async for m in query(prompt=prompt_stream("go"), options=opts)]
+    assert [(t, c) for t, c, _ in pre] == [("Shell", "rm -rf build"), ("Shell", "echo hook-seen")], pre
+    assert [i for _, _, i in pre] == ["h1", "h2"], pre
+    assert len(post) == 1 and post[0][0] == "Shell" and "hook-seen" in post[0][1] and post[0][2] == "h2", post
+    results = tool_results(seen)
+    assert results[0].is_error and results[0].content == "PreToolUse:Shell hook error: no rm here", results[0]
+    assert "hook-seen" in str(results[1].content) and not results[1].is_error, results[1]
+    final = seen[-1]
+    assert final.result == "done", final
+    assert [d["tool_use_id"] for d in final.permission_denials] == ["h1"], final.permission_denials
+
+
+async def structured_output():
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+              "required": ["city", "population"]}
+    scripts = [call("s1", "StructuredOutput", {"city": "Paris", "population": "many"}),
+               call("s2", "StructuredOutput", {"city": "Paris", "population": 2100000}),
+               "text: never read"]
+    opts = options("structured", scripts, output_format={"type": "json_schema", "schema": schema})
+    seen = [m async for m in query(prompt="which city?", options=opts)]
+    results = tool_results(seen)
+    assert results[0].is_error and "/population" in str(results[0].content), results[0]
+    assert "Output does not match required schema" in str(results[0].content), results[0]
+    assert "Structured output provided successfully" in str(results[1].content), results[1]
+    final = seen[-1]
+    assert final.structured_output == {"city": "Paris", "population": 2100000}, final
+    assert json.loads(final.result) == final.structured_output and final.num_turns == 2, final
+    assert final.stop_reason == "tool_use", final
+
+
+async def agents():
+    long_review = "The change looks fine. " * 12
+    scripts = [call("ag1", "Agent", {"description": "review the diff", "prompt": "Review x.py",
+                                     "subagent_type": "reviewer", "run_in_background": False}),
+               "text: " + long_review,
+               "text: reviewed"]
+    reviewer = AgentDefinition(description="Reviews code", prompt="You review code.", tools=["Read", "Grep"])
+    opts = options("agents", scripts, agents={"reviewer": reviewer}, permission_mode="bypassPermissions")
+    seen = [m async for m in query(prompt=prompt_stream("review it"), options=opts)]
+    init = next(m for m in seen if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert "reviewer" in init.data["agents"], init.data["agents"]
+    inside = [m for m in seen if isinstance(m, (AssistantMessage, UserMessage)) and m.parent_tool_use_id == "ag1"]
+    texts = [b.text for m in inside if isinstance(m, AssistantMessage) for b in m.content if isinstance(b, TextBlock)]
+    assert texts and texts[0].startswith("The change looks fine."), [type(m).__name__ for m in seen]
+    prompts = [m.content for m in inside if isinstance(m, UserMessage) and isinstance(m.content, str)]
+    assert prompts == ["Review x.py"], prompts
+    started = [m for m in seen if isinstance(m, TaskStartedMessage)]
+    ended = [m for m in seen if isinstance(m, TaskNotificationMessage)]
+    assert len(started) == 1 and started[0].tool_use_id == "ag1" and started[0].task_type == "local_agent", started
+    assert started[0].data["subagent_type"] == "reviewer", started[0].data
+    assert len(ended) == 1 and ended[0].task_id == started[0].task_id and ended[0].status == "completed", ended
+    agent_result = next(b for b in tool_results(seen) if b.tool_use_id == "ag1")
+    assert "The change looks fine." in str(agent_result.content) and not agent_result.is_error, agent_result
+    assert seen[-1].result == "reviewed", seen[-1]
+
+
+async def control_queries():
+    async with ClaudeSDKClient(options("control", ["text: counted"])) as client:
+        await client.query("count")
+        async for m in client.receive_response():
+            pass
+        usage = await client.get_context_usage()
+        assert usage["maxTokens"] == 100000 and usage["model"] == "scripted_echo", usage
+        # The scripted provider reports no token counts: the context's size is what the model last said.
+        assert usage["totalTokens"] == 0 and usage["percentage"] == 0, usage
+        assert [c["name"] for c in usage["categories"]] == ["Messages", "Free space"], usage
+        status = await client.get_mcp_status()
+        assert status == {"mcpServers": []}, status
+        await client.set_permission_mode("acceptEdits")
+        try:
+            await client.set_permission_mode("sometimes")
+            raise AssertionError("an unknown mode was accepted")
+        except Exception as e:  # noqa: BLE001 - the SDK raises a plain Exception for error responses
+            assert "Cannot set permission mode" in str(e), e
+
+
 async def main():
     passed = failed = 0
-    for check in [one_shot, multi_turn, can_use_tool, interrupt]:
+    checks = [one_shot, multi_turn, can_use_tool, interrupt, sdk_mcp_tool, hooks, structured_output, agents,
+              control_queries]
+    only = os.environ.get("KIWI_SDK_CHECKS")
+    if only:
+        checks = [c for c in checks if c.__name__ in only.split(",")]
+    for check in checks:
         try:
             await asyncio.wait_for(check(), timeout=60)
             print(f"ok {check.__name__}")

@@ -14,6 +14,7 @@ mod mcp_sse;
 mod mcp_wire;
 mod oauth;
 mod print_claude;
+mod print_claude_sdk;
 mod print_kimi;
 mod print_sdk;
 mod process_tree;

@@ -376,12 +376,15 @@ fn set_model_switches_from_the_next_turn() {
 fn command_line_choices() {
     let d = Dirs::new();
     let config = d.scripted(&["text: ok"]);
-    // Unknown Claude options are accepted and ignored.
-    let r = run(
-        d.command(&config, &args(STREAM, &["--brand-new-flag", "x", "--setting-sources=user", "--fork-session", "q"])),
-        "",
-    );
+    // Unknown Claude options are accepted and ignored, each named on stderr.
+    let r = run(d.command(&config, &args(STREAM, &["--brand-new-flag", "x", "--setting-sources=user", "q"])), "");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("kiwi: ignoring --brand-new-flag x: kiwi has no equivalent"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("kiwi: ignoring --setting-sources=user: kiwi reads no Claude Code settings"),
+        "{}",
+        r.stderr
+    );
     // Usage errors exit 2 with nothing on stdout.
     for bad in [
         &["-p", "--resume", "..", "q"][..],
@@ -462,9 +465,11 @@ fn tool_filters_and_system_prompt_flags() {
     );
     let lines = r.lines();
     assert_eq!(lines[0]["tools"], json!(["Shell", "ReadFile"]));
-    let r = run(d.command(&config, &args(STREAM, &["--tools", "Bash", "q"])), "");
+    // Claude's names are kiwi's tools; a name that is neither is a warning.
+    let r = run(d.command(&config, &args(STREAM, &["--tools", "Bash,Read,Bsh", "q"])), "");
     let lines = r.lines();
-    assert!(lines[0]["message"].as_str().unwrap().contains("no kiwi tool is called \"Bash\""));
+    assert!(lines[0]["message"].as_str().unwrap().contains("no kiwi tool is called \"Bsh\""), "{}", lines[0]);
+    assert_eq!(lines[1]["tools"], json!(["Shell", "ReadFile"]));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! kiwi driven by the official Python `claude-agent-sdk` through its CLI-path option
 //! (tests/print_sdk/check.py): a one-shot `query()`, a multi-turn client, a `can_use_tool`
-//! callback, an interrupt.
+//! callback, an interrupt, an in-process MCP tool, hooks, structured output, a custom agent, and
+//! the context-usage and MCP-status queries.
 //!
 //! The pinned SDK is installed with pip into a venv under `target/tmp/` on first use. Where
 //! Python or the registry is not available the test is skipped with the reason printed, unless
@@ -76,10 +77,11 @@ fn the_python_sdk_drives_kiwi() {
         .env("KIMI_SHARE_DIR", &share)
         .env("HOME", dir.path())
         .env_remove("KIMI_DIALECT")
+        .env_remove("KIWI_SDK_CHECKS")
         .output()
         .expect("run the SDK check");
     let stdout = String::from_utf8_lossy(&output.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "the SDK check failed:\n{stdout}");
-    assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("9 passed, 0 failed"), "{stdout}");
 }

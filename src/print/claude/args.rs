@@ -1,7 +1,7 @@
 //! Claude Code's headless command line (`docs/print-mode.md` B.1, C.2), parsed by hand: `-p` is a
 //! switch here and a value in kimi, every option that takes a value accepts both `--flag value`
 //! and `--flag=value` (the SDK sends `--resume=<id>`), an empty token is a value
-//! (`--system-prompt ""`), and unknown options are accepted and ignored with a debug log,
+//! (`--system-prompt ""`), and unknown options are accepted and ignored with a stderr line,
 //! never a usage error that would break an SDK launch.
 //!
 //! Invariants: parsing has no side effects; every refusal is a [`UsageError`] with one line the
@@ -107,7 +107,15 @@ pub struct ClaudeArgs {
     pub add_dirs: Vec<PathBuf>,
     pub debug: bool,
     pub log_stderr: bool,
-    /// Options accepted and ignored (logged at debug level once logging is up).
+    /// `--json-schema`: the schema of the `StructuredOutput` tool's answer.
+    pub json_schema: Option<String>,
+    /// `--agents`: subagent types as JSON (`{name: {description, prompt, tools?, model?}}`).
+    pub agents: Option<String>,
+    /// `--max-thinking-tokens` / `--thinking`: thinking on (`Some(true)`) or off.
+    pub thinking: Option<bool>,
+    /// `--fork-session`: refused (kiwi cannot fork a session).
+    pub fork_session: bool,
+    /// Options accepted and ignored (each named on stderr at start-up).
     pub ignored: Vec<String>,
 }
 
@@ -148,8 +156,12 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["-d", "--debug"], Arity::Switch),
     (&["--log-stderr"], Arity::Switch),
     (&["--add-dir"], Arity::Value),
-    // Accepted and ignored: kiwi has no equivalent, and none changes what a run means.
     (&["--fork-session"], Arity::Switch),
+    (&["--json-schema"], Arity::Value),
+    (&["--agents"], Arity::Value),
+    (&["--max-thinking-tokens"], Arity::Value),
+    (&["--thinking"], Arity::Value),
+    // Accepted and ignored (named on stderr): kiwi has no equivalent.
     (&["--include-hook-events"], Arity::Switch),
     (&["--session-mirror"], Arity::Switch),
     (&["--allow-dangerously-skip-permissions"], Arity::Switch),
@@ -161,15 +173,11 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--task-budget"], Arity::Value),
     (&["--fallback-model"], Arity::Value),
     (&["--betas"], Arity::Value),
-    (&["--json-schema"], Arity::Value),
-    (&["--max-thinking-tokens"], Arity::Value),
-    (&["--thinking"], Arity::Value),
     (&["--thinking-display"], Arity::Value),
     (&["--effort"], Arity::Value),
     (&["--resume-session-at"], Arity::Value),
     (&["--resume-drops-turn"], Arity::Value),
     (&["--plugin-dir"], Arity::Value),
-    (&["--agents"], Arity::Value),
     (&["--agent"], Arity::Value),
     (&["--debug-file"], Arity::Value),
 ];
@@ -178,9 +186,30 @@ fn lookup(name: &str) -> Option<(&'static str, &'static Arity)> {
     OPTIONS.iter().find(|(names, _)| names.contains(&name)).map(|(names, arity)| (names[names.len() - 1], arity))
 }
 
-/// A tool list: comma- and/or space-separated names, possibly repeated.
+/// A tool list: comma- and/or space-separated names or rules, possibly repeated; a rule's
+/// pattern keeps its spaces (`Bash(git commit:*)`).
 fn tool_list(value: &str) -> impl Iterator<Item = String> + '_ {
-    value.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()).map(str::to_string)
+    let mut items = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    for c in value.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0 && (c == ',' || c.is_whitespace()) {
+            if !current.is_empty() {
+                items.push(std::mem::take(&mut current));
+            }
+        } else {
+            current.push(c);
+        }
+    }
+    if !current.is_empty() {
+        items.push(current);
+    }
+    items.into_iter()
 }
 
 impl ClaudeArgs {
@@ -304,6 +333,23 @@ impl ClaudeArgs {
             "--config-file" => self.config_file = Some(PathBuf::from(v)),
             "--work-dir" => self.work_dir = Some(PathBuf::from(v)),
             "--add-dir" => self.add_dirs.push(PathBuf::from(v)),
+            "--json-schema" => self.json_schema = Some(v),
+            "--agents" => self.agents = Some(v),
+            "--fork-session" => self.fork_session = true,
+            "--max-thinking-tokens" => {
+                let n: u64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| UsageError(format!("--max-thinking-tokens needs a whole number, got {v:?}")))?;
+                self.thinking = Some(n > 0);
+            }
+            "--thinking" => {
+                self.thinking = Some(match v.as_str() {
+                    "enabled" | "adaptive" | "on" | "true" => true,
+                    "disabled" | "off" | "false" => false,
+                    _ => return Err(invalid("--thinking", &v, "enabled, adaptive, disabled")),
+                })
+            }
             "--debug" => self.debug = true,
             "--log-stderr" => self.log_stderr = true,
             other => self.ignored.push(if v.is_empty() { other.to_string() } else { format!("{other}={v}") }),
@@ -312,6 +358,11 @@ impl ClaudeArgs {
     }
 
     fn validate(&self) -> Result<(), UsageError> {
+        if self.fork_session {
+            return Err(UsageError(
+                "--fork-session is not supported: kiwi cannot fork a session (resume it, or start a new one)".into(),
+            ));
+        }
         if self.input_format == InputFormat::StreamJson && self.output_format != OutputFormat::StreamJson {
             return Err(UsageError("--input-format stream-json needs --output-format stream-json".into()));
         }
@@ -415,6 +466,21 @@ mod tests {
     }
 
     #[test]
+    fn sdk_options_are_served() {
+        let a = parse(&["--allowedTools", "Bash(git commit:*),Read mcp__calc__add", "-p", "q"]).unwrap();
+        assert_eq!(a.allowed_tools, ["Bash(git commit:*)", "Read", "mcp__calc__add"]);
+        let a =
+            parse(&["--json-schema", "{\"type\":\"object\"}", "--agents={}", "--max-thinking-tokens", "0", "-p", "q"])
+                .unwrap();
+        assert_eq!(a.json_schema.as_deref(), Some("{\"type\":\"object\"}"));
+        assert_eq!(a.agents.as_deref(), Some("{}"));
+        assert_eq!(a.thinking, Some(false));
+        assert!(a.ignored.is_empty());
+        let a = parse(&["--max-budget-usd", "1", "--settings", "s.json", "-p", "q"]).unwrap();
+        assert_eq!(a.ignored, ["--max-budget-usd=1", "--settings=s.json"]);
+    }
+
+    #[test]
     fn unknown_options_are_ignored_not_refused() {
         let a = parse(&["--brand-new-flag", "value", "--another", "-p", "--x=1", "prompt"]).unwrap();
         assert_eq!(a.ignored, ["--brand-new-flag value", "--another", "--x=1"]);
@@ -429,6 +495,8 @@ mod tests {
             (&["--max-turns", "0"], "--max-turns needs"),
             (&["--max-turns", "x"], "--max-turns needs"),
             (&["--model"], "argument missing"),
+            (&["--fork-session", "-r", "x"], "--fork-session is not supported"),
+            (&["--max-thinking-tokens", "lots"], "--max-thinking-tokens needs"),
             (&["--model", "--verbose"], "argument missing"),
             (&["--permission-mode", "yolo"], "Invalid value for --permission-mode"),
             (&["--resume", ".."], "Invalid session id"),

@@ -105,6 +105,8 @@ fn kimi_message(value: Value) -> Input {
                 uuid: String::new(),
                 tool_use_result: None,
                 is_replay: Some(true),
+                agent_id: None,
+                subagent_type: None,
             };
             if parts.iter().all(|p| p.as_text().is_some_and(|t| t.trim().is_empty())) {
                 return Input::BadUser("the user message is empty".into());
@@ -149,6 +151,8 @@ fn user(line: UserInLine) -> Input {
         uuid: line.uuid.unwrap_or_default(),
         tool_use_result: None,
         is_replay: Some(true),
+        agent_id: None,
+        subagent_type: None,
     };
     Input::User { input, echo }
 }

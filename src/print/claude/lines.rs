@@ -38,6 +38,76 @@ pub enum SystemLine {
     /// kiwi's own: something the host should know that is not an error of a turn (e.g. MCP
     /// servers that were configured but are not started because kiwi has no MCP yet).
     Warning(WarningLine),
+    /// A subagent started for an `Agent` call (`docs/print-mode.md` B.3a).
+    TaskStarted(TaskStartedLine),
+    /// A task's state changed (`patch.status` terminal when it ended).
+    TaskUpdated(TaskUpdatedLine),
+    /// A task ended: its terminal frame.
+    TaskNotification(TaskNotificationLine),
+    /// The permission mode changed (`set_permission_mode`).
+    Status(StatusLine),
+    /// A call was denied without asking (`dontAsk`).
+    PermissionDenied(PermissionDeniedLine),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStartedLine {
+    pub task_id: String,
+    pub tool_use_id: String,
+    pub description: String,
+    pub subagent_type: String,
+    pub task_type: String,
+    pub is_backgrounded: bool,
+    pub prompt: String,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskUpdatedLine {
+    pub task_id: String,
+    pub patch: Value,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskNotificationLine {
+    pub task_id: String,
+    pub tool_use_id: String,
+    /// `completed`, `failed` or `stopped`.
+    pub status: String,
+    pub output_file: String,
+    pub summary: String,
+    pub usage: TaskUsage,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskUsage {
+    pub total_tokens: u64,
+    pub tool_uses: u64,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusLine {
+    pub status: Option<String>,
+    #[serde(rename = "permissionMode")]
+    pub permission_mode: String,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionDeniedLine {
+    pub tool_name: String,
+    pub tool_use_id: String,
+    pub decision_reason_type: String,
+    pub message: String,
+    pub session_id: String,
+    pub uuid: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +137,9 @@ pub struct InitLine {
 pub struct McpServerStatus {
     pub name: String,
     pub status: String,
+    /// `sdk` for the host's in-process servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +273,11 @@ pub struct AssistantLine {
     pub parent_tool_use_id: Option<String>,
     pub session_id: String,
     pub uuid: String,
+    /// The subagent a line comes from (with `parent_tool_use_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_type: Option<String>,
     /// Marks a synthetic message standing for an API error (`rate_limit`, `server_error`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -226,6 +304,11 @@ pub struct UserLine {
     pub parent_tool_use_id: Option<String>,
     pub session_id: String,
     pub uuid: String,
+    /// The subagent a line comes from (with `parent_tool_use_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_type: Option<String>,
     /// The tool's own structured result (kiwi: output, message, display).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_use_result: Option<ToolUseResult>,
@@ -310,6 +393,9 @@ pub struct ResultLine {
     pub errors: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_error_status: Option<u16>,
+    /// The object the model gave the `StructuredOutput` tool (`--json-schema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -452,11 +538,47 @@ pub struct ControlRequestIn {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum HostRequest {
-    Initialize {},
+    Initialize {
+        #[serde(default)]
+        hooks: Option<BTreeMap<String, Vec<HookMatcherIn>>>,
+        #[serde(default)]
+        agents: Option<BTreeMap<String, AgentDefinitionIn>>,
+    },
     Interrupt {},
-    SetPermissionMode { mode: String },
-    SetModel { model: Option<String> },
+    SetPermissionMode {
+        mode: String,
+    },
+    SetModel {
+        model: Option<String>,
+    },
     SetMaxThinkingTokens {},
+    GetContextUsage {},
+    McpStatus {},
+}
+
+/// One matcher of `initialize.hooks`: callbacks the host runs at the event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookMatcherIn {
+    #[serde(default)]
+    pub matcher: Option<String>,
+    #[serde(rename = "hookCallbackIds", default)]
+    pub hook_callback_ids: Vec<String>,
+    /// Seconds to wait for the host's answer.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// A subagent type the host defines (`initialize.agents`, `--agents`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentDefinitionIn {
+    pub description: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    #[serde(rename = "disallowedTools", default)]
+    pub disallowed_tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 #[cfg(test)]
@@ -516,7 +638,10 @@ mod tests {
         )
         .unwrap();
         let InLine::ControlRequest(req) = line else { panic!() };
-        assert_eq!(serde_json::from_value::<HostRequest>(req.request).unwrap(), HostRequest::Initialize {});
+        assert_eq!(
+            serde_json::from_value::<HostRequest>(req.request).unwrap(),
+            HostRequest::Initialize { hooks: None, agents: None }
+        );
         let answer: ControlResponseLine = serde_json::from_str(
             r#"{"response":{"subtype":"success","request_id":"r","response":{"behavior":"allow","updatedInput":{"command":"ls"}}}}"#,
         )

@@ -1,6 +1,7 @@
 //! `--mcp-config` in Claude's dialect: server definitions as JSON text or a file, in Claude
 //! Code's shape (`{"mcpServers": {NAME: {"type": "stdio"|"http"|"sse", ...}}}`), run by kiwi's
-//! MCP client beside the user's own `<share>/mcp.json` (`--strict-mcp-config`: only these).
+//! MCP client beside the user's own `<share>/mcp.json` (`--strict-mcp-config`: only these);
+//! `"type": "sdk"` entries are the host's own servers (`super::sdk_mcp`).
 
 use std::path::Path;
 
@@ -9,9 +10,20 @@ use serde_json::Value;
 use super::lines::McpServerStatus as InitServer;
 use crate::protocol::{McpServerState, McpStatus};
 
-/// The MCP config documents of a Claude run, in the order they apply (later names win).
-pub fn documents(configs: &[String], strict: bool, share: &Path) -> Result<Vec<Value>, String> {
-    let mut documents = Vec::new();
+/// What `--mcp-config` (and the user's own `mcp.json`) define.
+#[derive(Debug, Default, PartialEq)]
+pub struct McpConfigs {
+    /// The documents kiwi's MCP client runs, in the order they apply (later names win).
+    pub documents: Vec<Value>,
+    /// The names of the host's in-process servers (`"type": "sdk"`, `super::sdk_mcp`).
+    pub sdk: Vec<String>,
+}
+
+/// The MCP config documents of a Claude run; `"type": "sdk"` entries are taken out (the host
+/// serves them over the control channel).
+pub fn documents(configs: &[String], strict: bool, share: &Path) -> Result<McpConfigs, String> {
+    let mut documents: Vec<Value> = Vec::new();
+    let mut sdk: Vec<String> = Vec::new();
     let own = share.join("mcp.json");
     if !strict && own.is_file() {
         let text = std::fs::read_to_string(&own).map_err(|e| format!("Cannot read {}: {e}", own.display()))?;
@@ -29,11 +41,42 @@ pub fn documents(configs: &[String], strict: bool, share: &Path) -> Result<Vec<V
         };
         let mut document: Value =
             serde_json::from_str(&text).map_err(|e| format!("Invalid JSON in --mcp-config {config:?}: {e}"))?;
+        let hosts = take_sdk_servers(&mut document);
+        // A later definition of a name replaces an earlier one, in-process or not.
+        if let Ok(servers) = crate::mcp::config::servers_of(&document) {
+            sdk.retain(|name| !servers.contains_key(name));
+        }
+        for name in hosts {
+            for earlier in &mut documents {
+                if let Some(servers) = earlier.get_mut("mcpServers").and_then(Value::as_object_mut) {
+                    servers.remove(&name);
+                } else if let Some(servers) = earlier.as_object_mut() {
+                    servers.remove(&name);
+                }
+            }
+            if !sdk.contains(&name) {
+                sdk.push(name);
+            }
+        }
         claude_types_to_transports(&mut document);
         documents.push(document);
     }
     crate::mcp::server_table(&documents).map_err(|e| format!("Invalid MCP config: {e}"))?;
-    Ok(documents)
+    Ok(McpConfigs { documents, sdk })
+}
+
+/// Removes the `"type": "sdk"` entries of `document`; their names.
+fn take_sdk_servers(document: &mut Value) -> Vec<String> {
+    let Some(servers) = document.get_mut("mcpServers").and_then(Value::as_object_mut) else { return Vec::new() };
+    let names: Vec<String> = servers
+        .iter()
+        .filter(|(_, entry)| entry.get("type").and_then(Value::as_str) == Some("sdk"))
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in &names {
+        servers.remove(name);
+    }
+    names
 }
 
 /// Claude names the transport `type` (`stdio`, `http`, `sse`); kiwi's config calls it
@@ -65,6 +108,7 @@ pub fn init_servers(status: Option<McpStatus>) -> Vec<InitServer> {
                 McpServerState::Unauthorized => "needs-auth",
             }
             .into(),
+            source: None,
         })
         .collect()
 }
@@ -82,7 +126,7 @@ mod tests {
             "b": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X": "1"}}
         }})
         .to_string();
-        let docs = documents(&[config], false, share.path()).unwrap();
+        let docs = documents(&[config], false, share.path()).unwrap().documents;
         assert_eq!(
             docs,
             [json!({"mcpServers": {
@@ -97,8 +141,25 @@ mod tests {
         let share = tempfile::tempdir().unwrap();
         std::fs::write(share.path().join("mcp.json"), r#"{"mcpServers":{"mine":{"command":"m"}}}"#).unwrap();
         let given = r#"{"mcpServers":{"given":{"command":"g"}}}"#.to_string();
-        assert_eq!(documents(std::slice::from_ref(&given), false, share.path()).unwrap().len(), 2);
-        assert_eq!(documents(&[given], true, share.path()).unwrap().len(), 1);
+        assert_eq!(documents(std::slice::from_ref(&given), false, share.path()).unwrap().documents.len(), 2);
+        assert_eq!(documents(&[given], true, share.path()).unwrap().documents.len(), 1);
+    }
+
+    #[test]
+    fn sdk_servers_are_the_hosts() {
+        let share = tempfile::tempdir().unwrap();
+        let config = json!({"mcpServers": {
+            "calc": {"type": "sdk", "name": "calc"},
+            "a": {"type": "stdio", "command": "srv"}
+        }})
+        .to_string();
+        let configs = documents(&[config], true, share.path()).unwrap();
+        assert_eq!(configs.sdk, ["calc"]);
+        assert_eq!(configs.documents, [json!({"mcpServers": {"a": {"command": "srv"}}})]);
+        // A later stdio definition of the same name wins.
+        let later = json!({"mcpServers": {"calc": {"command": "c"}}}).to_string();
+        let first = json!({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}}).to_string();
+        assert!(documents(&[first, later], true, share.path()).unwrap().sdk.is_empty());
     }
 
     #[test]

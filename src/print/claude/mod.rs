@@ -1,8 +1,11 @@
 //! Claude Code's headless stream-json dialect (`docs/print-mode.md` Part B, C.2-C.4): `args` reads
 //! the command line, `start` builds the session, `run` serves input lines and control requests,
-//! `projection` (over the pure `turn`) writes the lines, `permission` decides approvals.
+//! `projection` (over the pure `turn`) writes the lines, `permission` decides approvals (with
+//! `tool_names`: Claude's names and rules); `sdk` serves what SDK programs add (`sdk_mcp`, hooks,
+//! agents, `structured`) through the control requests of `control`.
 
 pub mod args;
+pub mod control;
 pub mod input;
 pub mod lines;
 pub mod mcp;
@@ -10,7 +13,11 @@ pub mod permission;
 pub mod projection;
 pub mod retry;
 pub mod run;
+pub mod sdk;
+pub mod sdk_mcp;
 pub mod start;
+pub mod structured;
+pub mod tool_names;
 pub mod turn;
 
 pub use start::main;

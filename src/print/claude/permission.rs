@@ -24,6 +24,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use serde_json::Value;
 
 use super::args::PermissionMode;
+use super::tool_names::Rule;
 use crate::protocol::ApprovalRequest;
 use crate::soul::Agent;
 use crate::soul::state::SessionState;
@@ -37,6 +38,8 @@ pub enum Decision {
     Approve,
     /// Refused with this message (the call's result; the turn goes on).
     Deny(String),
+    /// Refused without asking because the mode is `dontAsk` (`system/permission_denied`).
+    DeniedByMode(String),
     /// Ask the host with a `can_use_tool` control request.
     Ask,
 }
@@ -51,8 +54,8 @@ pub struct Policy {
     /// The chosen mode (`plan` decides approvals as `default`).
     mode: RwLock<PermissionMode>,
     skip_all: bool,
-    allowed: Vec<String>,
-    disallowed: Vec<String>,
+    allowed: Vec<Rule>,
+    disallowed: Vec<Rule>,
     /// `--permission-prompt-tool stdio` with stream-json input: the host can answer.
     can_ask: bool,
     /// `--add-dir`: where `acceptEdits` approves edits besides the work dir.
@@ -71,8 +74,8 @@ impl Policy {
         Self {
             mode: RwLock::new(mode),
             skip_all,
-            allowed,
-            disallowed,
+            allowed: allowed.iter().map(|r| Rule::parse(r)).collect(),
+            disallowed: disallowed.iter().map(|r| Rule::parse(r)).collect(),
             can_ask,
             add_dirs: Vec::new(),
             session: OnceLock::new(),
@@ -142,19 +145,24 @@ impl Policy {
         if mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&tool) && self.edits_inside(request) {
             return Decision::Approve;
         }
-        if self.disallowed.iter().any(|t| t == tool) {
+        let work_dir = self.session.get().map(|s| s.work_dir.as_path());
+        let arguments = request.arguments.as_ref();
+        if self.disallowed.iter().any(|r| r.matches(tool, arguments, work_dir)) {
             return Decision::Deny(format!("Permission to use {tool} was denied: it is in --disallowedTools."));
         }
-        if self.allowed.iter().any(|t| t == tool) {
+        if self.allowed.iter().any(|r| r.matches(tool, arguments, work_dir)) {
             return Decision::Approve;
         }
-        if mode != PermissionMode::DontAsk {
-            if request.granted {
-                return Decision::Approve;
-            }
-            if self.can_ask {
-                return Decision::Ask;
-            }
+        if mode == PermissionMode::DontAsk {
+            return Decision::DeniedByMode(format!(
+                "Permission to use {tool} was denied: the permission mode is dontAsk, and no rule allows it."
+            ));
+        }
+        if request.granted {
+            return Decision::Approve;
+        }
+        if self.can_ask {
+            return Decision::Ask;
         }
         Decision::Deny(no_one_to_ask(tool))
     }
@@ -296,7 +304,10 @@ mod tests {
         assert!(
             matches!(policy(PermissionMode::Default, false).decide(&ask("StrReplaceFile")), Decision::Deny(m) if m.contains("nobody can be asked"))
         );
-        assert!(matches!(policy(PermissionMode::DontAsk, true).decide(&ask("StrReplaceFile")), Decision::Deny(_)));
+        assert!(matches!(
+            policy(PermissionMode::DontAsk, true).decide(&ask("StrReplaceFile")),
+            Decision::DeniedByMode(_)
+        ));
         // Not attached to a session: plan is only the mode; approvals go as in default.
         assert_eq!(policy(PermissionMode::Plan, true).decide(&ask("StrReplaceFile")), Decision::Ask);
         assert_eq!(policy(PermissionMode::Plan, true).decide(&ask("ReadFile")), Decision::Approve);
@@ -307,7 +318,29 @@ mod tests {
         assert_eq!(policy(PermissionMode::Default, true).decide(&granted("StrReplaceFile")), Decision::Approve);
         assert_eq!(policy(PermissionMode::Default, false).decide(&granted("StrReplaceFile")), Decision::Approve);
         assert!(matches!(policy(PermissionMode::Default, true).decide(&granted("Shell")), Decision::Deny(_)));
-        assert!(matches!(policy(PermissionMode::DontAsk, true).decide(&granted("StrReplaceFile")), Decision::Deny(_)));
+        assert!(matches!(
+            policy(PermissionMode::DontAsk, true).decide(&granted("StrReplaceFile")),
+            Decision::DeniedByMode(_)
+        ));
+    }
+
+    #[test]
+    fn claude_names_and_patterns_in_rules() {
+        let p = Policy::new(
+            PermissionMode::Default,
+            false,
+            vec!["Bash(git:*)".into(), "Read".into()],
+            vec!["Bash(git push:*)".into()],
+            false,
+        );
+        assert_eq!(p.decide(&request("Shell", json!({"command": "git status"}))), Decision::Approve);
+        assert!(
+            matches!(p.decide(&request("Shell", json!({"command": "git push"}))), Decision::Deny(m) if m.contains("disallowed"))
+        );
+        assert!(
+            matches!(p.decide(&request("Shell", json!({"command": "rm x"}))), Decision::Deny(m) if m.contains("nobody"))
+        );
+        assert_eq!(p.decide(&request("ReadFile", json!({"path": "a"}))), Decision::Approve);
     }
 
     #[test]

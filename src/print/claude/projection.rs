@@ -7,6 +7,7 @@
 //! cancelled is withdrawn with `control_cancel_request`; a deny is recorded before the call's
 //! result can arrive, so its `tool_result` shows the deny message.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use futures::future::BoxFuture;
@@ -16,12 +17,14 @@ use tokio::sync::oneshot;
 use super::args::OutputFormat;
 use super::lines::{
     CanUseTool, ControlCancelLine, ControlRequestLine, InitLine, McpServerStatus, OutLine, PermissionAnswer,
-    SessionState, SessionStateLine, SystemLine, UserLine,
+    PermissionDeniedLine, ResultSubtype, SessionState, SessionStateLine, SystemLine, UserLine,
 };
 use super::permission::{Decision, Policy, denied_by_host, host_gone};
+use super::sdk::{Extras, HookVerdict};
+use super::structured::StructuredSlot;
 use super::turn::{Identity, TurnLines, fresh_uuid};
 use crate::print::common::{TurnReport, report_turn, stderr_line};
-use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, Request, ToolReturnValue};
+use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, HookRequest, Request, ToolReturnValue};
 use crate::rpc::Outbound;
 use crate::rpc::peer::{IdTaken, Settled};
 use crate::rpc::writer::encode;
@@ -39,7 +42,8 @@ pub struct Settings {
     /// `system/session_state_changed` frames (the host asked for them).
     pub state_frames: bool,
     pub cwd: String,
-    pub mcp_servers: Vec<McpServerStatus>,
+    /// The `StructuredOutput` tool's accepted answer of the running turn (`--json-schema`).
+    pub structured: Option<StructuredSlot>,
 }
 
 struct Inner {
@@ -56,6 +60,13 @@ struct Inner {
     replay: Mutex<Option<UserLine>>,
     /// The `errors` text of a cancelled turn (a control interrupt or a signal).
     cancel_reason: Mutex<String>,
+    /// The SDK's servers, hooks and agents.
+    extras: Arc<Extras>,
+    /// The context's size as of the last model call (`get_context_usage`).
+    context_tokens: AtomicU64,
+    /// Hook callbacks asked and not yet answered: a turn's `result` waits for them (each is
+    /// bounded by its timeout), so none is left open when the host ends the run.
+    hooks_in_flight: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 pub struct ClaudeProjection {
@@ -74,6 +85,7 @@ impl ClaudeProjection {
         identity: Identity,
         policy: Arc<Policy>,
         peer: Arc<Peer>,
+        extras: Arc<Extras>,
     ) -> Self {
         let partial = settings.partial;
         policy.attach(&agent);
@@ -88,6 +100,9 @@ impl ClaudeProjection {
                 turn: Mutex::new(TurnLines::new(identity, partial)),
                 replay: Mutex::new(None),
                 cancel_reason: Mutex::new("Interrupted by user".into()),
+                extras,
+                context_tokens: AtomicU64::new(0),
+                hooks_in_flight: Mutex::default(),
             }),
         }
     }
@@ -99,6 +114,11 @@ impl ClaudeProjection {
     /// The line echoed when the next turn starts.
     pub fn set_replay(&self, line: Option<UserLine>) {
         *lock(&self.inner.replay) = line;
+    }
+
+    /// The context's size in tokens as of the last model call of the main agent.
+    pub fn context_tokens(&self) -> u64 {
+        self.inner.context_tokens.load(Ordering::Relaxed)
     }
 
     /// Why the next cancelled turn was cancelled (its `errors` entry).
@@ -139,20 +159,41 @@ impl Inner {
         }
     }
 
+    /// `system/init`'s servers: kiwi's MCP client's, then the host's own.
+    fn mcp_servers(&self) -> Vec<McpServerStatus> {
+        let mut servers = super::mcp::init_servers(self.agent.mcp.as_ref().map(|m| m.snapshot()));
+        servers.extend(self.extras.servers.iter().map(|s| s.init_status()));
+        servers
+    }
+
+    /// Every subagent type the `Agent` tool offers.
+    fn agent_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = match self.agent.toolset().get("Agent") {
+            Some(_) => self.agent.subagents.defs().unwrap_or_default().iter().map(|d| d.name.clone()).collect(),
+            None => Vec::new(),
+        };
+        for name in self.extras.agent_names() {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
     fn init_line(&self) -> OutLine {
         let identity = lock(&self.turn).identity().clone();
         OutLine::System(SystemLine::Init(Box::new(InitLine {
             cwd: self.settings.cwd.clone(),
             session_id: identity.session_id,
             tools: self.agent.toolset().names().map(str::to_string).collect(),
-            mcp_servers: self.settings.mcp_servers.clone(),
+            mcp_servers: self.mcp_servers(),
             model: identity.model,
             permission_mode: self.policy.reported_mode().as_str().into(),
             slash_commands: self.agent.slash_commands.iter().map(|c| c.name.clone()).collect(),
             api_key_source: "none".into(),
             claude_code_version: Some(PROTOCOL_LEVEL.into()),
             output_style: "default".into(),
-            agents: Vec::new(),
+            agents: self.agent_names(),
             skills: self.agent.skills.iter().map(|s| s.name.clone()).collect(),
             plugins: Vec::new(),
             uuid: fresh_uuid(),
@@ -165,13 +206,34 @@ impl Inner {
         lock(&self.turn).flush(&mut lines);
         self.write_all(lines).await;
         let tool = request.sender.clone();
-        match self.policy.decide(&request) {
+        let decision = if self.extras.take_hook_allowance(&request.tool_call_id) {
+            Decision::Approve
+        } else {
+            self.policy.decide(&request)
+        };
+        match decision {
             Decision::Approve => {
                 let _ =
                     reply.send(ClientAnswer::Approval { decision: ApprovalDecision::Approve, feedback: String::new() });
             }
             Decision::Deny(message) => {
                 lock(&self.turn).deny(&tool, &request.tool_call_id, &message);
+                let _ = reply.send(ClientAnswer::Denial(message));
+            }
+            Decision::DeniedByMode(message) => {
+                lock(&self.turn).deny(&tool, &request.tool_call_id, &message);
+                if self.streaming() {
+                    let session_id = lock(&self.turn).identity().session_id.clone();
+                    self.write(&OutLine::System(SystemLine::PermissionDenied(PermissionDeniedLine {
+                        tool_name: tool.clone(),
+                        tool_use_id: request.tool_call_id.clone(),
+                        decision_reason_type: "mode".into(),
+                        message: message.clone(),
+                        session_id,
+                        uuid: fresh_uuid(),
+                    })))
+                    .await;
+                }
                 let _ = reply.send(ClientAnswer::Denial(message));
             }
             Decision::Ask => self.ask(request, reply).await,
@@ -296,6 +358,49 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// A hook point the host subscribed to: its callback is asked on a task of its own.
+    fn hook(self: Arc<Self>, request: HookRequest) -> oneshot::Receiver<ClientAnswer> {
+        let (reply, answer) = oneshot::channel();
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            let this = me;
+            let mode = this.policy.reported_mode().as_str();
+            let transcript = this.agent.env.session_dir.join("context.jsonl").to_string_lossy().into_owned();
+            let mut reply = reply;
+            // A hook point that stops waiting (out of time, or its turn was cancelled) withdraws
+            // the question.
+            let verdict = this.extras.hook_callback(&request, mode, &transcript, reply.closed()).await;
+            if reply.is_closed() {
+                return;
+            }
+            let tool_call_id = request.input_data.get("tool_call_id").and_then(Value::as_str).unwrap_or_default();
+            match &verdict {
+                HookVerdict::AllowCall => this.extras.allow_call(tool_call_id),
+                HookVerdict::Block(reason) if request.event == "PreToolUse" => {
+                    lock(&this.turn).deny(&request.target, tool_call_id, reason);
+                }
+                _ => {}
+            }
+            let (action, reason) = verdict.action();
+            let _ = reply.send(ClientAnswer::Hook { action, reason });
+        });
+        let mut in_flight = lock(&self.hooks_in_flight);
+        in_flight.retain(|t| !t.is_finished());
+        in_flight.push(task);
+        answer
+    }
+
+    /// Waits for the hook callbacks still being asked (fire-and-forget points such as
+    /// `PostToolUse`).
+    async fn settle_hooks(&self) {
+        let tasks = std::mem::take(&mut *lock(&self.hooks_in_flight));
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
 impl Projection for ClaudeProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         Box::pin(async move {
@@ -317,6 +422,11 @@ impl Projection for ClaudeProjection {
                 }
                 return;
             }
+            if let Event::StatusUpdate(status) = event
+                && let Some(tokens) = status.context_tokens
+            {
+                inner.context_tokens.store(tokens, Ordering::Relaxed);
+            }
             let mut lines = Vec::new();
             lock(&inner.turn).event(event, &mut lines);
             inner.write_all(lines).await;
@@ -337,9 +447,10 @@ impl Projection for ClaudeProjection {
                     )));
                     answer
                 }
-                // No one to ask a question or run a client hook: the closed answer channel is
-                // "client gone" (questions dismissed, hooks fail open).
-                Request::QuestionRequest(_) | Request::HookRequest(_) => oneshot::channel().1,
+                Request::HookRequest(hook) => self.inner.clone().hook(hook),
+                // No one to ask a question: the closed answer channel is "client gone"
+                // (questions dismissed).
+                Request::QuestionRequest(_) => oneshot::channel().1,
             }
         })
     }
@@ -347,9 +458,18 @@ impl Projection for ClaudeProjection {
     fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let inner = &self.inner;
+            inner.settle_hooks().await;
             let reason = lock(&inner.cancel_reason).clone();
             let mut lines = Vec::new();
-            let line = lock(&inner.turn).finish(&result, &reason, &mut lines);
+            let mut line = lock(&inner.turn).finish(&result, &reason, &mut lines);
+            if let Some(answer) = inner.settings.structured.as_ref().and_then(|slot| lock(slot).take())
+                && line.subtype == ResultSubtype::Success
+                && !line.is_error
+            {
+                line.result = Some(answer.to_string());
+                line.stop_reason = Some("tool_use".into());
+                line.structured_output = Some(answer);
+            }
             let failed = line.is_error;
             match inner.settings.format {
                 OutputFormat::StreamJson => {

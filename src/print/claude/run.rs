@@ -9,21 +9,23 @@
 //! (its `result` says so) and ends the run; the exit status is 1 when the last `result` was an
 //! error, else 0.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::args::PermissionMode;
 use super::input::{Input, InputLines};
 use super::lines::{
-    CommandInfo, ControlRequestIn, ControlResponse, ControlResponseLine, HostRequest, InitializeResponse, ModelInfo,
-    OutLine, ResultLine, ResultSubtype, UserLine,
+    AgentDefinitionIn, CommandInfo, ControlRequestIn, ControlResponse, ControlResponseLine, HookMatcherIn, HostRequest,
+    InitializeResponse, ModelInfo, OutLine, ResultLine, ResultSubtype, StatusLine, SystemLine, UserLine,
 };
 use super::permission::Policy;
 use super::projection::{ClaudeProjection, host_error, unsupported};
+use super::sdk::Extras;
 use super::turn::fresh_uuid;
 use crate::agent_env::Model;
 use crate::builder::AgentSetup;
@@ -54,6 +56,8 @@ pub struct RunLoop {
     pub next_model: std::sync::Mutex<Option<Model>>,
     pub replay: bool,
     pub streaming: bool,
+    /// The SDK's servers, hooks and agents (`initialize`).
+    pub extras: Arc<Extras>,
 }
 
 impl RunLoop {
@@ -78,8 +82,11 @@ impl RunLoop {
         let mut running: Option<TurnWaiter> = None;
         let mut last_failed = false;
         let mut stopping = false;
+        // `initialize` is served on a task of its own: the host's answers to kiwi's questions
+        // (its MCP servers') come back through this loop.
+        let mut init: Option<JoinHandle<()>> = None;
         loop {
-            if running.is_none() && !stopping {
+            if running.is_none() && !stopping && init.is_none() {
                 if let Some(next) = queue.pop_front() {
                     running = self.start(next);
                     if running.is_none() {
@@ -96,13 +103,18 @@ impl RunLoop {
             }
             tokio::select! {
                 line = recv(&mut lines) => match line {
-                    Some(line) => self.take(line, &mut queue, &mut last_failed).await,
+                    Some(line) => {
+                        if let Some(task) = self.take(line, &mut queue, &mut last_failed).await {
+                            init = Some(task);
+                        }
+                    }
                     None => {
                         // End of input: not a cancel. Questions nobody can answer now are denied.
                         lines = None;
                         self.peer.fail_all();
                     }
                 },
+                _ = joined(&mut init) => init = None,
                 report = wait(&mut running) => {
                     running = None;
                     last_failed = report.is_none_or(|r| r.failed);
@@ -122,6 +134,9 @@ impl RunLoop {
     }
 
     fn start(&self, next: Queued) -> Option<TurnWaiter> {
+        for warning in self.extras.add_flag_agents(self.driver.agent()) {
+            stderr_line(&format!("kiwi: {warning}"));
+        }
         self.projection.set_replay(if self.replay { next.echo.map(|e| self.stamped(e)) } else { None });
         self.projection.set_cancel_reason("Interrupted by user");
         if let Some(model) = self.next_model.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
@@ -145,7 +160,8 @@ impl RunLoop {
         echo
     }
 
-    async fn take(&self, input: Input, queue: &mut VecDeque<Queued>, last_failed: &mut bool) {
+    /// Takes one input line; an `initialize` being served comes back as its task.
+    async fn take(&self, input: Input, queue: &mut VecDeque<Queued>, last_failed: &mut bool) -> Option<JoinHandle<()>> {
         match input {
             Input::User { input, echo } => queue.push_back(Queued { input, echo: Some(echo) }),
             Input::BadUser(why) => {
@@ -154,7 +170,7 @@ impl RunLoop {
                 self.bad_user_result(&why).await;
                 *last_failed = true;
             }
-            Input::Control(request) => self.control(request).await,
+            Input::Control(request) => return self.control(request).await,
             Input::Answer(answer) => {
                 let (id, outcome) = match answer {
                     ControlResponse::Success { request_id, response } => (request_id, Ok(response)),
@@ -170,6 +186,7 @@ impl RunLoop {
                 stderr_line(&format!("kiwi: ignoring input: {why}"));
             }
         }
+        None
     }
 
     async fn bad_user_result(&self, why: &str) {
@@ -189,43 +206,129 @@ impl RunLoop {
             uuid: fresh_uuid(),
             errors: Some(vec![why.to_string()]),
             api_error_status: None,
+            structured_output: None,
         };
         if self.streaming {
             self.write(&OutLine::Result(line)).await;
         }
     }
 
-    async fn control(&self, request: ControlRequestIn) {
+    async fn control(&self, request: ControlRequestIn) -> Option<JoinHandle<()>> {
         let subtype = request.request.get("subtype").and_then(Value::as_str).unwrap_or("").to_string();
         let id = request.request_id;
         let parsed = serde_json::from_value::<HostRequest>(request.request);
         let result = match parsed {
-            Ok(HostRequest::Initialize {}) => to_value(&self.initialize()),
+            Ok(HostRequest::Initialize { hooks, agents }) => return Some(self.initialize(id, hooks, agents)),
             Ok(HostRequest::Interrupt {}) => {
                 // The answer goes out first; the turn's error result follows.
                 self.respond(id, Ok(Value::Object(Default::default()))).await;
                 self.projection.set_cancel_reason("Interrupted by user");
                 self.driver.cancel();
-                return;
+                return None;
             }
             Ok(HostRequest::SetPermissionMode { mode }) => match PermissionMode::parse(&mode) {
                 Some(mode) => {
                     self.policy.set_mode(mode);
-                    Ok(Value::Object(Default::default()))
+                    self.respond(id, Ok(json!({"mode": mode.as_str()}))).await;
+                    if self.streaming {
+                        let status = SystemLine::Status(StatusLine {
+                            status: None,
+                            permission_mode: self.policy.reported_mode().as_str().into(),
+                            session_id: self.session_id.clone(),
+                            uuid: fresh_uuid(),
+                        });
+                        self.write(&OutLine::System(status)).await;
+                    }
+                    return None;
                 }
-                None => Err(format!("Unknown permission mode {mode:?}")),
+                None => {
+                    tracing::info!("set_permission_mode: unknown mode {mode:?}");
+                    Err("Cannot set permission mode: must be one of acceptEdits, auto, bypassPermissions, default, \
+                         dontAsk, plan"
+                        .into())
+                }
             },
             Ok(HostRequest::SetModel { model }) => self.set_model(model.as_deref()),
             Ok(HostRequest::SetMaxThinkingTokens {}) => {
                 tracing::debug!("set_max_thinking_tokens has no effect in kiwi");
                 Ok(Value::Object(Default::default()))
             }
+            Ok(HostRequest::GetContextUsage {}) => Ok(self.context_usage()),
+            Ok(HostRequest::McpStatus {}) => Ok(self.mcp_status()),
             Err(e) if ["initialize", "interrupt", "set_permission_mode", "set_model"].contains(&subtype.as_str()) => {
                 Err(format!("Invalid {subtype} request: {e}"))
             }
             Err(_) => Err(unsupported(&subtype)),
         };
         self.respond(id, result).await;
+        None
+    }
+
+    /// `initialize`: the host's servers connected, hooks subscribed and agents added, then the
+    /// answer (on a task: the servers' answers come back through the run loop).
+    fn initialize(
+        &self,
+        id: String,
+        hooks: Option<BTreeMap<String, Vec<HookMatcherIn>>>,
+        agents: Option<BTreeMap<String, AgentDefinitionIn>>,
+    ) -> JoinHandle<()> {
+        let mut answer = self.initialize_response();
+        let extras = self.extras.clone();
+        let agent = self.driver.agent().clone();
+        let out = self.out.clone();
+        tokio::spawn(async move {
+            let result = match extras.initialize(&agent, hooks, agents).await {
+                Ok(warnings) => {
+                    for warning in warnings {
+                        stderr_line(&format!("kiwi: {warning}"));
+                    }
+                    answer.agents = extras.agent_names().into_iter().map(|name| json!({"name": name})).collect();
+                    to_value(&answer)
+                }
+                Err(e) => Err(e),
+            };
+            respond_on(&out, id, result).await;
+        })
+    }
+
+    /// `get_context_usage`: what the context holds as of the last model call.
+    fn context_usage(&self) -> Value {
+        let agent = self.driver.agent();
+        let max = agent.max_context_size();
+        let used = self.projection.context_tokens().min(max);
+        let percentage = if max == 0 { 0.0 } else { (used as f64 * 10000.0 / max as f64).round() / 100.0 };
+        json!({
+            "categories": [
+                {"name": "Messages", "tokens": used},
+                {"name": "Free space", "tokens": max - used},
+            ],
+            "totalTokens": used,
+            "maxTokens": max,
+            "rawMaxTokens": max,
+            "percentage": percentage,
+            "model": agent.model_name(),
+            "memoryFiles": [],
+            "mcpTools": [],
+            "agents": [],
+        })
+    }
+
+    /// `mcp_status`: kiwi's MCP servers, then the host's own.
+    fn mcp_status(&self) -> Value {
+        let mut servers: Vec<Value> = Vec::new();
+        if let Some(manager) = &self.driver.agent().mcp {
+            for (server, init) in
+                manager.snapshot().servers.iter().zip(super::mcp::init_servers(Some(manager.snapshot())))
+            {
+                servers.push(json!({
+                    "name": server.name,
+                    "status": init.status,
+                    "tools": server.tools.iter().map(|t| json!({"name": t})).collect::<Vec<_>>(),
+                }));
+            }
+        }
+        servers.extend(self.extras.servers.iter().map(|s| s.status_value()));
+        json!({"mcpServers": servers})
     }
 
     /// `set_model`: `null` or `"default"` is the session's starting choice; another key of the
@@ -234,10 +337,10 @@ impl RunLoop {
         let wanted = model.filter(|m| *m != "default");
         let model = self.setup.model_switch(self.driver.agent(), wanted, None)?;
         *self.next_model.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(model);
-        Ok(Value::Object(Default::default()))
+        Ok(json!({"model": model_choice(wanted)}))
     }
 
-    fn initialize(&self) -> InitializeResponse {
+    fn initialize_response(&self) -> InitializeResponse {
         let agent = self.driver.agent();
         InitializeResponse {
             commands: agent
@@ -265,6 +368,32 @@ impl RunLoop {
                 .collect(),
             account: Default::default(),
         }
+    }
+}
+
+/// What `set_model` answers: the model chosen, `null` for the session's default.
+fn model_choice(wanted: Option<&str>) -> Value {
+    wanted.map_or(Value::Null, Value::from)
+}
+
+async fn respond_on(out: &Outbound, request_id: String, result: Result<Value, String>) {
+    let response = match result {
+        Ok(response) => ControlResponse::Success { request_id, response },
+        Err(error) => ControlResponse::Error { request_id, error },
+    };
+    if let Some(frame) = encode(&OutLine::ControlResponse(ControlResponseLine { response })) {
+        out.send_raw(frame).await;
+    }
+}
+
+async fn joined(task: &mut Option<JoinHandle<()>>) {
+    match task {
+        Some(task) => {
+            if let Err(e) = task.await {
+                tracing::error!("serving initialize failed: {e}");
+            }
+        }
+        None => std::future::pending().await,
     }
 }
 

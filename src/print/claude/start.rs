@@ -5,18 +5,26 @@
 //! begun, a failure is reported as an error `result` (stream-json and json output) as well as on
 //! stderr, and exits 1; nothing on stdout but the dialect's lines.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::args::{ClaudeArgs, InputFormat, OutputFormat, UsageError};
+use super::control::HostAsk;
 use super::input::spawn_reader;
+use super::lines::AgentDefinitionIn;
 use super::lines::{OutLine, ResultLine, ResultSubtype, SystemLine, WarningLine};
 use super::permission::Policy;
 use super::projection::{ClaudeProjection, Settings};
 use super::run::RunLoop;
+use super::sdk::Extras;
+use super::sdk_mcp::SdkServer;
+use super::structured::{StructuredOutput, StructuredSlot};
+use super::tool_names::{Rule, kiwi_name};
 use super::turn::{Identity, fresh_uuid};
 use crate::VERSION;
 use crate::builder::{AgentChoice, AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
@@ -46,13 +54,16 @@ Usage: kiwi -p [OPTIONS] [PROMPT]
   --permission-mode MODE          default, acceptEdits, bypassPermissions, plan, dontAsk, auto
   --dangerously-skip-permissions  approve every action
   --permission-prompt-tool stdio  ask the host with can_use_tool control requests
-  --allowedTools / --disallowedTools / --tools NAMES   kiwi's tool names (Shell, ReadFile, ...)
+  --allowedTools / --disallowedTools / --tools NAMES   Claude's or kiwi's tool names, Tool(pattern) rules
+  --json-schema SCHEMA            answer through the StructuredOutput tool (result.structured_output)
+  --agents JSON                   subagent types {name: {description, prompt, tools?}}
+  --mcp-config JSON|FILE, --strict-mcp-config, --add-dir DIR, --max-thinking-tokens N
   --system-prompt TEXT, --system-prompt-file PATH, --append-system-prompt TEXT
   -c, --continue | -r, --resume ID | --session-id ID
   --model NAME, --max-turns N
   --config TEXT, --config-file PATH, --work-dir PATH, --debug, --log-stderr (kiwi's own)
 
-Other Claude Code options are accepted and ignored. See docs/print-mode.md.
+Other Claude Code options are accepted and ignored, each named on stderr. See docs/print-mode.md.
 ";
 
 /// The Claude dialect's `main` (`argv` with the program name first).
@@ -72,15 +83,64 @@ pub fn main(argv: &[OsString]) -> ExitCode {
     let share = share_dir();
     let _log_guard = init_logging(args.debug, args.log_stderr, &log_file(&share));
     for ignored in &args.ignored {
-        tracing::debug!("accepted and ignored: {ignored} (kiwi has no equivalent)");
+        stderr_line(&format!("kiwi: ignoring {ignored}: {}", why_ignored(ignored)));
     }
+    let mut additions = match Additions::of(&args) {
+        Ok(additions) => additions,
+        Err(message) => return usage(&message),
+    };
     let first = match first_prompt(&args) {
         Ok(first) => first,
         Err(message) => return usage(&message),
     };
     match prepare(&args, &share) {
-        Ok((setup, request)) => serve(&setup, request, &args, first),
+        Ok((setup, request, sdk_servers)) => {
+            additions.sdk_servers = sdk_servers;
+            serve(&setup, request, &args, first, additions)
+        }
         Err(e) => report(e, &share),
+    }
+}
+
+/// Why an accepted option does nothing in kiwi (the stderr line that names it).
+fn why_ignored(option: &str) -> &'static str {
+    let name = option.split(['=', ' ']).next().unwrap_or(option);
+    match name {
+        "--max-budget-usd" | "--task-budget" => "kiwi knows no prices, so it cannot keep a budget in dollars",
+        "--fallback-model" => "kiwi retries the same model; choose another one with --model or set_model",
+        "--settings" | "--setting-sources" => "kiwi reads no Claude Code settings files (its config is --config-file)",
+        "--include-hook-events" => "hook runs are not reported as lines in this dialect",
+        "--no-session-persistence" => "kiwi always saves the session",
+        _ => "kiwi has no equivalent",
+    }
+}
+
+/// What the SDK adds to a run from the command line: its in-process MCP servers, the
+/// `--json-schema` tool, the `--agents` types.
+#[derive(Default)]
+struct Additions {
+    sdk_servers: Vec<String>,
+    structured: Option<(Arc<StructuredOutput>, StructuredSlot)>,
+    agents: Option<BTreeMap<String, AgentDefinitionIn>>,
+}
+
+impl Additions {
+    fn of(args: &ClaudeArgs) -> Result<Self, String> {
+        let structured = match &args.json_schema {
+            Some(schema) => {
+                let slot = StructuredSlot::default();
+                Some((Arc::new(StructuredOutput::new(schema, slot.clone())?), slot))
+            }
+            None => None,
+        };
+        let agents = match &args.agents {
+            Some(text) => Some(
+                serde_json::from_str::<BTreeMap<String, AgentDefinitionIn>>(text)
+                    .map_err(|e| format!("--agents is not a JSON object of agent definitions: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok(Self { sdk_servers: Vec::new(), structured, agents })
     }
 }
 
@@ -113,7 +173,7 @@ fn first_prompt(args: &ClaudeArgs) -> Result<Option<UserInput>, String> {
     Ok(Some(UserInput::Text(text)))
 }
 
-fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionRequest), StartError> {
+fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionRequest, Vec<String>), StartError> {
     let work_dir = resolve_work_dir(args.work_dir.as_deref())?;
     let (mut config, config_source, warnings) =
         load_config(args.config.as_deref(), args.config_file.as_deref(), share)?;
@@ -134,20 +194,20 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         (None, None, true) => SessionChoice::Continue,
         (None, None, false) => SessionChoice::New,
     };
+    let mcp = super::mcp::documents(&args.mcp_config, args.strict_mcp_config, share).map_err(StartError::Fatal)?;
     let setup = AgentSetup {
         config: Arc::new(config),
         share_dir: share.to_path_buf(),
         model: args.model.clone().filter(|m| m != "default"),
-        thinking: None,
+        thinking: args.thinking,
         agent: AgentChoice::Default,
         skills_dir: None,
         yolo: false,
         config_source,
         system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
-        mcp_configs: super::mcp::documents(&args.mcp_config, args.strict_mcp_config, share)
-            .map_err(StartError::Fatal)?,
+        mcp_configs: mcp.documents,
     };
-    Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }))
+    Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }, mcp.sdk))
 }
 
 /// A failure once output may have begun: an error `result` for JSON output, a stderr line always.
@@ -172,13 +232,20 @@ async fn fail_early(out: &crate::rpc::Outbound, args: &ClaudeArgs, session_id: &
         uuid: fresh_uuid(),
         errors: Some(vec![message.to_string()]),
         api_error_status: None,
+        structured_output: None,
     });
     if let Some(frame) = encode(&line) {
         out.send_raw(frame).await;
     }
 }
 
-fn serve(setup: &AgentSetup, request: SessionRequest, args: &ClaudeArgs, first: Option<UserInput>) -> ExitCode {
+fn serve(
+    setup: &AgentSetup,
+    request: SessionRequest,
+    args: &ClaudeArgs,
+    first: Option<UserInput>,
+    additions: Additions,
+) -> ExitCode {
     let cwd = request.work_dir.display().to_string();
     let served = shell::run(Runtime::CurrentThread, std::io::stdout(), |process| async move {
         let out = process.outbound;
@@ -195,8 +262,8 @@ fn serve(setup: &AgentSetup, request: SessionRequest, args: &ClaudeArgs, first: 
                     1
                 }
                 None => {
-                    let live = Live { sessions: &process.sessions, stop: process.stop };
-                    run(built, live, setup, args, cwd, out, first).await
+                    let live = Live { sessions: &process.sessions, stop: process.stop, out };
+                    run(built, live, setup, args, cwd, first, additions).await
                 }
             },
         }
@@ -211,6 +278,8 @@ fn serve(setup: &AgentSetup, request: SessionRequest, args: &ClaudeArgs, first: 
 struct Live<'a> {
     sessions: &'a Sessions,
     stop: tokio_util::sync::CancellationToken,
+    /// stdout.
+    out: crate::rpc::Outbound,
 }
 
 /// `--resume` needs an existing session, `--session-id` a new one (as Claude Code).
@@ -234,12 +303,17 @@ async fn run(
     setup: &AgentSetup,
     args: &ClaudeArgs,
     cwd: String,
-    out: crate::rpc::Outbound,
     first: Option<UserInput>,
+    additions: Additions,
 ) -> u8 {
+    let out = shell.out.clone();
     let agent = built.soul.agent.clone();
     let session_id = built.session.id.clone();
     let warnings = filter_tools(&agent, args);
+    let structured = additions.structured.map(|(tool, slot)| {
+        agent.update_toolset(|set| set.insert(tool));
+        slot
+    });
     let streaming = args.output_format == OutputFormat::StreamJson;
     let can_ask =
         args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == InputFormat::StreamJson;
@@ -253,8 +327,20 @@ async fn run(
         )
         .with_add_dirs(args.add_dirs.clone()),
     );
-    // The host's answers to `can_use_tool` come back on stdin as `control_response`s.
+    // The host's answers to `can_use_tool` (and the other questions kiwi asks it) come back on
+    // stdin as `control_response`s.
     let peer = Peer::new(out.clone(), "perm");
+    let host = HostAsk::new(peer.clone(), out.clone());
+    let mcp_timeout = Duration::from_millis(agent.env.config.mcp.client.tool_call_timeout_ms);
+    let servers = additions
+        .sdk_servers
+        .into_iter()
+        .map(|name| Arc::new(SdkServer::new(name, host.clone(), mcp_timeout)))
+        .collect();
+    let extras = Arc::new(Extras::new(host, servers));
+    if let Some(agents) = additions.agents {
+        extras.set_flag_agents(agents);
+    }
     let identity = Identity {
         session_id: session_id.clone(),
         model: agent.model_name(),
@@ -265,10 +351,17 @@ async fn run(
         partial: args.include_partial_messages,
         state_frames: std::env::var(SESSION_STATE_ENV).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
         cwd,
-        mcp_servers: super::mcp::init_servers(agent.mcp.as_ref().map(|m| m.snapshot())),
+        structured,
     };
-    let projection =
-        Arc::new(ClaudeProjection::new(out.clone(), settings, agent.clone(), identity, policy.clone(), peer.clone()));
+    let projection = Arc::new(ClaudeProjection::new(
+        out.clone(),
+        settings,
+        agent.clone(),
+        identity,
+        policy.clone(),
+        peer.clone(),
+        extras.clone(),
+    ));
     let live = LiveSession::open(built, projection.clone(), shell.sessions);
     let driver = live.driver().clone();
     projection.set_driver(&driver);
@@ -292,6 +385,7 @@ async fn run(
         next_model: Default::default(),
         replay: args.replay_user_messages,
         streaming,
+        extras,
     };
     // Ends the session's turns; the shell closes the session (SessionEnd hooks, tasks, folder).
     run_loop.serve(first, lines, shell.stop).await
@@ -305,31 +399,32 @@ fn warning_line(session_id: &str, message: &str) -> OutLine {
     }))
 }
 
-/// Applies `--tools` and `--disallowedTools` to the toolset; returns warnings for names that
-/// match no kiwi tool (Claude's `Bash`, `Read`, ... are not renamed).
+/// Applies `--tools` and `--disallowedTools` (rules without a pattern) to the toolset, Claude's
+/// tool names taken as kiwi's (`super::tool_names`); returns warnings for names that match no
+/// kiwi tool.
 fn filter_tools(agent: &crate::soul::Agent, args: &ClaudeArgs) -> Vec<String> {
     let toolset = agent.toolset();
     let names: Vec<String> = toolset.names().map(str::to_string).collect();
     let mut warnings = Vec::new();
-    let listed = args
+    let only: Option<Vec<String>> = args
         .tools
-        .iter()
-        .flatten()
-        .filter(|t| *t != "default")
-        .chain(&args.disallowed_tools)
-        .chain(&args.allowed_tools);
+        .as_ref()
+        .filter(|t| !t.iter().any(|n| n == "default"))
+        .map(|t| t.iter().map(|n| kiwi_name(n).to_string()).collect());
+    let rules: Vec<Rule> = args.allowed_tools.iter().chain(&args.disallowed_tools).map(|r| Rule::parse(r)).collect();
+    let removed: Vec<String> =
+        args.disallowed_tools.iter().map(|r| Rule::parse(r)).filter(|r| r.pattern.is_none()).map(|r| r.tool).collect();
+    let listed = only.iter().flatten().cloned().chain(rules.into_iter().map(|r| r.tool));
     for name in listed {
-        if !names.contains(name) {
+        // The host's own MCP tools and the structured answer's tool come later.
+        if !names.contains(&name) && !name.starts_with("mcp__") && name != super::structured::TOOL_NAME {
             warnings.push(format!(
-                "no kiwi tool is called {name:?}; tool options take kiwi's names ({})",
+                "no kiwi tool is called {name:?}; tool options take Claude's or kiwi's names ({})",
                 names.join(", ")
             ));
         }
     }
-    let only: Option<Vec<&String>> =
-        args.tools.as_ref().filter(|t| !t.iter().any(|n| n == "default")).map(|t| t.iter().collect());
-    let keep =
-        |name: &String| only.as_ref().is_none_or(|only| only.contains(&name)) && !args.disallowed_tools.contains(name);
+    let keep = |name: &String| only.as_ref().is_none_or(|only| only.contains(name)) && !removed.contains(name);
     if names.iter().all(keep) {
         return warnings;
     }

@@ -19,11 +19,12 @@ use serde_json::Value;
 use super::lines::{
     AssistantLine, AssistantMessage, Block, CompactBoundaryLine, CompactMetadata, Delta, ImageSource, MessageDeltaBody,
     ModelUsage, OutLine, OutputUsage, PermissionDenial, ResultLine, ResultSubtype, StreamEvent, StreamEventLine,
-    SystemLine, ToolResultContent, ToolUseResult, Usage, UserContent, UserLine, UserMessage, error_class,
+    SystemLine, TaskNotificationLine, TaskStartedLine, TaskUpdatedLine, TaskUsage, ToolResultContent, ToolUseResult,
+    Usage, UserContent, UserLine, UserMessage, error_class,
 };
 use crate::llm::{ChatError, ModelStop};
 use crate::protocol::assembly::is_fragment;
-use crate::protocol::{ContentPart, Event, Fed, Run, RunAssembler, TokenUsage, ToolOutput, ToolResult};
+use crate::protocol::{ContentPart, Event, Fed, Run, RunAssembler, SubagentEvent, TokenUsage, ToolOutput, ToolResult};
 use crate::soul::{TurnError, TurnOutcome, TurnResult};
 
 /// A fresh UUID v4, as every message line carries.
@@ -81,6 +82,21 @@ pub struct TurnLines {
     manual_compaction: bool,
     /// Totals over the whole process, by model.
     model_usage: BTreeMap<String, ModelUsage>,
+    /// The subagents of this turn, by the `Agent` call that runs each.
+    tasks: HashMap<String, Task>,
+}
+
+/// A subagent run for an `Agent` call: its lines carry the call's id (`docs/print-mode.md` B.3a).
+#[derive(Debug)]
+struct Task {
+    agent_id: String,
+    subagent_type: String,
+    description: String,
+    message_id: String,
+    started: Instant,
+    tool_uses: u64,
+    tokens: u64,
+    ended: bool,
 }
 
 impl TurnLines {
@@ -99,6 +115,7 @@ impl TurnLines {
             inputs: HashMap::new(),
             manual_compaction: false,
             model_usage: BTreeMap::new(),
+            tasks: HashMap::new(),
         }
     }
 
@@ -215,8 +232,11 @@ impl TurnLines {
             }
             Event::ToolResult(result) => {
                 self.flush(out);
-                out.push(self.tool_result_line(result));
+                out.push(self.tool_result_line(result, None));
+                let failed = result.return_value.is_error;
+                self.end_task(&result.tool_call_id, if failed { "failed" } else { "completed" }, out);
             }
+            Event::SubagentEvent(inner) => self.subagent(inner, out),
             Event::StepInterrupted {} | Event::TurnEnd {} => self.end_step(out),
             Event::StepRetry(retry) => out.push(super::retry::api_retry_line(retry, &self.id.session_id)),
             Event::CompactionEnd {} => {
@@ -360,6 +380,8 @@ impl TurnLines {
                 uuid: fresh_uuid(),
                 error: None,
                 api_error_status: None,
+                agent_id: None,
+                subagent_type: None,
             }));
         }
     }
@@ -391,30 +413,154 @@ impl TurnLines {
         }
     }
 
-    fn tool_result_line(&self, result: &ToolResult) -> OutLine {
+    /// A line from inside a subagent: with the `Agent` call's id (and the subagent's), its
+    /// start announced by `system/task_started` the first time.
+    fn subagent(&mut self, inner: &SubagentEvent, out: &mut Vec<OutLine>) {
+        let Some(parent) = inner.parent_tool_call_id.clone() else { return };
+        // The main agent's blocks so far come first (the Agent call among them).
+        self.flush(out);
+        if !self.tasks.contains_key(&parent) {
+            let input = self.inputs.get(&parent).map(|(_, v)| v.clone()).unwrap_or(Value::Null);
+            let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+            let task = Task {
+                agent_id: inner.agent_id.clone().unwrap_or_default(),
+                subagent_type: inner.subagent_type.clone().unwrap_or_default(),
+                description: text("description"),
+                message_id: fresh_message_id(),
+                started: Instant::now(),
+                tool_uses: 0,
+                tokens: 0,
+                ended: false,
+            };
+            out.push(OutLine::System(SystemLine::TaskStarted(TaskStartedLine {
+                task_id: task.agent_id.clone(),
+                tool_use_id: parent.clone(),
+                description: task.description.clone(),
+                subagent_type: task.subagent_type.clone(),
+                task_type: "local_agent".into(),
+                is_backgrounded: false,
+                prompt: text("prompt"),
+                session_id: self.id.session_id.clone(),
+                uuid: fresh_uuid(),
+            })));
+            self.tasks.insert(parent.clone(), task);
+        }
+        let Some(task) = self.tasks.get_mut(&parent) else { return };
+        let block = match &*inner.event {
+            Event::TurnBegin { user_input } => {
+                let content = UserContent::Text(user_input.text_input());
+                let line = self.sub_user_line(&parent, content, None);
+                out.push(line);
+                return;
+            }
+            Event::StepBegin { .. } => {
+                task.message_id = fresh_message_id();
+                return;
+            }
+            Event::StatusUpdate(status) => {
+                if let Some(u) = status.token_usage {
+                    task.tokens += u.input_other + u.input_cache_read + u.input_cache_creation + u.output;
+                }
+                return;
+            }
+            Event::ContentPart(ContentPart::Text { text }) if !text.is_empty() => Block::Text { text: text.clone() },
+            Event::ContentPart(ContentPart::Think { think, encrypted }) => {
+                Block::Thinking { thinking: think.clone(), signature: encrypted.clone().unwrap_or_default() }
+            }
+            Event::ToolCall(call) => {
+                task.tool_uses += 1;
+                let input = parse_input(call.function.arguments.as_deref().unwrap_or_default());
+                Block::ToolUse { id: call.id.clone(), name: call.function.name.clone(), input }
+            }
+            Event::ToolResult(result) => {
+                let line = self.tool_result_line(result, Some(&parent));
+                out.push(line);
+                return;
+            }
+            _ => return,
+        };
+        let message_id = task.message_id.clone();
+        let (agent_id, subagent_type) = (task.agent_id.clone(), task.subagent_type.clone());
+        out.push(OutLine::Assistant(AssistantLine {
+            message: self.assistant_message(&message_id, vec![block], Usage::default()),
+            parent_tool_use_id: Some(parent),
+            session_id: self.id.session_id.clone(),
+            uuid: fresh_uuid(),
+            error: None,
+            api_error_status: None,
+            agent_id: Some(agent_id),
+            subagent_type: Some(subagent_type),
+        }));
+    }
+
+    /// The terminal frames of the task run for `tool_call_id`, if one was started and is open.
+    fn end_task(&mut self, tool_call_id: &str, status: &str, out: &mut Vec<OutLine>) {
+        let Some(task) = self.tasks.get_mut(tool_call_id).filter(|t| !t.ended) else { return };
+        task.ended = true;
+        let session_id = self.id.session_id.clone();
+        out.push(OutLine::System(SystemLine::TaskUpdated(TaskUpdatedLine {
+            task_id: task.agent_id.clone(),
+            patch: serde_json::json!({"status": status}),
+            session_id: session_id.clone(),
+            uuid: fresh_uuid(),
+        })));
+        out.push(OutLine::System(SystemLine::TaskNotification(TaskNotificationLine {
+            task_id: task.agent_id.clone(),
+            tool_use_id: tool_call_id.to_string(),
+            status: status.to_string(),
+            output_file: String::new(),
+            summary: task.description.clone(),
+            usage: TaskUsage {
+                total_tokens: task.tokens,
+                tool_uses: task.tool_uses,
+                duration_ms: millis(task.started.elapsed()),
+            },
+            session_id,
+            uuid: fresh_uuid(),
+        })));
+    }
+
+    fn sub_user_line(&self, parent: &str, content: UserContent, result: Option<ToolUseResult>) -> OutLine {
+        let task = self.tasks.get(parent);
+        OutLine::User(UserLine {
+            message: UserMessage { role: "user".into(), content },
+            parent_tool_use_id: Some(parent.to_string()),
+            session_id: self.id.session_id.clone(),
+            uuid: fresh_uuid(),
+            tool_use_result: result,
+            is_replay: None,
+            agent_id: task.map(|t| t.agent_id.clone()),
+            subagent_type: task.map(|t| t.subagent_type.clone()),
+        })
+    }
+
+    /// A tool result as a `user` line; `parent`: the `Agent` call of the subagent it is from.
+    fn tool_result_line(&self, result: &ToolResult, parent: Option<&str>) -> OutLine {
         let rv = &result.return_value;
-        let (content, is_error) = match self.denied.get(&result.tool_call_id) {
+        let denied = parent.is_none().then(|| self.denied.get(&result.tool_call_id)).flatten();
+        let (content, is_error) = match denied {
             Some(message) => (ToolResultContent::Text(message.clone()), true),
             None => (tool_result_content(&rv.output, &rv.message, rv.is_error), rv.is_error),
         };
+        let content = UserContent::Blocks(vec![block_value(Block::ToolResult {
+            tool_use_id: result.tool_call_id.clone(),
+            content,
+            is_error,
+        })]);
+        let structured =
+            ToolUseResult { output: rv.output.clone(), message: rv.message.clone(), display: rv.display.clone() };
+        if let Some(parent) = parent {
+            return self.sub_user_line(parent, content, Some(structured));
+        }
         OutLine::User(UserLine {
-            message: UserMessage {
-                role: "user".into(),
-                content: UserContent::Blocks(vec![block_value(Block::ToolResult {
-                    tool_use_id: result.tool_call_id.clone(),
-                    content,
-                    is_error,
-                })]),
-            },
+            message: UserMessage { role: "user".into(), content },
             parent_tool_use_id: None,
             session_id: self.id.session_id.clone(),
             uuid: fresh_uuid(),
-            tool_use_result: Some(ToolUseResult {
-                output: rv.output.clone(),
-                message: rv.message.clone(),
-                display: rv.display.clone(),
-            }),
+            tool_use_result: Some(structured),
             is_replay: None,
+            agent_id: None,
+            subagent_type: None,
         })
     }
 
@@ -422,6 +568,11 @@ impl TurnLines {
     /// synthetic assistant line of an API error.
     pub fn finish(&mut self, result: &TurnResult, interrupted_by: &str, out: &mut Vec<OutLine>) -> ResultLine {
         self.end_step(out);
+        // Every task the host saw start gets its terminal frame.
+        let open: Vec<String> = self.tasks.iter().filter(|(_, t)| !t.ended).map(|(id, _)| id.clone()).collect();
+        for id in open {
+            self.end_task(&id, "stopped", out);
+        }
         let mut line = ResultLine {
             subtype: ResultSubtype::Success,
             is_error: false,
@@ -438,6 +589,7 @@ impl TurnLines {
             uuid: fresh_uuid(),
             errors: None,
             api_error_status: None,
+            structured_output: None,
         };
         let fail = |line: &mut ResultLine, subtype: ResultSubtype, error: String| {
             line.subtype = subtype;
@@ -476,6 +628,8 @@ impl TurnLines {
                     uuid: fresh_uuid(),
                     error: Some(error_class(status).into()),
                     api_error_status: status,
+                    agent_id: None,
+                    subagent_type: None,
                 }));
                 line.is_error = true;
                 line.result = Some(text);

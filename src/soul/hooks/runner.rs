@@ -70,12 +70,14 @@ impl HookRunner {
         }
     }
 
-    /// Fire and forget: announced now, resolved whenever its hooks are done.
+    /// Fire and forget: announced now, and its client subscriptions asked now (so the questions
+    /// go out before whatever follows), resolved whenever its hooks are done.
     pub async fn fire(&self, event: HookEvent, target: &str, extra: Map<String, Value>) {
         if let Some(started) = self.start(event, target, extra).await {
+            let asked = self.ask_clients(&started).await;
             let runner = self.clone();
             tokio::spawn(async move {
-                runner.finish(started).await;
+                runner.resolve(started, asked).await;
             });
         }
     }
@@ -106,13 +108,27 @@ impl HookRunner {
     }
 
     async fn finish(&self, s: Started) -> Decision {
+        let asked = self.ask_clients(&s).await;
+        self.resolve(s, asked).await
+    }
+
+    /// Sends the batch's client subscriptions their requests; the answers to wait for.
+    async fn ask_clients(&self, s: &Started) -> Vec<Asked> {
+        let mut asked = Vec::with_capacity(s.matched.subscriptions.len());
+        for sub in &s.matched.subscriptions {
+            asked.push(self.ask_client(sub, s).await);
+        }
+        asked
+    }
+
+    async fn resolve(&self, s: Started, asked: Vec<Asked>) -> Decision {
         let stdin = pyjson_ascii::to_vec(&s.input);
         let commands = s
             .matched
             .commands
             .iter()
             .map(|h| command::run(&h.command, &stdin, &self.cwd, Duration::from_secs(h.timeout)));
-        let clients = s.matched.subscriptions.iter().map(|sub| self.ask_client(sub, &s));
+        let clients = asked.into_iter().map(Asked::verdict);
         let (mut verdicts, client_verdicts) =
             futures::join!(futures::future::join_all(commands), futures::future::join_all(clients));
         verdicts.extend(client_verdicts);
@@ -135,8 +151,8 @@ impl HookRunner {
         decision
     }
 
-    /// One client subscription: its answer within its timeout, else allow.
-    async fn ask_client(&self, sub: &Subscription, s: &Started) -> Verdict {
+    /// Asks one client subscription (its answer is awaited by [`Asked::verdict`]).
+    async fn ask_client(&self, sub: &Subscription, s: &Started) -> Asked {
         let id: String = uuid::Uuid::new_v4().simple().to_string().chars().take(12).collect();
         let request = Request::HookRequest(HookRequest {
             id,
@@ -146,7 +162,20 @@ impl HookRunner {
             input_data: s.input.clone(),
         });
         let answer = self.sink.request_unrecorded(request).await;
-        match tokio::time::timeout(Duration::from_secs(sub.timeout), answer).await {
+        Asked { answer, timeout: Duration::from_secs(sub.timeout) }
+    }
+}
+
+/// A client subscription that was asked: its answer, and how long it may take.
+struct Asked {
+    answer: tokio::sync::oneshot::Receiver<ClientAnswer>,
+    timeout: Duration,
+}
+
+impl Asked {
+    /// The client's answer within its timeout, else allow.
+    async fn verdict(self) -> Verdict {
+        match tokio::time::timeout(self.timeout, self.answer).await {
             Ok(Ok(ClientAnswer::Hook { action: HookAction::Block, reason })) => Verdict { block: true, reason },
             // Allowed, a wrong answer, the client gone, or out of time: fail open.
             _ => Verdict::allow(),

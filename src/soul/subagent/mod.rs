@@ -54,6 +54,9 @@ pub struct Subagents {
     models: Option<Arc<dyn ModelSource>>,
     /// Environments with another model, built at the first run that asked for it, by alias.
     other_models: Mutex<HashMap<String, Arc<AgentEnv>>>,
+    /// Types a front end adds for the run (a Claude SDK host's `agents`); set once, found
+    /// before the agent file's types of the same name.
+    added: OnceLock<Vec<SubagentDef>>,
 }
 
 impl Subagents {
@@ -68,7 +71,13 @@ impl Subagents {
             running: Mutex::default(),
             models,
             other_models: Mutex::default(),
+            added: OnceLock::new(),
         }
+    }
+
+    /// Adds types for this run (once per session).
+    pub fn add_types(&self, defs: Vec<SubagentDef>) -> Result<(), String> {
+        self.added.set(defs).map_err(|_| "subagent types were already added to this session".to_string())
     }
 
     /// Prepares deferred types on a thread of their own, so that a session is ready to serve
@@ -124,6 +133,9 @@ impl Subagents {
 
     /// The type `name` (`Ok(None)`: no such type; `Err`: the types could not be prepared).
     pub fn def(&self, name: &str) -> Result<Option<&SubagentDef>, String> {
+        if let Some(added) = self.added.get().and_then(|defs| defs.iter().find(|d| d.name == name)) {
+            return Ok(Some(added));
+        }
         Ok(self.defs()?.iter().find(|d| d.name == name))
     }
 
@@ -222,6 +234,10 @@ mod tests {
         assert_eq!(panicking.def("x").err().as_deref(), Some("preparing the subagent types panicked"));
         let ready = Subagents::new(Defs::Ready(vec![def("plan")]), None);
         assert!(ready.def("plan").unwrap().is_some());
+        assert!(ready.def("reviewer").unwrap().is_none());
+        ready.add_types(vec![def("reviewer")]).unwrap();
+        assert!(ready.def("reviewer").unwrap().is_some());
+        assert!(ready.add_types(vec![def("other")]).is_err(), "once per session");
     }
 
     #[test]

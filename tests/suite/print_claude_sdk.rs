@@ -1,0 +1,494 @@
+//! What Claude Agent SDK programs add to the Claude dialect, driven by a host written here
+//! (`docs/print-mode.md` B.3a): in-process MCP servers over `mcp_message`, hook callbacks, the
+//! control queries, `--json-schema`, `--agents`, Claude's tool names and rules, and the flags
+//! kiwi refuses or ignores. The pinned Python SDK drives the same features in `print_sdk`.
+
+use crate::common;
+use crate::print_support;
+
+use common::Kiwi;
+use print_support::{Dirs, run, shell};
+use serde_json::{Value, json};
+
+const SDK: &[&str] =
+    &["--output-format", "stream-json", "--verbose", "--system-prompt", "", "--input-format", "stream-json"];
+
+fn args<'a>(more: &[&'a str]) -> Vec<&'a str> {
+    SDK.iter().chain(more).copied().collect()
+}
+
+fn user(text: &str) -> String {
+    json!({"type":"user","message":{"role":"user","content":text},"parent_tool_use_id":null,"session_id":""})
+        .to_string()
+}
+
+fn control(id: &str, request: Value) -> String {
+    json!({"type":"control_request","request_id":id,"request":request}).to_string()
+}
+
+fn answer(k: &mut Kiwi, request_id: &Value, response: Value) {
+    k.send_raw(
+        &json!({"type":"control_response","response":{"subtype":"success","request_id":request_id,"response":response}})
+            .to_string(),
+    );
+}
+
+fn call(id: &str, name: &str, arguments: Value) -> String {
+    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": arguments.to_string()}))
+}
+
+/// A scripted config with `extra` laid over it.
+fn scripted_with(d: &Dirs, scripts: &[&str], extra: Value) -> std::path::PathBuf {
+    let path = d.scripted(scripts);
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    common::merge(&mut config, extra);
+    d.config(config)
+}
+
+/// Reads lines until one satisfies `stop`; returns those before it and it.
+fn until(k: &mut Kiwi, stop: impl Fn(&Value) -> bool) -> (Vec<Value>, Value) {
+    let mut seen = Vec::new();
+    loop {
+        let m = k.next();
+        if stop(&m) {
+            return (seen, m);
+        }
+        seen.push(m);
+    }
+}
+
+fn is_response(id: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |m| m["type"] == "control_response" && m["response"]["request_id"] == id
+}
+
+fn mcp_request(m: &Value) -> bool {
+    m["type"] == "control_request" && m["request"]["subtype"] == "mcp_message"
+}
+
+/// Serves the in-process server `calc` through kiwi's handshake; returns what came before
+/// the answer to the host's `initialize`.
+fn serve_calc_handshake(k: &mut Kiwi) -> Value {
+    k.send_raw(&control("init", json!({"subtype":"initialize","hooks":null})));
+    let (_, m) = until(k, mcp_request);
+    assert_eq!(m["request"]["server_name"], "calc");
+    let message = &m["request"]["message"];
+    assert_eq!(
+        (message["method"].as_str(), message["params"]["protocolVersion"].as_str()),
+        (Some("initialize"), Some("2025-11-25"))
+    );
+    let reply = json!({"jsonrpc":"2.0","id":message["id"],"result":{"protocolVersion":"2025-06-18",
+        "capabilities":{"tools":{}},"serverInfo":{"name":"calc","version":"1"}}});
+    answer(k, &m["request_id"], json!({"mcp_response": reply}));
+    let (_, m) = until(k, mcp_request);
+    assert_eq!(m["request"]["message"]["method"], "notifications/initialized");
+    assert!(m["request"]["message"].get("id").is_none(), "a notification has no id");
+    answer(k, &m["request_id"], json!({"mcp_response": {"jsonrpc":"2.0","result":{}}}));
+    let (_, m) = until(k, mcp_request);
+    let message = &m["request"]["message"];
+    assert_eq!(message["method"], "tools/list");
+    let schema =
+        json!({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]});
+    let tools = json!([
+        {"name":"add","description":"Adds","inputSchema":schema},
+        {"name":"broken","description":"Fails","inputSchema":{"type":"object"}},
+        {"name":"slow","description":"Never answers","inputSchema":{"type":"object"}},
+    ]);
+    answer(k, &m["request_id"], json!({"mcp_response": {"jsonrpc":"2.0","id":message["id"],"result":{"tools":tools}}}));
+    let (_, init) = until(k, is_response("init"));
+    init
+}
+
+#[test]
+fn sdk_mcp_servers_are_served_over_the_control_channel() {
+    let d = Dirs::new();
+    let scripts = [
+        [
+            call("m1", "mcp__calc__add", json!({"a": 2, "b": 3})),
+            call("m2", "mcp__calc__broken", json!({})),
+            call("m3", "mcp__calc__slow", json!({})),
+            call("m4", "mcp__calc__add", json!({"a": "two"})),
+        ]
+        .join("\n"),
+        "text: done".into(),
+    ];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = scripted_with(&d, &scripts, json!({"mcp": {"client": {"tool_call_timeout_ms": 1500}}}));
+    let mcp = r#"{"mcpServers":{"calc":{"type":"sdk","name":"calc"}}}"#;
+    let mut k = Kiwi::spawn(d.command(
+        &config,
+        &args(&["--mcp-config", mcp, "--allowedTools", "mcp__calc__add,mcp__calc__broken,mcp__calc__slow"]),
+    ));
+    let init = serve_calc_handshake(&mut k);
+    assert_eq!(init["response"]["subtype"], "success", "{init}");
+    k.send_raw(&control("status", json!({"subtype":"mcp_status"})));
+    let (_, status) = until(&mut k, is_response("status"));
+    let calc = &status["response"]["response"]["mcpServers"][0];
+    assert_eq!(
+        (calc["name"].as_str(), calc["status"].as_str(), calc["source"].as_str()),
+        (Some("calc"), Some("connected"), Some("sdk"))
+    );
+    assert_eq!(calc["tools"][0]["name"], "mcp__calc__add");
+
+    k.send_raw(&user("compute"));
+    let mut lines = Vec::new();
+    let mut cancelled = Vec::new();
+    let mut calls = Vec::new();
+    let result = loop {
+        let m = k.next();
+        if mcp_request(&m) {
+            let message = m["request"]["message"].clone();
+            assert_eq!(message["method"], "tools/call");
+            let name = message["params"]["name"].as_str().unwrap().to_string();
+            let use_id = message["params"]["_meta"]["claudecode/toolUseId"].as_str().unwrap().to_string();
+            calls.push((name.clone(), use_id));
+            match name.as_str() {
+                "add" => answer(
+                    &mut k,
+                    &m["request_id"],
+                    json!({"mcp_response": {"jsonrpc":"2.0","id":message["id"],
+                    "result":{"content":[{"type":"text","text":"5"}]}}}),
+                ),
+                "broken" => k.send_raw(
+                    &json!({"type":"control_response","response":{"subtype":"error",
+                    "request_id":m["request_id"],"error":"the handler broke"}})
+                    .to_string(),
+                ),
+                _ => {} // `slow` never answers.
+            }
+            continue;
+        }
+        if m["type"] == "control_cancel_request" {
+            cancelled.push(m["request_id"].clone());
+            continue;
+        }
+        if m["type"] == "result" {
+            break m;
+        }
+        lines.push(m);
+    };
+    calls.sort();
+    assert_eq!(calls, [("add".into(), "m1".into()), ("broken".into(), "m2".into()), ("slow".into(), "m3".into())]);
+    assert_eq!(cancelled.len(), 1, "the call that timed out is withdrawn");
+    let init_line = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert!(
+        init_line["mcp_servers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name":"calc","status":"connected","source":"sdk"}))
+    );
+    assert!(init_line["tools"].as_array().unwrap().contains(&json!("mcp__calc__add")));
+    let tool_results: std::collections::BTreeMap<String, Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "user")
+        .map(|l| l["message"]["content"][0].clone())
+        .map(|b| (b["tool_use_id"].as_str().unwrap().to_string(), b))
+        .collect();
+    assert_eq!(
+        (tool_results["m1"]["content"].as_str(), tool_results["m1"]["is_error"].as_bool()),
+        (Some("5"), Some(false))
+    );
+    assert!(tool_results["m2"]["content"].as_str().unwrap().contains("the handler broke"), "{}", tool_results["m2"]);
+    assert!(
+        tool_results["m3"]["content"].as_str().unwrap().contains("no answer within 1500 ms"),
+        "{}",
+        tool_results["m3"]
+    );
+    assert!(
+        tool_results["m4"]["content"].as_str().unwrap().contains("Error validating JSON arguments"),
+        "{}",
+        tool_results["m4"]
+    );
+    assert_eq!((result["subtype"].as_str(), result["result"].as_str()), (Some("success"), Some("done")));
+    k.close_stdin();
+    assert!(k.wait_exit(std::time::Duration::from_secs(30)).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn an_sdk_server_that_fails_its_handshake_is_failed_and_the_run_goes_on() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: fine"]);
+    let mcp = r#"{"mcpServers":{"calc":{"type":"sdk","name":"calc"}}}"#;
+    let mut k = Kiwi::spawn(d.command(&config, &args(&["--mcp-config", mcp])));
+    k.send_raw(&control("init", json!({"subtype":"initialize"})));
+    let (_, m) = until(&mut k, mcp_request);
+    k.send_raw(
+        &json!({"type":"control_response","response":{"subtype":"error","request_id":m["request_id"],
+        "error":"No SDK MCP server named calc"}})
+        .to_string(),
+    );
+    let (_, init) = until(&mut k, is_response("init"));
+    assert_eq!(init["response"]["subtype"], "success");
+    k.send_raw(&control("again", json!({"subtype":"initialize"})));
+    let (_, again) = until(&mut k, is_response("again"));
+    assert_eq!(again["response"]["error"], "Already initialized");
+    k.send_raw(&user("hi"));
+    let (lines, result) = until(&mut k, |m| m["type"] == "result");
+    let init_line = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(init_line["mcp_servers"], json!([{"name":"calc","status":"failed","source":"sdk"}]));
+    assert_eq!(result["result"], "fine");
+}
+
+#[test]
+fn hook_callbacks_decide_and_time_out_open() {
+    let d = Dirs::new();
+    let scripts = [shell("h1", "echo one"), shell("h2", "echo two"), shell("h3", "echo three"), "text: done".into()];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = d.scripted(&scripts);
+    // No permission surface: only the hook's `allow` lets a call run.
+    let mut k = Kiwi::spawn(d.command(&config, &args(&[])));
+    let hooks = json!({"PreToolUse": [{"matcher": "Bash|Shell", "hookCallbackIds": ["pre"], "timeout": 1}],
+                       "UserPromptSubmit": [{"matcher": null, "hookCallbackIds": ["prompt"]}]});
+    k.send_raw(&control("init", json!({"subtype":"initialize","hooks":hooks})));
+    until(&mut k, is_response("init"));
+    k.send_raw(&user("go"));
+    let mut lines = Vec::new();
+    let mut cancelled = 0;
+    let result = loop {
+        let m = k.next();
+        if m["type"] == "control_request" && m["request"]["subtype"] == "hook_callback" {
+            let input = &m["request"]["input"];
+            match m["request"]["callback_id"].as_str().unwrap() {
+                "prompt" => {
+                    assert_eq!(
+                        (input["hook_event_name"].as_str(), input["prompt"].as_str()),
+                        (Some("UserPromptSubmit"), Some("go"))
+                    );
+                    answer(&mut k, &m["request_id"], json!({}));
+                }
+                _ => {
+                    assert_eq!(input["permission_mode"], "default");
+                    assert!(input["transcript_path"].is_string());
+                    match m["request"]["tool_use_id"].as_str().unwrap() {
+                        "h1" => answer(
+                            &mut k,
+                            &m["request_id"],
+                            json!({"hookSpecificOutput":{"permissionDecision":"allow"}}),
+                        ),
+                        "h2" => {
+                            answer(&mut k, &m["request_id"], json!({"hookSpecificOutput":{"permissionDecision":"ask"}}))
+                        }
+                        _ => {} // h3: never answered, the hook times out and allows.
+                    }
+                }
+            }
+            continue;
+        }
+        if m["type"] == "control_cancel_request" {
+            cancelled += 1;
+            continue;
+        }
+        if m["type"] == "result" {
+            break m;
+        }
+        lines.push(m);
+    };
+    assert_eq!(cancelled, 1, "the unanswered hook question is withdrawn");
+    let contents: Vec<(String, bool)> = lines
+        .iter()
+        .filter(|l| l["type"] == "user")
+        .map(|l| &l["message"]["content"][0])
+        .map(|b| (b["content"].as_str().unwrap().to_string(), b["is_error"].as_bool().unwrap()))
+        .collect();
+    assert!(contents[0].0.contains("one") && !contents[0].1, "allowed by the hook: {contents:?}");
+    // `ask` and a timed-out hook leave the call to the usual rules: nobody can be asked here.
+    assert!(contents[1].0.contains("nobody can be asked") && contents[1].1, "{contents:?}");
+    assert!(contents[2].0.contains("nobody can be asked") && contents[2].1, "{contents:?}");
+    assert_eq!(result["result"], "done");
+}
+
+#[test]
+fn control_queries_and_mode_changes() {
+    let d = Dirs::new();
+    let scripts =
+        ["text: counted\nusage: input_other=900 output=20".to_string(), shell("w1", "echo hi"), "text: after".into()];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = d.scripted(&scripts);
+    let mut k = Kiwi::spawn(d.command(&config, &args(&["--permission-prompt-tool", "stdio"])));
+    k.send_raw(&control("init", json!({"subtype":"initialize"})));
+    let (_, init) = until(&mut k, is_response("init"));
+    let payload = &init["response"]["response"];
+    assert_eq!(payload["output_style"], "default");
+    assert!(payload["commands"].as_array().unwrap().iter().any(|c| c["name"] == "compact"), "{payload}");
+    assert_eq!(payload["models"][0]["value"], "scripted");
+    k.send_raw(&user("count"));
+    until(&mut k, |m| m["type"] == "result");
+    k.send_raw(&control("ctx", json!({"subtype":"get_context_usage"})));
+    let (_, usage) = until(&mut k, is_response("ctx"));
+    let usage = &usage["response"]["response"];
+    assert_eq!((usage["maxTokens"].as_u64(), usage["model"].as_str()), (Some(100000), Some("scripted_echo")));
+    assert!(usage["totalTokens"].as_u64().unwrap() > 0, "{usage}");
+    assert!(usage["percentage"].as_f64().unwrap() > 0.0, "{usage}");
+
+    k.send_raw(&control("bad-mode", json!({"subtype":"set_permission_mode","mode":"sometimes"})));
+    let (_, bad) = until(&mut k, is_response("bad-mode"));
+    assert_eq!(
+        bad["response"]["error"],
+        "Cannot set permission mode: must be one of acceptEdits, auto, bypassPermissions, default, dontAsk, plan"
+    );
+    k.send_raw(&control("mode", json!({"subtype":"set_permission_mode","mode":"dontAsk"})));
+    let (_, mode) = until(&mut k, is_response("mode"));
+    assert_eq!(mode["response"]["response"], json!({"mode":"dontAsk"}));
+    let status = k.next();
+    assert_eq!((status["subtype"].as_str(), status["permissionMode"].as_str()), (Some("status"), Some("dontAsk")));
+    assert!(status["status"].is_null());
+    // dontAsk: denied without a can_use_tool question, and said so.
+    k.send_raw(&user("write"));
+    let (lines, result) = until(&mut k, |m| m["type"] == "result");
+    assert!(!lines.iter().any(|l| l["type"] == "control_request"), "nobody is asked in dontAsk");
+    let denied = lines.iter().find(|l| l["subtype"] == "permission_denied").expect("a permission_denied line");
+    assert_eq!((denied["tool_name"].as_str(), denied["tool_use_id"].as_str()), (Some("Shell"), Some("w1")));
+    assert_eq!(denied["decision_reason_type"], "mode");
+    assert_eq!(result["permission_denials"][0]["tool_use_id"], "w1");
+    k.send_raw(&control("model", json!({"subtype":"set_model","model":null})));
+    let (_, model) = until(&mut k, is_response("model"));
+    assert_eq!(model["response"]["response"], json!({"model": null}));
+    k.send_raw(&control("odd", json!({"subtype":"rewind_files"})));
+    let (_, odd) = until(&mut k, is_response("odd"));
+    assert_eq!(odd["response"]["error"], "Unsupported control request subtype: rewind_files");
+}
+
+#[test]
+fn structured_output_ends_the_turn_with_the_object() {
+    let d = Dirs::new();
+    let schema = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#;
+    let scripts = [
+        call("s1", "StructuredOutput", json!({"n": "x"})),
+        call("s2", "StructuredOutput", json!({"n": 4})),
+        "text: never".into(),
+    ];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = d.scripted(&scripts);
+    let r = run(
+        d.command(&config, &["-p", "--verbose", "--output-format", "stream-json", "--json-schema", schema, "q"]),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines = r.lines();
+    let results: Vec<&Value> =
+        lines.iter().filter(|l| l["type"] == "user").map(|l| &l["message"]["content"][0]).collect();
+    assert_eq!(results[0]["is_error"], true);
+    assert!(
+        results[0]["content"].as_str().unwrap().contains("Output does not match required schema: /n"),
+        "{}",
+        results[0]
+    );
+    let result = lines.last().unwrap();
+    assert_eq!(result["structured_output"], json!({"n": 4}));
+    assert_eq!((result["result"].as_str(), result["num_turns"].as_u64()), (Some(r#"{"n":4}"#), Some(2)));
+    assert_eq!(result["stop_reason"], "tool_use");
+    // A schema kiwi cannot use is a usage error before anything runs.
+    for (schema, why) in
+        [("{", "--json-schema is not valid JSON"), (r#"{"type":"array"}"#, "must describe a JSON object")]
+    {
+        let r = run(d.command(&config, &["-p", "--json-schema", schema, "q"]), "");
+        assert_eq!((r.code, r.stdout.as_str()), (Some(2), ""));
+        assert!(r.stderr.contains(why), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn agents_flag_defines_subagent_types_whose_lines_carry_the_call() {
+    let d = Dirs::new();
+    let long = "Nothing to fix here. ".repeat(12);
+    let scripts = [
+        call(
+            "ag1",
+            "Agent",
+            json!({"description":"check it","prompt":"Check a.txt","subagent_type":"checker","run_in_background":false}),
+        ),
+        shell("in1", "echo inside"),
+        format!("text: {long}"),
+        "text: checked".into(),
+    ];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = d.scripted(&scripts);
+    let agents = r#"{"checker":{"description":"Checks files","prompt":"You check files.","tools":["Bash","Read"]}}"#;
+    let r = run(
+        d.command(
+            &config,
+            &[
+                "-p",
+                "--verbose",
+                "--output-format",
+                "stream-json",
+                "--dangerously-skip-permissions",
+                "--agents",
+                agents,
+                "go",
+            ],
+        ),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines = r.lines();
+    assert!(lines[0]["agents"].as_array().unwrap().contains(&json!("checker")), "{}", lines[0]);
+    let started: Vec<&Value> = lines.iter().filter(|l| l["subtype"] == "task_started").collect();
+    assert_eq!(started.len(), 1);
+    assert_eq!(
+        (started[0]["tool_use_id"].as_str(), started[0]["subagent_type"].as_str()),
+        (Some("ag1"), Some("checker"))
+    );
+    assert_eq!(
+        (started[0]["task_type"].as_str(), started[0]["description"].as_str()),
+        (Some("local_agent"), Some("check it"))
+    );
+    let task_id = started[0]["task_id"].clone();
+    let inside: Vec<&Value> = lines.iter().filter(|l| l["parent_tool_use_id"] == "ag1").collect();
+    let kinds: Vec<String> = inside
+        .iter()
+        .map(|l| {
+            format!("{}:{}", l["type"].as_str().unwrap(), l["message"]["content"][0]["type"].as_str().unwrap_or("text"))
+        })
+        .collect();
+    assert_eq!(kinds, ["user:text", "assistant:tool_use", "user:tool_result", "assistant:text"], "{inside:?}");
+    assert!(inside.iter().all(|l| l["agent_id"] == task_id && l["subagent_type"] == "checker"));
+    let notified: Vec<&Value> = lines.iter().filter(|l| l["subtype"] == "task_notification").collect();
+    assert_eq!(notified.len(), 1);
+    assert_eq!((notified[0]["status"].as_str(), &notified[0]["task_id"]), (Some("completed"), &task_id));
+    assert_eq!(notified[0]["usage"]["tool_uses"], 1);
+    assert_eq!(lines.last().unwrap()["result"], "checked");
+    // Bad definitions are a usage error.
+    let r = run(d.command(&config, &["-p", "--agents", "[1]", "q"]), "");
+    assert_eq!(r.code, Some(2));
+    assert!(r.stderr.contains("--agents is not a JSON object of agent definitions"), "{}", r.stderr);
+}
+
+#[test]
+fn claude_tool_names_rules_and_flags() {
+    let d = Dirs::new();
+    let scripts = [shell("g1", "echo allowed"), shell("g2", "touch nope"), "text: done".into()];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = d.scripted(&scripts);
+    let r = run(
+        d.command(
+            &config,
+            &[
+                "-p",
+                "--verbose",
+                "--output-format",
+                "stream-json",
+                "--allowedTools",
+                "Bash(echo:*) Read",
+                "--disallowedTools",
+                "Write",
+                "--max-budget-usd",
+                "2",
+                "go",
+            ],
+        ),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("kiwi: ignoring --max-budget-usd=2: kiwi knows no prices"), "{}", r.stderr);
+    let lines = r.lines();
+    assert!(!lines[0]["tools"].as_array().unwrap().contains(&json!("WriteFile")), "Write is kiwi's WriteFile");
+    let results: Vec<&Value> =
+        lines.iter().filter(|l| l["type"] == "user").map(|l| &l["message"]["content"][0]).collect();
+    assert_eq!(results[0]["is_error"], false, "Bash(echo:*) allows echo: {}", results[0]);
+    assert_eq!(results[1]["is_error"], true, "but not touch: {}", results[1]);
+    assert_eq!(lines.last().unwrap()["permission_denials"][0]["tool_use_id"], "g2");
+    assert!(!d.work().join("nope").exists());
+    let r = run(d.command(&config, &["-p", "--fork-session", "--resume", "x", "q"]), "");
+    assert_eq!(r.code, Some(2));
+    assert!(r.stderr.contains("--fork-session is not supported"), "{}", r.stderr);
+}
