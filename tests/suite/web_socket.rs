@@ -202,3 +202,27 @@ fn shutdown_closes_every_socket_with_1012() {
     assert!(status.success(), "{status:?}");
     assert_eq!(a.until_closed().0, 1012);
 }
+
+#[test]
+fn web_settings_never_reach_a_tool() {
+    let home = home_with(&[
+        shell_script("tc-1", "echo tok=$KIMI_WEB_SESSION_TOKEN depth=$KIMI_WEB_MAX_PUBLIC_PATH_DEPTH"),
+        "text: done".to_string(),
+    ]);
+    let id = home.new_session();
+    let port = super::web_kit::free_port().to_string();
+    let mut cmd = home.command(&["-p", &port, "--auth-token", "secret-token-1"]);
+    cmd.env("KIMI_WEB_SESSION_TOKEN", "secret-env-2").env("KIMI_WEB_MAX_PUBLIC_PATH_DEPTH", "9");
+    let server = super::web_kit::Server::start(cmd);
+    let mut ws = server.ws(&id, "?token=secret-token-1", &[]).unwrap();
+    ws.until(|m| m["method"] == "history_complete");
+    ws.initialize("i");
+    prompt(&mut ws, "p1", "show me");
+    let (_, request) = ws.until(|m| m["method"] == "request");
+    let rid = request["id"].clone();
+    ws.send(json!({"jsonrpc": "2.0", "id": rid, "result": {"request_id": rid, "response": "approve"}}));
+    let (_, result) = ws.until(|m| m["params"]["type"] == "ToolResult");
+    let output = result["params"]["payload"]["return_value"]["output"].as_str().unwrap_or_default().to_string();
+    assert!(output.contains("tok= depth="), "{output}");
+    assert!(!output.contains("secret"), "{output}");
+}
