@@ -7,13 +7,16 @@
 //! dropped: a client that does not read loses its connection, never kiwi's memory; a close asked
 //! for once (shutdown, session gone, too slow) is the one the client gets.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Frames a socket may have waiting before it counts as too slow.
 pub const QUEUE_FRAMES: usize = 8192;
+/// Bytes a socket may have waiting before it counts as too slow.
+pub const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The close code for a client that cannot keep up (1008, policy violation).
 pub const CLOSE_TOO_SLOW: u16 = 1008;
@@ -37,15 +40,35 @@ pub struct Close {
 
 pub struct Outgoing {
     frames: mpsc::Sender<String>,
+    /// Bytes queued and not yet taken by the writer.
+    queued: Arc<AtomicUsize>,
+    max_bytes: usize,
     close: Mutex<Option<Close>>,
     closing: CancellationToken,
 }
 
 /// The writer's end of the queue.
 pub struct Frames {
-    pub frames: mpsc::Receiver<String>,
+    frames: mpsc::Receiver<String>,
+    queued: Arc<AtomicUsize>,
     /// Fired when the socket is to be closed; [`Outgoing::close_reason`] says how.
     pub closing: CancellationToken,
+}
+
+impl Frames {
+    /// The next frame; `None` once every sender is gone.
+    pub async fn recv(&mut self) -> Option<String> {
+        let frame = self.frames.recv().await?;
+        self.queued.fetch_sub(frame.len(), Ordering::Relaxed);
+        Some(frame)
+    }
+
+    /// The next frame if one is waiting.
+    pub fn try_recv(&mut self) -> Option<String> {
+        let frame = self.frames.try_recv().ok()?;
+        self.queued.fetch_sub(frame.len(), Ordering::Relaxed);
+        Some(frame)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -53,10 +76,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Outgoing {
-    pub fn new(capacity: usize) -> (Self, Frames) {
+    /// A queue of at most `capacity` frames and `max_bytes` bytes.
+    pub fn new(capacity: usize, max_bytes: usize) -> (Self, Frames) {
         let (tx, rx) = mpsc::channel(capacity);
         let closing = CancellationToken::new();
-        (Self { frames: tx, close: Mutex::new(None), closing: closing.clone() }, Frames { frames: rx, closing })
+        let queued = Arc::new(AtomicUsize::new(0));
+        let out =
+            Self { frames: tx, queued: queued.clone(), max_bytes, close: Mutex::new(None), closing: closing.clone() };
+        (out, Frames { frames: rx, queued, closing })
     }
 
     /// Queues one frame (a JSON text without a line end); false when it was dropped because the
@@ -65,18 +92,24 @@ impl Outgoing {
         if self.closing.is_cancelled() {
             return false;
         }
+        let len = frame.len();
+        if self.queued.load(Ordering::Relaxed) + len > self.max_bytes {
+            return self.too_slow();
+        }
         match self.frames.try_send(frame) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::info!(
-                    "a WebSocket client fell {} frames behind; disconnecting it",
-                    self.frames.max_capacity()
-                );
-                self.close(CLOSE_TOO_SLOW, TOO_SLOW_REASON);
-                false
+            Ok(()) => {
+                self.queued.fetch_add(len, Ordering::Relaxed);
+                true
             }
+            Err(mpsc::error::TrySendError::Full(_)) => self.too_slow(),
             Err(mpsc::error::TrySendError::Closed(_)) => false,
         }
+    }
+
+    fn too_slow(&self) -> bool {
+        tracing::info!("a WebSocket client fell too far behind; disconnecting it");
+        self.close(CLOSE_TOO_SLOW, TOO_SLOW_REASON);
+        false
     }
 
     /// Queues a frame given as a line (`rpc` frames end in `\n`).
@@ -121,7 +154,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_closes_the_socket_and_drops_later_frames() {
-        let (out, mut frames) = Outgoing::new(2);
+        let (out, mut frames) = Outgoing::new(2, 100);
         assert!(out.push("a".into()) && out.push_line(b"b\n".to_vec()));
         assert!(!out.push("c".into()));
         assert!(frames.closing.is_cancelled());
@@ -129,7 +162,15 @@ mod tests {
         out.close(CLOSE_SHUTDOWN, "later");
         assert_eq!(out.close_reason().unwrap().code, CLOSE_TOO_SLOW, "the first close wins");
         assert!(!out.push("d".into()));
-        assert_eq!(frames.frames.recv().await.as_deref(), Some("a"));
-        assert_eq!(frames.frames.recv().await.as_deref(), Some("b"));
+        assert_eq!(frames.recv().await.as_deref(), Some("a"));
+        assert_eq!(frames.try_recv().as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn bytes_are_bounded_too() {
+        let (out, _frames) = Outgoing::new(100, 5);
+        assert!(out.push("abc".into()));
+        assert!(!out.push("abc".into()));
+        assert_eq!(out.close_reason().map(|c| c.code), Some(CLOSE_TOO_SLOW));
     }
 }

@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 
 use super::guard::token_matches;
 use super::hosted::{Client, Hosted, Hosting, SessionStatus, State as Status};
-use super::queue::{CLOSE_NOT_FOUND, Frames, NOT_FOUND_REASON, Outgoing, QUEUE_FRAMES};
+use super::queue::{CLOSE_NOT_FOUND, Frames, NOT_FOUND_REASON, Outgoing, QUEUE_BYTES, QUEUE_FRAMES};
 use super::settings::is_private;
 use super::state::AppState;
 use crate::live::History;
@@ -107,7 +107,7 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
         let _ = sink.send(Message::Close(Some(close))).await;
         return;
     };
-    let (out, frames) = Outgoing::new(QUEUE_FRAMES);
+    let (out, frames) = Outgoing::new(QUEUE_FRAMES, QUEUE_BYTES);
     let client = hosted.client(out);
     let opened = match hosted.ensure_started(&hosting).await {
         Ok(started) => hosted
@@ -169,11 +169,12 @@ async fn write(
     mut frames: Frames,
     client: Arc<Client>,
 ) {
+    let closing = frames.closing.clone();
     let mut batches = read_history(history);
     loop {
         let batch = tokio::select! {
             batch = batches.recv() => batch,
-            () = frames.closing.cancelled() => break,
+            () = closing.cancelled() => break,
         };
         let Some(batch) = batch else { break };
         for frame in batch {
@@ -187,7 +188,7 @@ async fn write(
             return;
         }
     }
-    if !frames.closing.is_cancelled() {
+    if !closing.is_cancelled() {
         let marker = json!({"jsonrpc": "2.0", "method": "history_complete", "id": uuid::Uuid::new_v4().to_string()});
         if sink.send(Message::Text(marker.to_string().into())).await.is_err() {
             client.out().close(1000, "");
@@ -197,11 +198,11 @@ async fn write(
     loop {
         tokio::select! {
             biased;
-            () = frames.closing.cancelled() => break,
-            frame = frames.frames.recv() => {
+            () = closing.cancelled() => break,
+            frame = frames.recv() => {
                 let Some(frame) = frame else { break };
                 let mut sent = sink.feed(Message::Text(frame.into())).await.is_ok();
-                while sent && let Ok(more) = frames.frames.try_recv() {
+                while sent && let Some(more) = frames.try_recv() {
                     sent = sink.feed(Message::Text(more.into())).await.is_ok();
                 }
                 if !sent || sink.flush().await.is_err() {

@@ -1,0 +1,167 @@
+//! What `kiwi web` costs, measured against the real binary (`cargo bench --bench web-bench`):
+//!
+//! 1. memory: 1,000 sessions opened in one server (each by a socket that then leaves; the
+//!    session stays open), RSS per idle session;
+//! 2. time to open a session and answer its first prompt (socket connect → `prompt` answer);
+//! 3. replay: a new socket joining a 10,000-event session, events per second up to
+//!    `history_complete`;
+//! 4. fan-out: one turn of 10,000 events watched by 10 sockets, events delivered per second.
+//!
+//! Numbers go to stdout, one line each. `WEB_BENCH_SESSIONS` changes the session count of 1.
+
+#[path = "../tests/suite/web_kit.rs"]
+mod web_kit;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use web_kit::Home;
+
+fn rss_kb(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    memory();
+    first_prompt();
+    replay();
+    fan_out();
+}
+
+fn memory() {
+    let count: usize = std::env::var("WEB_BENCH_SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let home = Home::new();
+    home.scripted(&["text: hi".to_string()]);
+    let ids: Vec<String> = (0..count).map(|_| home.new_session()).collect();
+    let server = home.serve(&[]);
+    // Warm up: one session opened and left, so the baseline holds what every session shares.
+    let (warm, _) = server.join(&home.new_session());
+    drop(warm);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = rss_kb(server.pid());
+    let started = Instant::now();
+    for id in &ids {
+        let (ws, _) = server.join(id);
+        drop(ws);
+    }
+    let opening = started.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    let after = rss_kb(server.pid());
+    let per = (after.saturating_sub(before)) as f64 / count as f64;
+    println!(
+        "memory: {count} idle sessions: RSS {before} KB -> {after} KB, {per:.1} KB per session \
+         (opened in {:.2} s, {:.1} ms each)",
+        opening.as_secs_f64(),
+        opening.as_secs_f64() * 1000.0 / count as f64
+    );
+}
+
+fn first_prompt() {
+    let home = Home::new();
+    home.scripted(&["text: Hello web".to_string()]);
+    let server = home.serve(&[]);
+    let rounds = 20;
+    let ids: Vec<String> = (0..rounds).map(|_| home.new_session()).collect();
+    let mut times = Vec::new();
+    for (n, id) in ids.iter().enumerate() {
+        let started = Instant::now();
+        let mut ws = server.ws(id, "", &[]).unwrap();
+        ws.until(|m| m["method"] == "history_complete");
+        let pid = format!("p{n}");
+        ws.send(json!({"jsonrpc": "2.0", "method": "prompt", "id": pid, "params": {"user_input": "hello"}}));
+        ws.until(|m| m["id"] == pid.as_str() && m.get("method").is_none());
+        times.push(started.elapsed());
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "first prompt: open a session + answer its first prompt: median {:.1} ms, best {:.1} ms, worst {:.1} ms ({rounds} sessions)",
+        ms(times[rounds / 2]),
+        ms(times[0]),
+        ms(times[rounds - 1])
+    );
+}
+
+fn replay() {
+    let home = Home::new();
+    home.scripted(&[]);
+    let id = home.new_session();
+    let events = 10_000;
+    let mut text = String::from("{\"type\": \"metadata\", \"protocol_version\": \"1.10\"}\n");
+    text.push_str(
+        "{\"timestamp\": 1.0, \"message\": {\"type\": \"TurnBegin\", \"payload\": {\"user_input\": \"go\"}}}\n",
+    );
+    for n in 0..events - 2 {
+        let kind = if n % 2 == 0 { "text" } else { "think" };
+        let body = if kind == "text" {
+            format!("{{\"type\": \"text\", \"text\": \"part {n} of a long answer\"}}")
+        } else {
+            format!("{{\"type\": \"think\", \"think\": \"thought {n}\", \"encrypted\": null}}")
+        };
+        text.push_str(&format!(
+            "{{\"timestamp\": 1.5, \"message\": {{\"type\": \"ContentPart\", \"payload\": {body}}}}}\n"
+        ));
+    }
+    text.push_str("{\"timestamp\": 2.0, \"message\": {\"type\": \"TurnEnd\", \"payload\": {}}}\n");
+    std::fs::write(home.session_dir(&id).join("wire.jsonl"), text).unwrap();
+    let server = home.serve(&[]);
+    // The first join opens the session; the measured ones only replay.
+    drop(server.join(&id));
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let mut ws = server.ws(&id, "", &[]).unwrap();
+        let (history, _) = ws.until(|m| m["method"] == "history_complete");
+        let took = started.elapsed().as_secs_f64();
+        assert_eq!(history.len(), events);
+        best = best.min(took);
+    }
+    println!(
+        "replay: {events} events to a joining socket in {:.1} ms: {:.0} events/s (best of 5, client parsing included)",
+        best * 1000.0,
+        events as f64 / best
+    );
+}
+
+fn fan_out() {
+    let events = 10_000;
+    let script: String = (0..events).map(|n| format!("text: part {n}\n")).collect();
+    let home = Home::new();
+    home.scripted(&[script]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let sockets = 10;
+    let mut joined: Vec<web_kit::Ws> = (0..sockets).map(|_| server.join(&id).0).collect();
+    let started = Instant::now();
+    joined[0].send(json!({"jsonrpc": "2.0", "method": "prompt", "id": "p1", "params": {"user_input": "go"}}));
+    let readers: Vec<_> = joined
+        .into_iter()
+        .map(|mut ws| {
+            std::thread::spawn(move || {
+                let (seen, _) = ws.until(|m| m["id"] == "p1" && m.get("method").is_none());
+                let parts = seen.iter().filter(|m| m["params"]["type"] == "ContentPart").count();
+                (Instant::now(), parts)
+            })
+        })
+        .collect();
+    let mut last = started;
+    let mut delivered = 0;
+    for reader in readers {
+        let (done, parts) = reader.join().unwrap();
+        last = last.max(done);
+        delivered += parts;
+    }
+    let took = (last - started).as_secs_f64();
+    println!(
+        "fan-out: {events} events x {sockets} sockets ({delivered} ContentParts delivered) in {:.1} ms: {:.0} events/s delivered",
+        took * 1000.0,
+        delivered as f64 / took
+    );
+}

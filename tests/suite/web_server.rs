@@ -1,0 +1,133 @@
+//! `kiwi web` as a process: its banner in each mode, port probing, the HTTP guards (token,
+//! Origin, Host, CORS preflight), `/healthz` and the JSON 404/405, the refusal of
+//! `--dangerously-omit-auth` without a terminal, and a clean exit on SIGTERM.
+
+use super::web_kit::{Home, free_port, http};
+
+fn scripted_home() -> Home {
+    let home = Home::new();
+    home.scripted(&["text: hi".to_string()]);
+    home
+}
+
+#[test]
+fn local_mode_banner_and_plain_routes() {
+    let home = scripted_home();
+    let mut server = home.serve(&[]);
+    let banner = server.banner.join("\n");
+    assert!(banner.contains("WEB UI (Technical Preview)"), "{banner}");
+    assert!(banner.contains(&format!("  ➜  Local    http://127.0.0.1:{}", server.port)), "{banner}");
+    assert!(banner.contains("    • Use -n / --network to share on LAN") && !banner.contains("Token:"), "{banner}");
+    let health = server.http("GET", "/healthz", &[], None);
+    assert_eq!((health.status, health.body.as_str()), (200, r#"{"status":"ok"}"#));
+    let missing = server.http("GET", "/api/sessions", &[], None);
+    assert_eq!((missing.status, missing.body.as_str()), (404, r#"{"detail":"Not Found"}"#));
+    let wrong = server.http("POST", "/healthz", &[], Some("{}"));
+    assert_eq!((wrong.status, wrong.body.as_str()), (405, r#"{"detail":"Method Not Allowed"}"#));
+    let page = server.http("GET", "/", &[], None);
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("cache-control"), Some("no-cache, no-store, must-revalidate"));
+    let status = server.terminate().expect("exits on SIGTERM");
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn dns_rebinding_is_refused_in_local_mode() {
+    let home = scripted_home();
+    let server = home.serve(&[]);
+    for host in ["evil.example", "evil.example:80", "127.0.0.1.nip.io"] {
+        let r = server.http("GET", "/healthz", &[("Host", host)], None);
+        assert_eq!((r.status, r.body.as_str()), (403, r#"{"detail":"Host not allowed"}"#), "{host}");
+    }
+    for host in ["localhost", "localhost:5494", "[::1]:1"] {
+        assert_eq!(server.http("GET", "/healthz", &[("Host", host)], None).status, 200, "{host}");
+    }
+}
+
+#[test]
+fn tokens_guard_the_api_in_lan_mode() {
+    let home = scripted_home();
+    let server = home.serve(&["-n", "--auth-token", "tok 123"]);
+    let banner = server.banner.join("\n");
+    assert!(banner.contains(&format!("  ➜  Local    http://localhost:{}/?token=tok%20123", server.port)), "{banner}");
+    assert!(banner.contains("  Token:   tok 123") && banner.contains("  Mode: LAN only (private IPs)"), "{banner}");
+    let unauthorized = server.http("GET", "/api/sessions/", &[], None);
+    assert_eq!((unauthorized.status, unauthorized.body.as_str()), (401, r#"{"detail":"Unauthorized"}"#));
+    let wrong = server.http("GET", "/api/sessions/", &[("Authorization", "Bearer tok")], None);
+    assert_eq!(wrong.status, 401);
+    // Past the guard: the route (or its absence) answers.
+    let bearer = server.http("GET", "/api/nothing", &[("Authorization", "bearer tok 123")], None);
+    assert_eq!(bearer.status, 404);
+    let query = server.http("GET", "/api/nothing?token=tok%20123", &[], None);
+    assert_eq!(query.status, 404);
+    let post_query = server.http("POST", "/api/nothing?token=tok%20123", &[], Some("{}"));
+    assert_eq!(post_query.status, 401, "the query token is for GET only");
+    assert_eq!(server.http("GET", "/healthz", &[], None).status, 200);
+    assert_eq!(server.http("GET", "/", &[], None).status, 200);
+}
+
+#[test]
+fn public_mode_enforces_origins_and_restricts() {
+    let home = scripted_home();
+    let server = home.serve(&["-n", "--public", "--auth-token", "t"]);
+    let banner = server.banner.join("\n");
+    assert!(banner.contains("  ⚠ Sensitive APIs are restricted") && banner.contains("  ⚠ Mode: PUBLIC (all networks)"));
+    let auth = ("Authorization", "Bearer t");
+    let evil = server.http("GET", "/api/nothing", &[auth, ("Origin", "http://evil.example")], None);
+    assert_eq!((evil.status, evil.body.as_str()), (403, r#"{"detail":"Origin not allowed"}"#));
+    let own = format!("http://localhost:{}", server.port);
+    let ok = server.http("GET", "/api/nothing", &[auth, ("Origin", own.as_str())], None);
+    assert_eq!(ok.status, 404);
+    assert_eq!(ok.header("access-control-allow-origin"), Some(own.as_str()));
+    let preflight = server.http(
+        "OPTIONS",
+        "/api/sessions/",
+        &[("Origin", "http://evil.example"), ("Access-Control-Request-Method", "POST")],
+        None,
+    );
+    assert_eq!((preflight.status, preflight.body.as_str()), (400, "Disallowed CORS origin"));
+}
+
+#[test]
+fn busy_ports_are_skipped_and_a_full_range_fails() {
+    let home = scripted_home();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let server = super::web_kit::Server::start(home.command(&["-p", &port.to_string()]));
+    assert_ne!(server.port, port);
+    let said = format!("Port {port} is in use, using port {} instead", server.port);
+    assert!(server.banner.iter().any(|l| l == &said), "{:?}", server.banner);
+    assert_eq!(http(server.port, "GET", "/healthz", &[], None).status, 200);
+    drop(server);
+    // Ten busy ports in a row.
+    let first = free_port();
+    let held: Vec<_> = (0..10).filter_map(|i| std::net::TcpListener::bind(("127.0.0.1", first + i)).ok()).collect();
+    if held.len() == 10 {
+        let output = home.command(&["-p", &first.to_string()]).output().unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&format!("Cannot find available port in range {first}-{}", first + 9)), "{stderr}");
+    }
+}
+
+#[test]
+fn omitting_auth_on_a_public_address_needs_a_terminal() {
+    let home = scripted_home();
+    let output = home.command(&["-n", "--dangerously-omit-auth", "-p", &free_port().to_string()]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("SECURITY WARNING"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("Refusing to start without auth in non-interactive mode."), "{stderr}");
+    // Local mode accepts it silently.
+    let server = home.serve(&["--dangerously-omit-auth"]);
+    assert_eq!(server.http("GET", "/healthz", &[], None).status, 200);
+}
+
+#[test]
+fn the_help_flag_is_long_only() {
+    let home = scripted_home();
+    let output = home.command(&["--help"]).output().unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("--dangerously-omit-auth") && help.contains("-h, --host"), "{help}");
+}

@@ -1,0 +1,228 @@
+//! The session WebSocket of `kiwi web` against the scripted provider: the reference's
+//! transcript (history_complete, the status snapshot, initialize, prompt, the live events, the
+//! answer, idle), the handshake refusals, a second client joining mid-turn (history once, then
+//! live, the pending approval re-sent), two clients answering one approval (first wins), the
+//! busy prompt, the idle cancel, a malformed frame, and a client that never reads.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::web_kit::{Home, Ws, kinds, shell_script, wait_until};
+
+fn home_with(scripts: &[String]) -> Home {
+    let home = Home::new();
+    home.scripted(scripts);
+    home
+}
+
+fn prompt(ws: &mut Ws, id: &str, text: &str) {
+    ws.send(json!({"jsonrpc": "2.0", "method": "prompt", "id": id, "params": {"user_input": text}}));
+}
+
+fn status(m: &Value) -> (String, String, u64) {
+    assert_eq!(m["method"], "session_status", "{m}");
+    let p = &m["params"];
+    (p["state"].as_str().unwrap().into(), p["reason"].as_str().unwrap_or("").into(), p["seq"].as_u64().unwrap())
+}
+
+#[test]
+fn the_reference_transcript() {
+    let home = home_with(&["text: Hello web\nid: m1\nusage: input_other=5, output=2".to_string()]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let mut ws = server.ws(&id, "", &[]).unwrap();
+    let marker = ws.next();
+    assert_eq!(marker["method"], "history_complete");
+    assert!(marker["id"].as_str().is_some_and(|s| s.len() == 36), "{marker}");
+    let (first, second) = (ws.next(), ws.next());
+    assert_eq!(status(&first), ("idle".into(), "start".into(), 1));
+    assert_eq!(first, second, "a fresh start: the broadcast and the snapshot");
+    assert_eq!(first["params"]["session_id"], id);
+    let init = ws.initialize("init-1");
+    assert_eq!(init["result"]["protocol_version"], "1.10");
+    prompt(&mut ws, "p1", "hello");
+    let (before, answer) = ws.until(|m| m["id"] == "p1");
+    assert_eq!(answer["result"], json!({"status": "finished"}));
+    assert_eq!(status(&before[0]), ("busy".into(), "prompt".into(), 2));
+    assert_eq!(kinds(&before[1..]), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"], "{before:?}");
+    assert_eq!(before[1]["params"]["payload"]["user_input"], json!([{"type": "text", "text": "hello"}]));
+    assert_eq!(before[3]["params"]["payload"], json!({"type": "text", "text": "Hello web"}));
+    assert_eq!(status(&ws.next()), ("idle".into(), "prompt_complete".into(), 3));
+    // The first prompt made it the work dir's last session.
+    let meta = super::web_kit::read(&home.share().join("kimi.json"));
+    assert!(meta.contains(&format!("\"last_session_id\": \"{id}\"")), "{meta}");
+    // A reconnect: the history as stored, the marker, one snapshot.
+    drop(ws);
+    let (mut again, history) = server.join(&id);
+    assert_eq!(kinds(&history), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
+    assert_eq!(status(again.seen.last().unwrap()), ("idle".into(), "prompt_complete".into(), 3));
+    assert!(again.quiet_for(Duration::from_millis(300)));
+}
+
+#[test]
+fn handshakes_are_refused_with_403_and_unknown_sessions_close_4004() {
+    let home = home_with(&[]);
+    let id = home.new_session();
+    let server = home.serve(&["--auth-token", "tok"]);
+    let refused = |r: Result<Ws, tungstenite::Error>| match r {
+        Err(tungstenite::Error::Http(response)) => response.status().as_u16(),
+        Err(e) => panic!("{e}"),
+        Ok(_) => 101,
+    };
+    assert_eq!(refused(server.ws(&id, "", &[])), 403, "no token");
+    assert_eq!(refused(server.ws(&id, "?token=nope", &[])), 403, "wrong token");
+    assert_eq!(refused(server.ws(&id, "", &[("Authorization", "Bearer tok")])), 403, "the header does not count");
+    assert_eq!(refused(server.ws("not-a-uuid", "?token=tok", &[])), 403);
+    let evil = [("Origin", "http://evil.example")];
+    assert_eq!(refused(server.ws(&id, "?token=tok", &evil)), 403, "origin checked in local mode too");
+    let own = [("Origin", "http://localhost:3000")];
+    let mut ws = server.ws(&id, "?token=tok", &own).unwrap();
+    assert_eq!(ws.next()["method"], "history_complete");
+    let mut unknown = server.ws(&uuid::Uuid::new_v4().to_string(), "?token=tok", &[]).unwrap();
+    assert_eq!(unknown.until_closed(), (4004, "Session not found".to_string()));
+}
+
+#[test]
+fn a_second_client_joins_mid_turn_and_the_first_answer_wins() {
+    let home = home_with(&[shell_script("tc-1", "echo hi"), "text: done".to_string()]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut a, _) = server.join(&id);
+    a.initialize("a-init");
+    prompt(&mut a, "p1", "run it");
+    let (a_before, request) = a.until(|m| m["method"] == "request");
+    assert_eq!(request["params"]["type"], "ApprovalRequest");
+    let request_id = request["id"].clone();
+    // B joins while the approval waits: the history so far, the marker, then live: the
+    // pending request again and the busy snapshot.
+    let mut b = server.ws(&id, "", &[]).unwrap();
+    let (history, _) = b.until(|m| m["method"] == "history_complete");
+    let history_kinds = kinds(&history);
+    assert_eq!(history_kinds.first().map(String::as_str), Some("TurnBegin"), "{history_kinds:?}");
+    assert!(history_kinds.contains(&"ToolCall".to_string()), "{history_kinds:?}");
+    let mut after = Vec::new();
+    while !(after.iter().any(|m: &Value| m["method"] == "request")
+        && after.iter().any(|m| m["method"] == "session_status"))
+    {
+        after.push(b.next());
+    }
+    let resent = after.iter().find(|m| m["method"] == "request").unwrap();
+    assert_eq!(resent["id"], request_id);
+    let snapshot = after.iter().find(|m| m["method"] == "session_status").unwrap();
+    assert_eq!(status(snapshot).0, "busy");
+    // B approves first; A's later reject changes nothing.
+    b.send(json!({"jsonrpc": "2.0", "id": request_id, "result": {"request_id": request_id, "response": "approve"}}));
+    let (_, a_resolved) = a.until(|m| m["params"]["type"] == "ApprovalResponse");
+    assert_eq!(a_resolved["params"]["payload"]["response"], "approve");
+    a.send(json!({"jsonrpc": "2.0", "id": request_id, "result": {"request_id": request_id, "response": "reject"}}));
+    let (a_rest, a_answer) = a.until(|m| m["id"] == "p1");
+    let (b_rest, b_answer) = b.until(|m| m["id"] == "p1");
+    assert_eq!(a_answer["result"], json!({"status": "finished"}));
+    assert_eq!(b_answer, a_answer, "the prompt's answer reaches every client");
+    let result = a_rest.iter().find(|m| m["params"]["type"] == "ToolResult").unwrap();
+    assert_eq!(result["params"]["payload"]["return_value"]["is_error"], false, "{result}");
+    assert_eq!(status(&a.next()).1, "prompt_complete");
+    assert_eq!(status(&b.next()).1, "prompt_complete");
+    // Nothing doubled at B's seam: one TurnBegin, one ToolCall, one TurnEnd in all it saw.
+    let all_b: Vec<Value> = history.iter().chain(after.iter()).chain(b_rest.iter()).cloned().collect();
+    let count = |k: &str| kinds(&all_b).iter().filter(|x| *x == k).count();
+    assert_eq!((count("TurnBegin"), count("ToolCall"), count("TurnEnd")), (1, 1, 1), "{:?}", kinds(&all_b));
+    let a_all: Vec<Value> = a_before.iter().chain(a_rest.iter()).cloned().collect();
+    assert_eq!(kinds(&a_all).iter().filter(|k| *k == "TurnEnd").count(), 1);
+}
+
+#[test]
+fn busy_prompts_idle_cancels_and_malformed_frames() {
+    let home = home_with(&[shell_script("tc-1", "echo hi"), "text: done".to_string()]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut a, _) = server.join(&id);
+    let (mut b, _) = server.join(&id);
+    // An idle cancel is answered by the server, to every client.
+    a.send(json!({"jsonrpc": "2.0", "method": "cancel", "id": "c0"}));
+    assert_eq!(a.until(|m| m["id"] == "c0").1, json!({"jsonrpc": "2.0", "id": "c0", "result": {}}));
+    assert_eq!(b.until(|m| m["id"] == "c0").1["result"], json!({}));
+    // A malformed frame: the stdio server's error, to this client only; the socket stays open.
+    a.send_text("{not json");
+    let error = a.next();
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    a.send(json!({"jsonrpc": "2.0", "method": "bogus", "id": "x1"}));
+    assert_eq!(a.until(|m| m["id"] == "x1").1["error"]["code"], -32601);
+    assert!(b.quiet_for(Duration::from_millis(300)), "B hears nothing of A's mistakes");
+    // A prompt while another is in flight: -32000 to its sender only.
+    prompt(&mut a, "p1", "run it");
+    a.until(|m| m["method"] == "request");
+    prompt(&mut b, "p2", "me too");
+    let (_, busy) = b.until(|m| m["id"] == "p2");
+    assert_eq!(
+        busy["error"],
+        json!({"code": -32000, "message": "Session is busy; wait for completion before sending a new prompt.", "data": null})
+    );
+    // A cancel while busy: answered to its sender, then the prompt ends cancelled for all.
+    b.send(json!({"jsonrpc": "2.0", "method": "cancel", "id": "c1"}));
+    assert_eq!(b.until(|m| m["id"] == "c1").1["result"], json!({}));
+    assert_eq!(a.until(|m| m["id"] == "p1").1["result"], json!({"status": "cancelled"}));
+    assert_eq!(b.until(|m| m["id"] == "p1").1["result"], json!({"status": "cancelled"}));
+    assert!(!a.seen.iter().any(|m| m["id"] == "c1"), "the cancel's answer went to B only");
+    assert_eq!(status(&a.next()).0, "idle");
+}
+
+#[test]
+fn a_client_that_never_reads_is_disconnected_and_the_others_go_on() {
+    // Four turns of 5,000 one-kilobyte parts each: far more than a socket may fall behind.
+    let part = "x".repeat(1000);
+    let script: String = (0..5000).map(|i| format!("text: {i} {part}\n")).collect();
+    let home = home_with(&[script.clone(), script.clone(), script.clone(), script]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut slow, _) = server.join(&id);
+    let (mut fast, _) = server.join(&id);
+    for turn in 0..4 {
+        let pid = format!("p{turn}");
+        prompt(&mut fast, &pid, "go");
+        let (events, answer) = fast.until(|m| m["id"] == pid.as_str());
+        assert_eq!(answer["result"], json!({"status": "finished"}), "{answer}");
+        let parts = events.iter().filter(|m| m["params"]["type"] == "ContentPart").count();
+        assert_eq!(parts, 5000, "the reading client got every part of turn {turn}");
+    }
+    // The slow client finds what was queued for it, then the close.
+    let (code, reason) = slow.until_closed();
+    assert_eq!((code, reason.as_str()), (1008, "Client too slow"));
+    assert!(wait_until(Duration::from_secs(5), || server.http("GET", "/healthz", &[], None).status == 200));
+}
+
+#[test]
+fn shutdown_closes_every_socket_with_1012() {
+    let home = home_with(&[]);
+    let id = home.new_session();
+    let mut server = home.serve(&[]);
+    let (mut a, _) = server.join(&id);
+    let status = server.terminate().expect("exits");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(a.until_closed().0, 1012);
+}
+
+#[test]
+fn web_settings_never_reach_a_tool() {
+    let home = home_with(&[
+        shell_script("tc-1", "echo tok=$KIMI_WEB_SESSION_TOKEN depth=$KIMI_WEB_MAX_PUBLIC_PATH_DEPTH"),
+        "text: done".to_string(),
+    ]);
+    let id = home.new_session();
+    let port = super::web_kit::free_port().to_string();
+    let mut cmd = home.command(&["-p", &port, "--auth-token", "secret-token-1"]);
+    cmd.env("KIMI_WEB_SESSION_TOKEN", "secret-env-2").env("KIMI_WEB_MAX_PUBLIC_PATH_DEPTH", "9");
+    let server = super::web_kit::Server::start(cmd);
+    let mut ws = server.ws(&id, "?token=secret-token-1", &[]).unwrap();
+    ws.until(|m| m["method"] == "history_complete");
+    ws.initialize("i");
+    prompt(&mut ws, "p1", "show me");
+    let (_, request) = ws.until(|m| m["method"] == "request");
+    let rid = request["id"].clone();
+    ws.send(json!({"jsonrpc": "2.0", "id": rid, "result": {"request_id": rid, "response": "approve"}}));
+    let (_, result) = ws.until(|m| m["params"]["type"] == "ToolResult");
+    let output = result["params"]["payload"]["return_value"]["output"].as_str().unwrap_or_default().to_string();
+    assert!(output.contains("tok= depth="), "{output}");
+    assert!(!output.contains("secret"), "{output}");
+}
