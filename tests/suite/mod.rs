@@ -30,6 +30,7 @@ mod tools_safety;
 mod tools_search;
 mod tools_shell;
 mod tools_web;
+mod web_browser;
 mod wire_approvals;
 mod wire_background;
 mod wire_errors;
