@@ -608,6 +608,7 @@ function submit() {
   if (busy() || state.queue.length) {
     state.queue.push({ text, files });
     renderQueue();
+    dequeue();
     return;
   }
   sendPrompt(text, files);
@@ -632,7 +633,7 @@ async function sendPrompt(text, files) {
     if (result && result.status === "max_steps_reached") state.conv.addError(`The turn stopped after ${result.steps} steps (the step limit).`);
     if (result && result.status === "finished" && firstTurn && state.current === session) generateTitle(session);
   } catch (e) {
-    if (e.code === -32000 && /busy/i.test(e.message)) {
+    if (e.code === -32000) {
       state.queue.unshift({ text, files: [] });
       renderQueue();
       toast("The session is busy: your message was queued.");
