@@ -228,6 +228,28 @@ def _open(c):
     assert not c["errors"], c["errors"]
 
 
+@check("the Markdown renderer escapes HTML and refuses script links")
+def _markdown(c):
+    page = c["page"]
+    html = page.evaluate(
+        """async () => {
+            const base = document.querySelector('script[type=module]').src.replace(/app\\.js$/, '');
+            const md = await import(base + 'markdown.js');
+            return md.renderMarkdown([
+                '# T <script>alert(1)</script>',
+                '<img src=x onerror=alert(1)> [a](javascript:alert(1)) [b](https://example.com/?q=1&r=2)',
+                '```html', '<b>code</b>', '```',
+                '| h |', '|---|', '| <i>c</i> |',
+            ].join('\\n'));
+        }"""
+    )
+    probe = page.evaluate("(html) => { const d = document.createElement('div'); d.innerHTML = html; return [...d.querySelectorAll('*')].map(e => e.tagName.toLowerCase()); }", html)
+    assert not {"script", "img", "b", "i"} & set(probe), (probe, html)
+    assert "javascript:" not in re.findall(r'href="([^"]*)"', html).__str__(), html
+    assert 'href="https://example.com/?q=1&amp;r=2"' in html, html
+    assert "&lt;script&gt;" in html and "&lt;b&gt;code&lt;/b&gt;" in html, html
+
+
 @check("a new session is created in the work dir from the dialog")
 def _new_session(c):
     page = c["page"]
