@@ -627,6 +627,7 @@ async function sendPrompt(text, files) {
     return;
   }
   const input = text.trim() ? text : UPLOAD_ONLY;
+  state.conv.scrollToBottom();
   const firstTurn = state.conv.turnCount === 0;
   try {
     const result = await sock.request("prompt", { user_input: input });
@@ -914,7 +915,7 @@ function renderStatusLine() {
     box.appendChild(
       h(
         "span",
-        { class: "ctx", title: "Context window used" },
+        { class: "ctx-usage", title: "Context window used" },
         h("span", { class: "ctx-bar" }, h("span", { class: "ctx-fill", style: `width:${pct.toFixed(1)}%` })),
         ` ${pct < 10 ? pct.toFixed(1) : pct.toFixed(0)}%`,
         typeof s.context_tokens === "number" ? ` · ${fmtTokens(s.context_tokens)}/${fmtTokens(s.max_context_tokens)}` : "",

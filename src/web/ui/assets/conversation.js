@@ -399,6 +399,17 @@ export class Conversation {
     this.root = root;
     this.requestsEl = requestsEl;
     this.opts = opts;
+    // Follow new output while the reader is at the bottom; scrolling up stops following.
+    this.stick = true;
+    this.autoTop = 0;
+    root.addEventListener(
+      "scroll",
+      () => {
+        if (this.nearBottom()) this.stick = true;
+        else if (root.scrollTop < this.autoTop - 4) this.stick = false;
+      },
+      { passive: true },
+    );
     this.reset();
   }
 
@@ -427,13 +438,12 @@ export class Conversation {
 
   flush() {
     this.frame = null;
-    const stick = this.nearBottom();
     for (const b of this.dirty) {
       b.body.innerHTML = renderMarkdown(b.text);
       if (b.kind === "think") b.el.querySelector(".think-label").textContent = this.turn && this.turn.stream.block === b && this.streaming ? "Thinking…" : "Thinking";
     }
     this.dirty.clear();
-    if (stick) this.scrollToBottom();
+    if (this.stick) this.scrollToBottom();
   }
 
   nearBottom() {
@@ -443,6 +453,8 @@ export class Conversation {
 
   scrollToBottom() {
     this.root.scrollTop = this.root.scrollHeight;
+    this.autoTop = this.root.scrollTop;
+    this.stick = true;
   }
 
   registerTool(card) {
@@ -494,9 +506,8 @@ export class Conversation {
       this.empty.remove();
       this.empty = null;
     }
-    const stick = this.nearBottom();
     this.dispatch(type, p);
-    if (stick && this.live) this.scrollToBottom();
+    if (this.stick && this.live) this.scrollToBottom();
   }
 
   dispatch(type, p) {
