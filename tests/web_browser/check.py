@@ -368,7 +368,7 @@ def _phone(c):
 @check("forking at the first message opens a new session with that turn only")
 def _fork(c):
     page = c["page"]
-    page.locator(".turn").first.locator(".user-msg").hover()
+    page.locator(".turn").first.locator(".user-wrap").hover()
     page.locator(".turn").first.locator(".msg-actions button", has_text="Fork").click()
     page.locator("dialog.modal button.primary").click()
     expect(page).not_to_have_url(c["session_url"])

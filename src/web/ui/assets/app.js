@@ -631,6 +631,7 @@ async function sendPrompt(text, files) {
   const firstTurn = state.conv.turnCount === 0;
   try {
     const result = await sock.request("prompt", { user_input: input });
+    if (result && result.status === "cancelled" && state.current === session) state.conv.addNote("Stopped.");
     if (result && result.status === "max_steps_reached") state.conv.addError(`The turn stopped after ${result.steps} steps (the step limit).`);
     if (result && result.status === "finished" && firstTurn && state.current === session) generateTitle(session);
   } catch (e) {

@@ -573,10 +573,14 @@ export class Conversation {
     );
     const bubble = h(
       "div",
-      { class: `user-msg ${kind || ""}` },
-      kind === "steer" ? h("span", { class: "badge", text: "steered" }) : null,
-      attachments.length ? h("div", { class: "attachments" }, attachments.map(attachmentView)) : null,
-      text ? h("div", { class: "user-text", text }) : null,
+      { class: `user-wrap ${kind || ""}` },
+      h(
+        "div",
+        { class: "user-msg" },
+        kind === "steer" ? h("span", { class: "badge", text: "steered" }) : null,
+        attachments.length ? h("div", { class: "attachments" }, attachments.map(attachmentView)) : null,
+        text ? h("div", { class: "user-text", text }) : null,
+      ),
       actions,
     );
     parent.appendChild(bubble);
@@ -613,6 +617,11 @@ export class Conversation {
       if (r.type === "QuestionRequest" || (r.type === "ApprovalRequest" && r.payload.source_kind !== "background_agent")) this.closeRequest(id);
     }
     this.flush();
+  }
+
+  addNote(text) {
+    const target = this.turns.length ? this.turns[this.turns.length - 1].stream : this.outside();
+    target.container.appendChild(h("div", { class: "status-row", text }));
   }
 
   addError(text) {
