@@ -69,10 +69,7 @@ fn index_html() -> &'static str {
 
 /// The UI's routes: `/`, `/index.html` and `/assets/{version}/{name}`.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
-        .route("/", get(index))
-        .route("/index.html", get(index))
-        .route("/assets/{version}/{name}", get(asset))
+    Router::new().route("/", get(index)).route("/index.html", get(index)).route("/assets/{version}/{name}", get(asset))
 }
 
 async fn index() -> Response {

@@ -30,7 +30,10 @@ fn chromium() -> Result<PathBuf, String> {
 
 fn playwright_ready(python: &Path) -> bool {
     Command::new(python)
-        .args(["-c", &format!("import importlib.metadata as m; assert m.version('playwright') == {PLAYWRIGHT_VERSION:?}")])
+        .args([
+            "-c",
+            &format!("import importlib.metadata as m; assert m.version('playwright') == {PLAYWRIGHT_VERSION:?}"),
+        ])
         .output()
         .is_ok_and(|o| o.status.success())
 }
@@ -54,7 +57,10 @@ fn python_with_playwright() -> Result<PathBuf, String> {
         .output()
         .map_err(|e| format!("cannot run pip: {e}"))?;
     if !pip.status.success() {
-        return Err(format!("pip could not install playwright=={PLAYWRIGHT_VERSION}: {}", String::from_utf8_lossy(&pip.stderr)));
+        return Err(format!(
+            "pip could not install playwright=={PLAYWRIGHT_VERSION}: {}",
+            String::from_utf8_lossy(&pip.stderr)
+        ));
     }
     if !playwright_ready(&python) {
         return Err("playwright installed but does not import".into());
