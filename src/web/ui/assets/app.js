@@ -70,7 +70,8 @@ function init() {
   loadConfig();
   loadSessions();
   setInterval(() => {
-    if (!document.hidden) loadSessions(true);
+    // Not while the reader has a session's menu open: the list would be rebuilt under it.
+    if (!document.hidden && !document.querySelector("#session-list .dropdown-menu:not([hidden])")) loadSessions(true);
   }, 10000);
   route();
   window.addEventListener("popstate", route);
