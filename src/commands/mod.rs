@@ -1,6 +1,7 @@
-//! The subcommands that are not a server: `login`, `logout`, `info`, `mcp` (`docs/subcommands.md`
-//! §1, §3, §4). Unlike the wire server, stdout here belongs to the command: one message per line, text or
-//! (with `--json`) one JSON object per line, written only by [`print_line`].
+//! The subcommands: `login`, `logout`, `info`, `mcp` (`docs/subcommands.md` §1, §3, §4), and
+//! `web`, which runs the web server (`crate::web`). Unlike the wire server, stdout here belongs
+//! to the command: one message per line, text or (with `--json`) one JSON object per line,
+//! written only by [`print_line`] (`web` prints its start-up lines through the process shell).
 //!
 //! Invariants:
 //! * a subcommand does not act on the top-level options (§0); only their paths are checked, as
@@ -35,6 +36,7 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
         Command::Info(flag) => info::run(flag.json),
         Command::Login(flag) => account(&share, flag.json, Account::Login),
         Command::Logout(flag) => account(&share, flag.json, Account::Logout),
+        Command::Web(args) => crate::web::serve::run(args),
         Command::Mcp(command) => {
             if let Err(e) = std::fs::create_dir_all(&share) {
                 return mcp::fail(&format!("Cannot create {}: {e}", share.display()));

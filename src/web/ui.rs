@@ -12,10 +12,13 @@ use std::sync::OnceLock;
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
+
+use super::errors::ApiError;
+use super::state::AppState;
 
 /// One embedded file under `assets/`.
 struct Asset {
@@ -68,7 +71,7 @@ fn index_html() -> &'static str {
 }
 
 /// The UI's routes: `/`, `/index.html` and `/assets/{version}/{name}`.
-pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+pub fn routes() -> Router<AppState> {
     Router::new().route("/", get(index)).route("/index.html", get(index)).route("/assets/{version}/{name}", get(asset))
 }
 
@@ -94,18 +97,9 @@ async fn asset(Path((version, name)): Path<(String, String)>) -> Response {
             a.bytes,
         )
             .into_response(),
-        _ => not_found(),
+        // The server's own 404 (docs/web-ui.md, "Serving and caching").
+        _ => ApiError::no_route().into_response(),
     }
-}
-
-/// The JSON 404 of the whole server (docs/web-ui.md, "Serving and caching").
-fn not_found() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        r#"{"detail":"Not Found"}"#,
-    )
-        .into_response()
 }
 
 #[cfg(test)]
