@@ -48,7 +48,13 @@ def main():
         with urllib.request.urlopen(req) as r:
             session = json.load(r)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            # A page answered by Playwright has no known address space, so Chromium's Local
+            # Network Access checks would block its socket to 127.0.0.1; kiwi's own checks
+            # (Host, Origin) still apply.
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--no-sandbox", "--disable-gpu", "--disable-features=LocalNetworkAccessChecks,BlockInsecurePrivateNetworkRequests"],
+            )
             page = browser.new_page(viewport={"width": 1280, "height": 860})
             page.set_default_timeout(TIMEOUT_MS)
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
@@ -58,8 +64,11 @@ def main():
             page.route(f"{base}/logo.png", serve_reference)
             try:
                 page.goto(f"{base}/?session={session['session_id']}")
-                box = page.get_by_placeholder("Ask anything", exact=False)
+                box = page.locator("textarea").first
                 expect(box).to_be_visible()
+                # Its composer is ready once the session's socket reported its status.
+                expect(page.get_by_text("Awaiting input").first).to_be_visible()
+                page.wait_for_timeout(500)
                 box.fill("Please say hello and run a command")
                 box.press("Enter")
                 expect(page.get_by_text("Hello from", exact=False).first).to_be_visible()
