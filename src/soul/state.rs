@@ -2,7 +2,9 @@
 //! mode, added directories, title and todos, shared by the main agent, its tools and the front end.
 //!
 //! Invariants: every change goes through one lock and, when the spec says it is persisted, is
-//! written to `state.json` before the change is visible to anyone else; nothing is written until
+//! written to `state.json` before the change is visible to anyone else — except the todo list,
+//! which `SetTodoList` may change on every step: it is written behind the turn
+//! (`super::state_writer`) and is on disk before the turn ends; nothing is written until
 //! something changes (a session whose only prompt failed has no `state.json`); a session without
 //! a folder (tests, the nested `/init` agent) keeps its state in memory only.
 //!
@@ -12,9 +14,10 @@
 //! later resume yolo. A front end with approval rules of its own (the Claude dialect) counts only
 //! this run's grants: what earlier runs saved is set aside for it (see `docs/approvals.md`).
 
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::state_writer::StateWriter;
 use crate::protocol::TodoItem;
 use crate::session::state::{self as file, SessionStateFile};
 pub use crate::tools::PlanView;
@@ -44,8 +47,8 @@ impl Inner {
 }
 
 pub struct SessionState {
-    /// The session folder `state.json` lives in; `None` keeps everything in memory.
-    dir: Option<PathBuf>,
+    /// Writes `state.json` in the session folder; `None` keeps everything in memory.
+    writer: Option<Arc<StateWriter>>,
     inner: Mutex<Inner>,
 }
 
@@ -64,11 +67,11 @@ impl SessionState {
                 if state.approval.yolo { "yolo" } else { "afk" }
             );
         }
-        Self { dir: Some(session_dir.to_path_buf()), inner: Mutex::new(Inner::new(state, yolo)) }
+        Self { writer: Some(StateWriter::new(session_dir.to_path_buf())), inner: Mutex::new(Inner::new(state, yolo)) }
     }
 
     pub fn in_memory(yolo: bool) -> Self {
-        Self { dir: None, inner: Mutex::new(Inner::new(SessionStateFile::default(), yolo)) }
+        Self { writer: None, inner: Mutex::new(Inner::new(SessionStateFile::default(), yolo)) }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -88,11 +91,17 @@ impl SessionState {
         out
     }
 
+    /// Persists what `inner` holds before returning (the caller holds the lock).
     fn save(&self, inner: &Inner) {
-        if let Some(dir) = &self.dir
-            && let Err(e) = file::save(dir, &inner.file)
-        {
-            tracing::warn!("cannot save {}: {e}", file::state_path(dir).display());
+        if let Some(writer) = &self.writer {
+            writer.save(inner.file.clone());
+        }
+    }
+
+    /// Waits until every change is on disk (the end of a turn, the end of a session).
+    pub fn flush(&self) {
+        if let Some(writer) = &self.writer {
+            writer.flush();
         }
     }
 
@@ -197,8 +206,13 @@ impl SessionState {
         self.read(|s| s.todos.clone())
     }
 
+    /// Replaces the todo list; written behind the caller (see the module's invariants).
     pub fn set_todos(&self, todos: Vec<TodoItem>) {
-        self.update(|s| s.todos = todos);
+        let mut guard = self.lock();
+        guard.file.todos = todos;
+        if let Some(writer) = &self.writer {
+            writer.save_later(guard.file.clone());
+        }
     }
 
     pub fn additional_dirs(&self) -> Vec<String> {
@@ -227,6 +241,13 @@ impl SessionState {
         if kept.len() != dirs.len() {
             self.update(|s| s.additional_dirs = kept);
         }
+    }
+}
+
+impl Drop for SessionState {
+    /// A session's last changes reach the disk whichever way it ends.
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Writes startup.order: the functions a start-up and a first turn of the release `kiwi` run, for
+LLD to lay out side by side (see build.rs for why).
+
+Run after `cargo build --release`, then build again:
+    python3 benches/startup-order.py && cargo build --release
+Needs valgrind (callgrind records which functions ran) and the link map the release build
+writes (target/release/build/kiwi-*/out/kiwi.map). The binary is stripped; the map names the
+code at each address. Nothing here is needed to build or test kiwi.
+"""
+import bisect
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, "target", "release", "kiwi")
+
+
+def link_map():
+    maps = glob.glob(os.path.join(ROOT, "target", "release", "build", "kiwi-*", "out", "kiwi.map"))
+    if not maps:
+        sys.exit("no link map: build with `cargo build --release` first (x86_64 Linux, LLD)")
+    return max(maps, key=os.path.getmtime)
+
+
+def text_symbols(path):
+    """(address, name) of every symbol the map places in .text, sorted by address."""
+    symbols = []
+    in_text = False
+    for line in open(path, encoding="utf-8", errors="replace"):
+        # VMA LMA Size Align, then the name, indented by what it is: an output section (1
+        # space), an input section (9, "file:(section)") or a symbol (17).
+        m = re.match(r"\s*([0-9a-f]+)\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+( +)(\S+)\s*$", line)
+        if not m:
+            continue
+        indent, name = len(m.group(2)), m.group(3)
+        if indent < 4:
+            in_text = name == ".text"
+        elif in_text and indent > 12:
+            symbols.append((int(m.group(1), 16), name))
+    symbols.sort()
+    return symbols
+
+
+def ran(workdir):
+    """Addresses of the functions that ran in kiwi's own code, from callgrind."""
+    home, share, work = (os.path.join(workdir, d) for d in ("home", "share", "work"))
+    for d in (home, share, work):
+        os.makedirs(d)
+    todo = json.dumps({"todos": [{"title": "a", "status": "in_progress"}]})
+    scripts = ["tool_call: " + json.dumps({"id": "tc-1", "name": "SetTodoList", "arguments": todo}), "text: done"]
+    scripts_path = os.path.join(workdir, "scripts.json")
+    with open(scripts_path, "w") as f:
+        json.dump(scripts, f)
+    config = {
+        "default_model": "scripted",
+        "models": {"scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000}},
+        "providers": {"p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
+                            "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path}}},
+    }
+    config_path = os.path.join(workdir, "config.json")
+    with open(config_path, "w") as f:
+        json.dump(config, f)
+    out = os.path.join(workdir, "callgrind.out")
+    frames = [
+        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocol_version": "1.10"}},
+        {"jsonrpc": "2.0", "id": "p", "method": "prompt", "params": {"user_input": "go"}},
+    ]
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, BINARY, "--wire",
+         "--config-file", config_path, "--work-dir", work],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env=dict(os.environ, HOME=home, KIMI_SHARE_DIR=share))
+    for frame in frames:
+        proc.stdin.write((json.dumps(frame) + "\n").encode())
+        proc.stdin.flush()
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                sys.exit("kiwi ended early")
+            if ('"id":"%s"' % frame["id"]).encode() in line and b'"method"' not in line:
+                break
+    proc.stdin.close()
+    proc.wait()
+    addresses = set()
+    for line in open(out):
+        m = re.match(r"c?fn=\(\d+\)\s+0x([0-9a-f]+)", line)
+        if m:
+            addresses.add(int(m.group(1), 16))
+    return addresses
+
+
+def main():
+    symbols = text_symbols(link_map())
+    if not symbols:
+        sys.exit("the link map lists no .text symbols")
+    starts = [a for a, _ in symbols]
+    with tempfile.TemporaryDirectory() as workdir:
+        addresses = ran(workdir)
+    names = []
+    seen = set()
+    for address in sorted(addresses):
+        i = bisect.bisect_right(starts, address) - 1
+        if i >= 0 and symbols[i][1] not in seen:
+            seen.add(symbols[i][1])
+            names.append(symbols[i][1])
+    with open(os.path.join(ROOT, "startup.order"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    print(f"startup.order: {len(names)} functions (of {len(addresses)} addresses callgrind saw)")
+
+
+if __name__ == "__main__":
+    main()
