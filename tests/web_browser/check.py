@@ -1,0 +1,387 @@
+"""kiwi web's browser UI in a real headless Chromium, driven with Playwright.
+
+Run by tests/suite/web_browser.rs. Environment: KIWI_BIN (the kiwi binary), KIWI_DIR (an empty
+temp dir), KIWI_CHROMIUM (the browser executable), KIWI_SCREENSHOTS (where screenshots go).
+
+A person's path through the UI: open it, start a session in the work dir, send a prompt, watch
+the scripted answer appear while the turn still runs, approve a shell command, see its output,
+reload and find the conversation again, then start a second turn and join it from a second page,
+answer its approval there and see both pages close the request. Screenshots of each stage are
+saved. Prints "<n> passed, <m> failed"; exits non-zero on any failure.
+"""
+
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+
+from playwright.sync_api import expect, sync_playwright
+
+KIWI = os.environ["KIWI_BIN"]
+DIR = pathlib.Path(os.environ["KIWI_DIR"])
+CHROMIUM = os.environ["KIWI_CHROMIUM"]
+SHOTS = pathlib.Path(os.environ["KIWI_SCREENSHOTS"])
+TIMEOUT_MS = 30_000
+
+HOME = DIR / "home"
+SHARE = HOME / ".kimi"
+WORK = DIR / "work"
+
+# One queue of scripts per session, read from the first one (docs/scripted-echo.md).
+SCRIPTS = [
+    # Turn 1, step 1: thinking, text (with HTML that must stay text), a todo list, a shell call.
+    "\n".join(
+        [
+            "id: msg-1",
+            "usage: input_other=1200 output=40",
+            "think: The user wants a command run; first say hello.",
+            "text: Hello from **kiwi web**.",
+            "text:  I will run a command.",
+            "text:  <b id=\"injected\">not bold</b>",
+            'tool_call: {"id": "tc-todo", "name": "SetTodoList", "arguments": "{\\"todos\\": [{\\"title\\": \\"Say hello\\", \\"status\\": \\"done\\"}, {\\"title\\": \\"Run the command\\", \\"status\\": \\"in_progress\\"}]}"}',
+            'tool_call: {"id": "tc-1", "name": "Shell", "arguments": "{\\"command\\": \\"echo kiwi-shell-ok\\"}"}',
+        ]
+    ),
+    # Turn 1, step 2.
+    "text: The command printed `kiwi-shell-ok`. All done.",
+    # Turn 2, step 1: another shell call, answered from the second page.
+    "\n".join(
+        [
+            "text: Second turn: running another command.",
+            'tool_call: {"id": "tc-2", "name": "Shell", "arguments": "{\\"command\\": \\"echo second-turn-ok\\"}"}',
+        ]
+    ),
+    # Turn 2, step 2.
+    "text: Second turn finished.",
+]
+
+results = []
+
+
+def check(name):
+    def wrap(fn):
+        results.append((name, fn))
+        return fn
+
+    return wrap
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config():
+    SHARE.mkdir(parents=True, exist_ok=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    scripts = DIR / "scripts.json"
+    scripts.write_text(json.dumps(SCRIPTS))
+    (SHARE / "config.toml").write_text(
+        "\n".join(
+            [
+                'default_model = "scripted"',
+                "",
+                "[models.scripted]",
+                'provider = "scripted_provider"',
+                'model = "scripted_echo"',
+                "max_context_size = 100000",
+                "",
+                "[providers.scripted_provider]",
+                'type = "_scripted_echo"',
+                'base_url = ""',
+                'api_key = ""',
+                "",
+                "[providers.scripted_provider.env]",
+                f"KIMI_SCRIPTED_ECHO_SCRIPTS = {json.dumps(str(scripts))}",
+                "",
+            ]
+        )
+    )
+
+
+class Server:
+    """`kiwi web` on a free port, in the work dir, with the temp home."""
+
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "KIWI_"))}
+        env.update({"HOME": str(HOME), "KIMI_SHARE_DIR": str(SHARE)})
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [KIWI, "web", "--port", str(self.port), "--no-open"],
+            cwd=WORK,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.out = []
+        self.err = []
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True).start()
+        self.url = self._wait_ready()
+
+    @staticmethod
+    def _read(stream, sink):
+        for line in stream:
+            sink.append(line.rstrip("\n"))
+
+    def _wait_ready(self):
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kiwi web exited with {self.proc.returncode}: {self.err}")
+            for line in list(self.out):
+                m = re.search(r"Local\s+(http://\S+)", line)
+                if m:
+                    base = m.group(1).split("/?")[0].rstrip("/")
+                    try:
+                        with urllib.request.urlopen(f"{base}/healthz", timeout=2) as r:
+                            if json.load(r) == {"status": "ok"}:
+                                return base.replace("localhost", "127.0.0.1")
+                    except OSError:
+                        pass
+            time.sleep(0.1)
+        raise RuntimeError(f"kiwi web did not come up: {self.out} {self.err}")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def shot(page, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def watch_console(page, label, errors):
+    page.on("pageerror", lambda e: errors.append(f"{label}: page error: {e}"))
+    page.on("console", lambda m: errors.append(f"{label}: console {m.type}: {m.text}") if m.type == "error" else None)
+
+
+def main():
+    write_config()
+    server = Server()
+    errors = []
+    ctx = {}
+    passed = failed = 0
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            context = browser.new_context(viewport={"width": 1280, "height": 860})
+            context.set_default_timeout(TIMEOUT_MS)
+            page = context.new_page()
+            watch_console(page, "page A", errors)
+            ctx.update(server=server, browser=browser, context=context, page=page, errors=errors)
+            for name, fn in results:
+                try:
+                    fn(ctx)
+                    passed += 1
+                    print(f"ok: {name}", flush=True)
+                except Exception:  # noqa: BLE001 - every failure is reported, then the run stops
+                    failed += 1
+                    print(f"FAILED: {name}\n{traceback.format_exc()}", flush=True)
+                    for label in ("page", "page_b"):
+                        if label in ctx:
+                            try:
+                                shot(ctx[label], f"failed-{label}")
+                            except Exception:  # noqa: BLE001
+                                pass
+                    break
+            browser.close()
+    finally:
+        server.stop()
+        if errors:
+            print("browser console:\n  " + "\n  ".join(errors))
+        if failed:
+            print("kiwi web stderr (last lines):\n  " + "\n  ".join(server.err[-40:]))
+    skipped = len(results) - passed - failed
+    print(f"{passed} passed, {failed} failed" + (f", {skipped} not run" if skipped else ""))
+    return 0 if failed == 0 and skipped == 0 else 1
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@check("the page loads with its assets and no console errors")
+def _open(c):
+    page = c["page"]
+    response = page.goto(c["server"].url + "/")
+    assert response.status == 200
+    assert "no-store" in response.headers.get("cache-control", "")
+    expect(page.locator("#welcome")).to_be_visible()
+    expect(page.locator("#new-session")).to_be_visible()
+    asset = page.evaluate("document.querySelector('link[rel=stylesheet]').href")
+    with urllib.request.urlopen(asset) as r:
+        assert "immutable" in r.headers["Cache-Control"], r.headers["Cache-Control"]
+    assert not c["errors"], c["errors"]
+
+
+@check("the Markdown renderer escapes HTML and refuses script links")
+def _markdown(c):
+    page = c["page"]
+    html = page.evaluate(
+        """async () => {
+            const base = document.querySelector('script[type=module]').src.replace(/app\\.js$/, '');
+            const md = await import(base + 'markdown.js');
+            return md.renderMarkdown([
+                '# T <script>alert(1)</script>',
+                '<img src=x onerror=alert(1)> [a](javascript:alert(1)) [b](https://example.com/?q=1&r=2)',
+                '```html', '<b>code</b>', '```',
+                '| h |', '|---|', '| <i>c</i> |',
+            ].join('\\n'));
+        }"""
+    )
+    probe = page.evaluate("(html) => { const d = document.createElement('div'); d.innerHTML = html; return [...d.querySelectorAll('*')].map(e => e.tagName.toLowerCase()); }", html)
+    assert not {"script", "img", "b", "i"} & set(probe), (probe, html)
+    assert "javascript:" not in re.findall(r'href="([^"]*)"', html).__str__(), html
+    assert 'href="https://example.com/?q=1&amp;r=2"' in html, html
+    assert "&lt;script&gt;" in html and "&lt;b&gt;code&lt;/b&gt;" in html, html
+
+
+@check("a new session is created in the work dir from the dialog")
+def _new_session(c):
+    page = c["page"]
+    page.click("#new-session")
+    dialog = page.locator("dialog.modal")
+    field = dialog.locator("input[type=text]")
+    expect(field).to_have_value(str(WORK.resolve()))
+    dialog.locator("button[type=submit]").click()
+    expect(page).to_have_url(re.compile(r"\?session=[0-9a-f-]{36}$"))
+    c["session_url"] = page.url
+    expect(page.locator("#session-sub")).to_have_text(str(WORK.resolve()))
+    expect(page.locator("#status-line .state-pill")).to_have_text("ready")
+    expect(page.locator(".session-item.active")).to_have_count(1)
+
+
+@check("the answer appears while the turn runs, and the shell command asks for approval")
+def _prompt(c):
+    page = c["page"]
+    page.fill("#prompt", "Please say hello and run a command")
+    page.press("#prompt", "Enter")
+    expect(page.locator(".user-msg .user-text").first).to_have_text("Please say hello and run a command")
+    answer = page.locator(".turn").first.locator(".md.answer").first
+    expect(answer).to_contain_text("Hello from kiwi web.")
+    expect(answer.locator("strong")).to_have_text("kiwi web")
+    # Markup in the model's text is shown as text, never as HTML.
+    expect(answer).to_contain_text('<b id="injected">not bold</b>')
+    assert page.locator("#injected").count() == 0
+    approval = page.locator(".request.approval")
+    expect(approval).to_be_visible()
+    expect(approval).to_contain_text("echo kiwi-shell-ok")
+    expect(page.locator("#status-line .state-pill")).to_have_text("working")
+    expect(page.locator("#stop-btn")).to_be_visible()
+    expect(page.locator('.tool[data-tool="Shell"]').first).to_have_attribute("data-state", "waiting")
+    expect(page.locator("#todo-toggle")).to_contain_text("Todo 1/2")
+    expect(page.locator(".think")).to_have_count(1)
+    shot(page, "01-mid-turn-approval")
+
+
+@check("approving runs the command; its output and the final answer show")
+def _approve(c):
+    page = c["page"]
+    page.locator(".request.approval button.primary").click()
+    expect(page.locator(".request.approval")).to_have_count(0)
+    shell = page.locator('.tool[data-tool="Shell"]').first
+    expect(shell).to_have_attribute("data-state", "ok")
+    expect(shell.locator(".tool-output")).to_contain_text("kiwi-shell-ok")
+    expect(shell.locator(".tool-note")).to_have_text("Approved")
+    expect(page.locator(".turn").first).to_contain_text("All done.")
+    expect(page.locator("#status-line .state-pill")).to_have_text("ready")
+    expect(page.locator("#stop-btn")).to_be_hidden()
+    shot(page, "02-turn-finished")
+
+
+@check("a reload shows the same conversation (history replay)")
+def _reload(c):
+    page = c["page"]
+    page.reload()
+    expect(page.locator(".user-msg .user-text").first).to_have_text("Please say hello and run a command")
+    expect(page.locator(".turn").first).to_contain_text("Hello from kiwi web.")
+    expect(page.locator(".turn").first).to_contain_text("All done.")
+    shell = page.locator('.tool[data-tool="Shell"]').first
+    expect(shell).to_have_attribute("data-state", "ok")
+    expect(shell.locator(".tool-output")).to_contain_text("kiwi-shell-ok")
+    expect(page.locator("#status-line .state-pill")).to_have_text("ready")
+    expect(page.locator("#todo-toggle")).to_contain_text("Todo 1/2")
+    shot(page, "03-after-reload")
+
+
+@check("a second page joins the running turn and answers its approval; both pages see it resolved")
+def _second_page(c):
+    page = c["page"]
+    page.fill("#prompt", "Run another one")
+    page.press("#prompt", "Enter")
+    expect(page.locator(".request.approval")).to_contain_text("echo second-turn-ok")
+    page_b = c["context"].new_page()
+    watch_console(page_b, "page B", c["errors"])
+    c["page_b"] = page_b
+    page_b.goto(c["session_url"])
+    # History first: the finished turn and the running one's beginning.
+    expect(page_b.locator(".turn")).to_have_count(2)
+    expect(page_b.locator(".turn").nth(0)).to_contain_text("All done.")
+    expect(page_b.locator(".turn").nth(1)).to_contain_text("Second turn: running another command.")
+    expect(page_b.locator("#status-line .state-pill")).to_have_text("working")
+    approval_b = page_b.locator(".request.approval")
+    expect(approval_b).to_contain_text("echo second-turn-ok")
+    shot(page_b, "04-second-page-joined")
+    approval_b.locator("button.primary").click()
+    for p in (page, page_b):
+        expect(p.locator(".request.approval")).to_have_count(0)
+        second = p.locator(".turn").nth(1)
+        expect(second).to_contain_text("Second turn finished.")
+        expect(second.locator('.tool[data-tool="Shell"] .tool-output')).to_contain_text("second-turn-ok")
+        expect(p.locator("#status-line .state-pill")).to_have_text("ready")
+    shot(page, "05-first-page-after-other-approved")
+
+
+@check("the conversation is readable on a phone-sized screen")
+def _phone(c):
+    phone = c["browser"].new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    phone.set_default_timeout(TIMEOUT_MS)
+    page = phone.new_page()
+    watch_console(page, "phone", c["errors"])
+    page.goto(c["session_url"])
+    expect(page.locator(".turn")).to_have_count(2)
+    expect(page.locator("#sidebar")).not_to_be_in_viewport()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page scrolls sideways: {width}px wide"
+    shot(page, "06-phone")
+    page.click("#menu-btn")
+    expect(page.locator("#sidebar")).to_be_in_viewport()
+    expect(page.locator(".session-item")).to_have_count(1)
+    shot(page, "07-phone-sessions")
+    phone.close()
+
+
+@check("forking at the first message opens a new session with that turn only")
+def _fork(c):
+    page = c["page"]
+    page.locator(".turn").first.locator(".user-wrap").hover()
+    page.locator(".turn").first.locator(".msg-actions button", has_text="Fork").click()
+    page.locator("dialog.modal button.primary").click()
+    expect(page).not_to_have_url(c["session_url"])
+    expect(page.locator("#session-title")).to_contain_text("Fork:")
+    expect(page.locator(".turn")).to_have_count(1)
+    expect(page.locator(".turn").first).to_contain_text("All done.")
+    expect(page.locator(".session-item")).to_have_count(2)
+
+
+@check("no errors in the browser console")
+def _console(c):
+    assert not c["errors"], "\n".join(c["errors"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
