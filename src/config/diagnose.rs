@@ -18,6 +18,8 @@ const LOOP: &[&str] = &[
     "max_retries_per_step",
     "max_ralph_iterations",
     "reserved_context_size",
+    "compaction_trigger_ratio",
+    "max_session_tokens",
 ];
 const SERVICES: &[&str] = &["moonshot_search", "moonshot_fetch"];
 const SERVICE: &[&str] = &["base_url", "api_key", "custom_headers", "oauth"];

@@ -3,6 +3,7 @@
 
 mod acp_client;
 mod acp_sdk;
+mod cli_kimi149;
 mod config_diagnostics;
 mod layout;
 mod live_lifecycle;

@@ -286,6 +286,8 @@ pub enum ResultSubtype {
     Success,
     ErrorMaxTurns,
     ErrorDuringExecution,
+    /// Claude Code's budget stop, used for the session's token budget (kiwi counts no dollars).
+    ErrorMaxBudgetUsd,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

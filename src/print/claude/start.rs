@@ -146,6 +146,7 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
         mcp_configs: super::mcp::documents(&args.mcp_config, args.strict_mcp_config, share)
             .map_err(StartError::Fatal)?,
+        invocation: Default::default(),
     };
     Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }))
 }
