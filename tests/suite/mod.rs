@@ -18,6 +18,7 @@ mod print_kimi;
 mod print_sdk;
 mod process_tree;
 mod providers_kimi;
+mod providers_networks;
 mod providers_others;
 mod providers_perf;
 mod readme_configs;
