@@ -98,6 +98,7 @@ fn in_process() {
         config_source: config_path.display().to_string(),
         system_prompt: PromptEdit::default(),
         mcp_configs: Vec::new(),
+        invocation: Default::default(),
     };
     let built = setup
         .build(SessionRequest { work_dir: env.work(), session: SessionChoice::New, trace: None })

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use clap::Parser;
 
 use crate::acp::serve::{AcpOptions, serve_streams as serve_acp};
-use crate::builder::{AgentChoice, AgentSetup, BuildError, SessionRequest};
+use crate::builder::{AgentChoice, AgentSetup, BuildError, Invocation, SessionRequest};
 use crate::cli::Cli;
 use crate::session::store::{SessionChoice, share_dir};
 use crate::wire::serve::{WireOptions, serve_streams};
@@ -111,6 +111,9 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     if let Some(n) = cli.max_ralph_iterations {
         config.loop_control.max_ralph_iterations = n;
     }
+    if let Some(n) = cli.max_tokens_per_session {
+        config.loop_control.max_session_tokens = Some(n);
+    }
     if cli.plan {
         config.default_plan_mode = true;
     }
@@ -131,6 +134,11 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         config_source,
         system_prompt: Default::default(),
         mcp_configs: mcp_documents(&cli, share)?,
+        invocation: Invocation {
+            // kimi 1.49's `--print` implies afk: nobody is there to answer a question.
+            afk: cli.afk || cli.print_mode(),
+            add_dirs: add_dirs(&cli)?,
+        },
     };
     let diagnostics = setup.diagnostics();
     warnings.extend(diagnostics.warnings);
@@ -145,6 +153,13 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         None => FrontEnd::Wire,
     };
     Ok(Prepared { setup, work_dir, session, max_line_bytes: cli.max_line_bytes, front_end })
+}
+
+/// `--add-dir` directories, absolute (relative ones are taken from the current directory).
+fn add_dirs(cli: &Cli) -> Result<Vec<PathBuf>, StartError> {
+    let cwd =
+        std::env::current_dir().map_err(|e| StartError::Fatal(format!("Cannot read the current directory: {e}")))?;
+    Ok(cli.add_dir.iter().map(|d| crate::session::store::normalize(d, &cwd)).collect())
 }
 
 /// The MCP config documents of the command line (`docs/subcommands.md` §2.1): the

@@ -65,6 +65,17 @@ pub struct AgentSetup {
     /// MCP config documents (`{"mcpServers": {NAME: {...}}}` each), merged in order; every built
     /// session connects to their servers itself and stops them when it is dropped.
     pub mcp_configs: Vec<serde_json::Value>,
+    /// What the command line adds for the sessions this setup builds (`--afk`, `--add-dir`).
+    pub invocation: Invocation,
+}
+
+/// Command-line choices applied to each session built (`docs/configuration.md` §1.1).
+#[derive(Debug, Clone, Default)]
+pub struct Invocation {
+    /// `--afk` (kimi's `--print` implies it): for this run only, never saved with the session.
+    pub afk: bool,
+    /// `--add-dir`, absolute: added as `/add-dir` adds them, and saved with the session.
+    pub add_dirs: Vec<PathBuf>,
 }
 
 /// What the config's model selection will do, in words: for the start-up log and stderr.
@@ -260,8 +271,15 @@ impl AgentSetup {
             mcp,
         }));
         agent.subagents.preload();
+        if self.invocation.afk {
+            agent.state.grant_afk_for_run();
+        }
+        let mut soul = Soul::new(agent, context);
+        for dir in &self.invocation.add_dirs {
+            soul.add_dir_at_start(dir).map_err(|e| BuildError::Usage(format!("Invalid value for --add-dir: {e}")))?;
+        }
         let recorder = WireLog::new(&session.wire_path());
-        Ok(BuiltSession { session, soul: Soul::new(agent, context), recorder })
+        Ok(BuiltSession { session, soul, recorder })
     }
 }
 

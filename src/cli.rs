@@ -31,8 +31,9 @@ pub struct Cli {
     /// Working directory of the agent (default: the current directory).
     #[arg(short = 'w', long = "work-dir", value_name = "PATH")]
     pub work_dir: Option<PathBuf>,
-    /// Resume this session of the work dir, or create it with exactly this id.
-    #[arg(short = 'S', long = "session", value_name = "ID")]
+    /// Resume this session of the work dir, or create it with exactly this id (kimi also spells
+    /// it `-r` / `--resume`).
+    #[arg(short = 'S', long = "session", value_name = "ID", visible_alias = "resume", visible_short_alias = 'r')]
     pub session: Option<String>,
     /// Resume the work dir's last session.
     #[arg(short = 'C', long = "continue")]
@@ -59,6 +60,13 @@ pub struct Cli {
     /// Start new sessions in plan mode (as the config's `default_plan_mode`).
     #[arg(long)]
     pub plan: bool,
+    /// Nobody is at the keyboard, for this run only (as `/afk`, never saved with the session):
+    /// actions are approved and questions dismissed. `--print` implies it.
+    #[arg(long)]
+    pub afk: bool,
+    /// Add a directory to the workspace, as `/add-dir` (repeatable; saved with the session).
+    #[arg(long = "add-dir", value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
 
     /// Built-in agent: `default` or `okabe`.
     #[arg(long, value_name = "NAME")]
@@ -82,6 +90,10 @@ pub struct Cli {
     pub max_retries_per_step: Option<u32>,
     #[arg(long = "max-ralph-iterations", value_name = "N", value_parser = at_least_minus_one, allow_negative_numbers = true)]
     pub max_ralph_iterations: Option<i64>,
+    /// End the turn once the session's model calls have used this many tokens (as
+    /// `loop_control.max_session_tokens`).
+    #[arg(long = "max-tokens-per-session", value_name = "N", value_parser = at_least_one_u64)]
+    pub max_tokens_per_session: Option<u64>,
 
     /// kiwi's own debug lines in the log (dependencies stay at INFO; see KIWI_LOG below).
     #[arg(long)]
@@ -111,6 +123,10 @@ pub struct Cli {
     /// Print mode: only the last assistant message of each turn.
     #[arg(long = "final-message-only")]
     pub final_message_only: bool,
+    /// Print mode with stream-json output: also write the model's text and thinking as they
+    /// arrive, one `{"type":"delta",...}` line per piece.
+    #[arg(long = "stream-deltas")]
+    pub stream_deltas: bool,
 
     /// A subcommand (`login`, `logout`, `info`); without one kiwi serves the wire protocol.
     #[command(subcommand)]
@@ -272,6 +288,10 @@ fn at_least_one(text: &str) -> Result<u32, String> {
     int_at_least(text, 1).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
+fn at_least_one_u64(text: &str) -> Result<u64, String> {
+    int_at_least(text, 1).map(|n| n as u64)
+}
+
 fn at_least_minus_one(text: &str) -> Result<i64, String> {
     int_at_least(text, -1)
 }
@@ -312,6 +332,14 @@ impl Cli {
             && (self.input_format.is_some() || self.output_format.is_some() || self.final_message_only)
         {
             return Err("--input-format, --output-format and --final-message-only are only for print mode".into());
+        }
+        if self.stream_deltas && (!self.print_mode() || self.output_format.as_deref() != Some("stream-json")) {
+            return Err("--stream-deltas needs --print --output-format stream-json".into());
+        }
+        for dir in &self.add_dir {
+            if !dir.is_dir() {
+                return Err(format!("Invalid value for --add-dir: Directory '{}' does not exist.", dir.display()));
+            }
         }
         for (flag, value) in [("--input-format", &self.input_format), ("--output-format", &self.output_format)] {
             if let Some(v) = value
@@ -447,5 +475,21 @@ mod tests {
         assert!(parse(&["web", "--port", "x"]).is_err());
         let help = Cli::try_parse_from(["kiwi", "web", "--help"]).unwrap_err();
         assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn kimi_149_spellings() {
+        assert_eq!(parse(&["--wire", "-r", "s1"]).unwrap().session.as_deref(), Some("s1"));
+        assert_eq!(parse(&["--resume", "s2"]).unwrap().session.as_deref(), Some("s2"));
+        assert!(parse(&["-r", "s1", "-C"]).is_err());
+        assert!(parse(&["--afk"]).unwrap().afk);
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        assert_eq!(parse(&["--add-dir", d, "--add-dir", d]).unwrap().add_dir.len(), 2);
+        assert!(parse(&["--add-dir", "/no/such/dir/here"]).unwrap_err().contains("--add-dir"));
+        assert_eq!(parse(&["--max-tokens-per-session", "500"]).unwrap().max_tokens_per_session, Some(500));
+        assert!(parse(&["--max-tokens-per-session", "0"]).is_err());
+        assert!(parse(&["--print", "--stream-deltas"]).unwrap_err().contains("--stream-deltas"));
+        assert!(parse(&["--print", "--output-format", "stream-json", "--stream-deltas"]).is_ok());
     }
 }

@@ -136,6 +136,8 @@ impl AcpProjection {
                 Ok(TurnOutcome::Finished(Some(ModelStop::Refusal))) => StopReason::Refusal,
                 Ok(TurnOutcome::Cancelled) => StopReason::Cancelled,
                 Ok(TurnOutcome::MaxStepsReached(_)) => StopReason::MaxTurnRequests,
+                // The session's token budget (`docs/acp.md`): ACP's `max_tokens`.
+                Ok(TurnOutcome::TokenBudgetReached { .. }) => StopReason::MaxTokens,
                 Err(e) => {
                     self.outbound.error(Some(&id), &errors::turn_error(&e)).await;
                     return;

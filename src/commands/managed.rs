@@ -45,6 +45,7 @@ pub fn apply_login(config: &mut Config, base_url: &str, models: &[RemoteModel]) 
             env: Default::default(),
             custom_headers: Default::default(),
             oauth: kimi_code_ref(),
+            reasoning_key: None,
         },
     );
     config.models.retain(|_, m| m.provider != MANAGED_PROVIDER);

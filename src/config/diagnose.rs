@@ -11,13 +11,15 @@ use crate::llm::settings::{LlmSettings, ProviderType};
 /// The keys kiwi reads, per table (for "did you mean" on an unknown key).
 const TOP: &[&str] = &["default_model", "default_thinking", "models", "providers", "loop_control", "services", "mcp"];
 const MODEL: &[&str] = &["provider", "model", "max_context_size", "capabilities", "display_name"];
-const PROVIDER: &[&str] = &["type", "base_url", "api_key", "env", "custom_headers", "oauth"];
+const PROVIDER: &[&str] = &["type", "base_url", "api_key", "env", "custom_headers", "oauth", "reasoning_key"];
 const LOOP: &[&str] = &[
     "max_steps_per_turn",
     "max_steps_per_run",
     "max_retries_per_step",
     "max_ralph_iterations",
     "reserved_context_size",
+    "compaction_trigger_ratio",
+    "max_session_tokens",
 ];
 const SERVICES: &[&str] = &["moonshot_search", "moonshot_fetch"];
 const SERVICE: &[&str] = &["base_url", "api_key", "custom_headers", "oauth"];

@@ -154,6 +154,9 @@ pub fn validate(config: &Config) -> Result<(), String> {
     if lc.reserved_context_size < 1000 {
         return Err("loop_control.reserved_context_size must be >= 1000".into());
     }
+    if lc.max_session_tokens == Some(0) {
+        return Err("loop_control.max_session_tokens must be >= 1".into());
+    }
     Ok(())
 }
 
@@ -236,6 +239,11 @@ mod tests {
     #[test]
     fn compaction_ratio_is_checked() {
         assert_eq!(load_text("{}").unwrap().loop_control.compaction_trigger_ratio, 0.85);
+        assert_eq!(load_text("{}").unwrap().loop_control.max_session_tokens, None);
+        let budget = load_text("[loop_control]\nmax_session_tokens = \"5000\"").unwrap();
+        assert_eq!(budget.loop_control.max_session_tokens, Some(5000));
+        assert!(load_text(r#"{"loop_control":{"max_session_tokens":0}}"#).is_err());
+        assert_eq!(load_text("{}").unwrap().background.print_wait_ceiling_s, 3600);
         assert_eq!(
             load_text(r#"{"loop_control":{"compaction_trigger_ratio":0.5}}"#)
                 .unwrap()

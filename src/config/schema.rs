@@ -47,6 +47,10 @@ pub struct BackgroundSettings {
     /// Time limit of a background subagent, in seconds.
     #[serde(default = "default_agent_task_timeout", deserialize_with = "lenient::u64")]
     pub agent_task_timeout_s: u64,
+    /// kimi's `--print`: how long, in seconds, it waits at the end for background tasks still
+    /// running before it exits (and they are stopped).
+    #[serde(default = "default_print_wait_ceiling", deserialize_with = "lenient::u64")]
+    pub print_wait_ceiling_s: u64,
 }
 
 impl Default for BackgroundSettings {
@@ -55,6 +59,7 @@ impl Default for BackgroundSettings {
             max_running_tasks: default_max_running_tasks(),
             keep_alive_on_exit: false,
             agent_task_timeout_s: default_agent_task_timeout(),
+            print_wait_ceiling_s: default_print_wait_ceiling(),
         }
     }
 }
@@ -65,6 +70,10 @@ fn default_max_running_tasks() -> u64 {
 
 fn default_agent_task_timeout() -> u64 {
     900
+}
+
+fn default_print_wait_ceiling() -> u64 {
+    3600
 }
 
 /// One command hook of the config file. An unknown event or a timeout outside 1..=600 seconds
@@ -114,6 +123,10 @@ pub struct LoopControl {
     /// Compact once the context holds this share of the model's window (0 < r ≤ 1), besides the
     /// reserved-space rule.
     pub compaction_trigger_ratio: f64,
+    /// The session's token budget (`docs/configuration.md` §2.4): a turn ends with its own stop
+    /// reason once the session's model calls have used this many tokens. `None`: no budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_session_tokens: Option<u64>,
 }
 
 impl Default for LoopControl {
@@ -124,6 +137,7 @@ impl Default for LoopControl {
             max_ralph_iterations: 0,
             reserved_context_size: 50_000,
             compaction_trigger_ratio: 0.85,
+            max_session_tokens: None,
         }
     }
 }
@@ -145,6 +159,8 @@ impl<'de> Deserialize<'de> for LoopControl {
             reserved_context_size: Option<u64>,
             #[serde(default)]
             compaction_trigger_ratio: Option<f64>,
+            #[serde(default, deserialize_with = "lenient::opt_u64")]
+            max_session_tokens: Option<u64>,
         }
         let raw = Raw::deserialize(d)?;
         let def = LoopControl::default();
@@ -159,6 +175,7 @@ impl<'de> Deserialize<'de> for LoopControl {
             max_ralph_iterations: raw.max_ralph_iterations.unwrap_or(def.max_ralph_iterations),
             reserved_context_size: raw.reserved_context_size.unwrap_or(def.reserved_context_size),
             compaction_trigger_ratio: raw.compaction_trigger_ratio.unwrap_or(def.compaction_trigger_ratio),
+            max_session_tokens: raw.max_session_tokens,
         })
     }
 }

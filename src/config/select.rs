@@ -70,6 +70,7 @@ pub fn select(
                 env: Default::default(),
                 custom_headers: Default::default(),
                 oauth: None,
+                reasoning_key: None,
             },
         )
     });

@@ -52,6 +52,11 @@ pub struct ProviderConfig {
     /// then replaces `api_key`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthRef>,
+    /// `openai_legacy`: the message key that carries the model's reasoning, read from the stream
+    /// into thinking parts and sent back with the history (`docs/providers.md` §4). Default
+    /// `reasoning_content`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_key: Option<String>,
 }
 
 /// A reference to a stored OAuth credential (`docs/subcommands.md` §3.6): written by `kimi login`

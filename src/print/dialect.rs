@@ -35,8 +35,6 @@ const CLAUDE_ONLY: &[&str] = &[
     "--system-prompt-file",
     "--append-system-prompt",
     "--dangerously-skip-permissions",
-    "--resume",
-    "-r",
     "--session-id",
     "--tools",
     "--settings",
@@ -66,7 +64,14 @@ const KIMI_ONLY: &[&str] = &[
     "--session",
     "--prompt",
     "--command",
+    "--afk",
+    "--max-tokens-per-session",
+    "--stream-deltas",
 ];
+
+/// kimi's print-mode options: with one of them (or `--wire` / `--acp`), `-r` / `--resume` is
+/// kimi's spelling of `--session`; without, Claude Code's `--resume`.
+const KIMI_PRINT: &[&str] = &["--print", "--quiet", "--final-message-only", "--stream-deltas"];
 
 /// Options of either dialect that take a value; their value is skipped by the scan. `-p` and
 /// `-c` are handled apart (a value in kimi, a switch in Claude).
@@ -110,6 +115,7 @@ const TAKES_VALUE: &[&str] = &[
     "--max-retries-per-step",
     "--max-ralph-iterations",
     "--max-line-bytes",
+    "--max-tokens-per-session",
     "--prompt",
     "--command",
     "--betas",
@@ -140,6 +146,10 @@ struct Scan {
     p_with_text: bool,
     /// The first positional word is one of kiwi's subcommands.
     kiwi_subcommand: bool,
+    /// `-r` / `--resume`: kimi's or Claude's, by the company it keeps.
+    resume: bool,
+    /// One of kimi's print-mode options.
+    kimi_print: bool,
 }
 
 fn scan(args: &[OsString]) -> Scan {
@@ -201,6 +211,8 @@ fn scan(args: &[OsString]) -> Scan {
             s.print_like = true;
         }
         s.wire_or_acp |= matches!(name.as_str(), "--wire" | "--acp");
+        s.resume |= matches!(name.as_str(), "-r" | "--resume");
+        s.kimi_print |= KIMI_PRINT.contains(&name.as_str());
         s.claude_only |= CLAUDE_ONLY.contains(&name.as_str());
         s.kimi_only |= KIMI_ONLY.contains(&name.as_str());
     }
@@ -230,6 +242,10 @@ pub fn choose(program: &str, args: &[OsString], forced: Option<&str>, stdout_is_
         return Dialect::Kimi;
     }
     if s.stream_json_io && !s.print_like {
+        return Dialect::Claude;
+    }
+    // `-r ID` with kimi's print options is kimi's `--session`; alone it is Claude's `--resume`.
+    if s.resume && !s.kimi_print {
         return Dialect::Claude;
     }
     if s.claude_only || s.positional || s.p_switch {
@@ -314,6 +330,27 @@ mod tests {
         assert_eq!(pick(&["--print", "--config", "--max-turns", "3"]), Dialect::Claude);
         assert_eq!(pick(&["--config-file", "c.toml", "--thinking", "--work-dir", "/w"]), Dialect::Kimi);
         assert_eq!(pick(&["--wire", "--thinking", "--work-dir", "/w", "stray"]), Dialect::Kimi);
+    }
+
+    #[test]
+    fn resume_follows_the_company_it_keeps() {
+        // kimi 1.49's `-r` / `--resume` beside wire, ACP or kimi's print options.
+        assert_eq!(pick(&["--wire", "-r", "s1"]), Dialect::Kimi);
+        assert_eq!(pick(&["--acp", "--resume", "s1"]), Dialect::Kimi);
+        assert_eq!(pick(&["--print", "-r", "s1", "-p", "hi"]), Dialect::Kimi);
+        assert_eq!(pick(&["--quiet", "--resume=s1", "-c", "hi"]), Dialect::Kimi);
+        assert_eq!(pick(&["--print", "--output-format", "stream-json", "--resume", "s1"]), Dialect::Kimi);
+        // Otherwise Claude Code's.
+        assert_eq!(pick(&["-r", "s1"]), Dialect::Claude);
+        assert_eq!(pick(&["--resume", "s1", "-p", "hi"]), Dialect::Claude);
+        assert_eq!(pick(&["-y", "--resume", "s1"]), Dialect::Claude);
+        assert_eq!(
+            pick(&["--output-format", "stream-json", "--resume=abc", "--input-format", "stream-json"]),
+            Dialect::Claude
+        );
+        // The other kimi 1.49 flags mark a kimi line.
+        assert_eq!(pick(&["--afk"]), Dialect::Kimi);
+        assert_eq!(pick(&["--max-tokens-per-session", "100"]), Dialect::Kimi);
     }
 
     #[test]

@@ -60,6 +60,14 @@ fn decide(arg: &str, work_dir: &Path, added: &[String]) -> Decision {
     }
 }
 
+/// What the model is told about a directory added to the workspace.
+fn added_note(shown: &str, listing: &str) -> String {
+    format!(
+        "<system>The user added the directory `{shown}` to the workspace. You may read and edit files \
+         in it like files in the working directory. Its top-level entries:\n{listing}</system>"
+    )
+}
+
 /// Top-level entries, sorted, directories with a trailing `/`.
 fn listing(dir: &Path) -> std::io::Result<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)?
@@ -80,6 +88,27 @@ fn listing(dir: &Path) -> std::io::Result<String> {
 }
 
 impl Soul {
+    /// `--add-dir DIR` at start-up: the same as `/add-dir DIR` without its answer text (the
+    /// directory is saved with the session and the model gets the same note). A directory the
+    /// workspace already holds is left alone (`Ok(false)`); other refusals are the error.
+    pub fn add_dir_at_start(&mut self, dir: &Path) -> Result<bool, String> {
+        let added = self.agent.state.additional_dirs();
+        match decide(&dir.display().to_string(), &self.agent.env.work_dir, &added) {
+            Decision::Refused(text) if text.starts_with("Directory already in workspace") => Ok(false),
+            Decision::Refused(text) if text.starts_with("Directory is already within") => {
+                tracing::info!("--add-dir: {text}");
+                Ok(false)
+            }
+            Decision::Refused(text) => Err(text),
+            Decision::Add { dir, listing } => {
+                let shown = dir.display().to_string();
+                self.agent.state.add_dir(shown.clone());
+                self.context.append(Message::user_text(added_note(&shown, &listing)));
+                Ok(true)
+            }
+        }
+    }
+
     pub(super) async fn add_dir_command(&mut self, args: &str, sink: &EventSink) {
         let state = self.agent.state.clone();
         let added = state.additional_dirs();
@@ -101,11 +130,7 @@ impl Soul {
             Decision::Add { dir, listing } => {
                 let shown = dir.display().to_string();
                 state.add_dir(shown.clone());
-                let note = format!(
-                    "<system>The user added the directory `{shown}` to the workspace. You may read and edit files \
-                     in it like files in the working directory. Its top-level entries:\n{listing}</system>"
-                );
-                self.context.append(Message::user_text(note));
+                self.context.append(Message::user_text(added_note(&shown, &listing)));
                 say(sink, &format!("Added directory to workspace: {shown}")).await;
             }
         }

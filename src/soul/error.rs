@@ -59,6 +59,12 @@ pub enum TurnOutcome {
     /// limit or refused (front ends that can say so do; the wire still says `finished`).
     Finished(Option<ModelStop>),
     MaxStepsReached(u32),
+    /// The session's token budget (`loop_control.max_session_tokens`) was used up: the turn
+    /// ended before its next model call. `used` tokens counted, `limit` the budget.
+    TokenBudgetReached {
+        used: u64,
+        limit: u64,
+    },
     /// Cancelled by the front end (the soul's future was dropped; only the driver reports it).
     Cancelled,
 }

@@ -63,6 +63,9 @@ impl Soul {
             steps += sub.run.steps();
             match sub.run {
                 AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
+                AgentRun::TokenBudget { used, limit, .. } => {
+                    return Ok(TurnOutcome::TokenBudgetReached { used, limit });
+                }
                 AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
                 AgentRun::Done { .. } => {}
             }
@@ -100,6 +103,7 @@ impl Soul {
         steps += first.run.steps();
         match first.run {
             AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
+            AgentRun::TokenBudget { used, limit, .. } => return Ok(TurnOutcome::TokenBudgetReached { used, limit }),
             AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
             AgentRun::Done { .. } => {}
         }
@@ -119,6 +123,9 @@ impl Soul {
             steps += sub.run.steps();
             match sub.run {
                 AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
+                AgentRun::TokenBudget { used, limit, .. } => {
+                    return Ok(TurnOutcome::TokenBudgetReached { used, limit });
+                }
                 AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
                 AgentRun::Done { .. } => {}
             }

@@ -38,11 +38,14 @@ struct Inner {
     /// Whether the grants `state.json` carries from earlier runs count (false for a front end
     /// with its own approval rules).
     saved_grants: bool,
+    /// Tokens the session's model calls used in this process (every agent of the session),
+    /// counted against `loop_control.max_session_tokens`.
+    tokens_used: u64,
 }
 
 impl Inner {
     fn new(file: SessionStateFile, yolo: bool) -> Self {
-        Self { file, run: RunGrants { yolo, ..RunGrants::default() }, saved_grants: true }
+        Self { file, run: RunGrants { yolo, ..RunGrants::default() }, saved_grants: true, tokens_used: 0 }
     }
 }
 
@@ -146,6 +149,25 @@ impl SessionState {
             s.file.approval.yolo = false;
             self.save(&s);
         }
+    }
+
+    /// Counts the tokens of one model call (input, cached input and output) against the
+    /// session's budget; the new total.
+    pub fn count_tokens(&self, n: u64) -> u64 {
+        let mut s = self.lock();
+        s.tokens_used = s.tokens_used.saturating_add(n);
+        s.tokens_used
+    }
+
+    /// Tokens the session's model calls used in this process.
+    pub fn tokens_used(&self) -> u64 {
+        self.lock().tokens_used
+    }
+
+    /// The invocation's `--afk` (and the afk kimi's `--print` implies): on for this run only,
+    /// never saved.
+    pub fn grant_afk_for_run(&self) {
+        self.lock().run.afk = true;
     }
 
     /// The user's `/afk`: on or off for this run, and saved.
@@ -339,6 +361,13 @@ mod tests {
         state.set_yolo(!state.yolo());
         assert!(!state.yolo());
         assert!(!crate::session::state::load(dir.path()).approval.yolo);
+        // `--afk` is for its run only.
+        let flagged = SessionState::load(dir.path(), false);
+        flagged.grant_afk_for_run();
+        assert!(flagged.afk() && flagged.bypass_approvals());
+        flagged.set_todos(Vec::new());
+        assert!(!file::load(dir.path()).approval.afk, "the flag stays in memory");
+        assert!(!SessionState::load(dir.path(), false).afk());
         // `/yolo` and `/afk` turned on inside the session are saved and come back.
         state.set_yolo(true);
         state.set_afk(true);

@@ -120,6 +120,7 @@ impl Soul {
 
         if let Some(usage) = attempt.usage {
             self.context.set_token_count(usage.input());
+            self.agent.state.count_tokens(usage.total());
         }
         let max = self.agent.max_context_size();
         sink.emit(Event::StatusUpdate(StatusUpdate {

@@ -27,12 +27,14 @@ pub enum AgentRun {
     Done { steps: u32, rejected: bool, stop: Option<ModelStop> },
     /// The step limit was hit.
     MaxSteps { steps: u32 },
+    /// The session's token budget was used up before the next step (`docs/soul.md` §3).
+    TokenBudget { steps: u32, used: u64, limit: u64 },
 }
 
 impl AgentRun {
     pub fn steps(self) -> u32 {
         match self {
-            AgentRun::Done { steps, .. } | AgentRun::MaxSteps { steps } => steps,
+            AgentRun::Done { steps, .. } | AgentRun::MaxSteps { steps } | AgentRun::TokenBudget { steps, .. } => steps,
         }
     }
 }
@@ -106,6 +108,7 @@ impl Soul {
         match run {
             AgentRun::Done { stop, .. } => TurnOutcome::Finished(stop),
             AgentRun::MaxSteps { .. } => TurnOutcome::MaxStepsReached(self.agent.loop_control.max_steps_per_turn),
+            AgentRun::TokenBudget { used, limit, .. } => TurnOutcome::TokenBudgetReached { used, limit },
         }
     }
 
@@ -139,6 +142,15 @@ impl Soul {
             step_no += 1;
             if step_no > max_steps {
                 return Ok(AgentRun::MaxSteps { steps: max_steps });
+            }
+            // The session's token budget is checked before every model call: a turn ends
+            // cleanly between steps, never in the middle of one.
+            if let Some(limit) = self.agent.loop_control.max_session_tokens {
+                let used = self.agent.state.tokens_used();
+                if used >= limit {
+                    tracing::info!("session token budget used up: {used} of {limit} tokens");
+                    return Ok(AgentRun::TokenBudget { steps: step_no - 1, used, limit });
+                }
             }
             if self.subagent.is_none() {
                 self.deliver_notifications(sink).await;

@@ -154,6 +154,9 @@ pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
         Result::Ok(TurnOutcome::Finished(_)) => PromptResult::Finished,
         Result::Ok(TurnOutcome::Cancelled) => PromptResult::Cancelled,
         Result::Ok(TurnOutcome::MaxStepsReached(steps)) => PromptResult::MaxStepsReached { steps: *steps },
+        Result::Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
+            PromptResult::TokenBudgetReached { tokens: *used, max_session_tokens: *limit }
+        }
         Result::Err(e) => return encode(&Err { jsonrpc: "2.0", id, error: turn_error(e) }),
     };
     encode(&Ok { jsonrpc: "2.0", id, result: answer })

@@ -185,6 +185,7 @@ pub fn default_setup(share: &Path) -> Result<AgentSetup, String> {
         config_source: path.display().to_string(),
         system_prompt: Default::default(),
         mcp_configs: global_mcp(share),
+        invocation: Default::default(),
     })
 }
 

@@ -150,7 +150,15 @@ pub struct PromptParams {
 pub enum PromptResult {
     Finished,
     Cancelled,
-    MaxStepsReached { steps: u32 },
+    MaxStepsReached {
+        steps: u32,
+    },
+    /// The session's token budget is used up (`docs/protocol-1.10.md` §2.4): `tokens` counted of
+    /// `max_session_tokens`.
+    TokenBudgetReached {
+        tokens: u64,
+        max_session_tokens: u64,
+    },
 }
 
 /// `steer` takes the same input as `prompt`.
@@ -272,6 +280,10 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&PromptResult::MaxStepsReached { steps: 1 }).unwrap(),
             r#"{"status":"max_steps_reached","steps":1}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&PromptResult::TokenBudgetReached { tokens: 12, max_session_tokens: 10 }).unwrap(),
+            r#"{"status":"token_budget_reached","tokens":12,"max_session_tokens":10}"#
         );
         assert_eq!(serde_json::to_string(&InterruptResult::Idle).unwrap(), r#"{"status":"idle"}"#);
         assert_eq!(serde_json::to_string(&Empty {}).unwrap(), "{}");

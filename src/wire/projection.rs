@@ -76,6 +76,10 @@ impl Projection for WireProjection {
                 Ok(TurnOutcome::MaxStepsReached(steps)) => {
                     out.respond(&id, &PromptResult::MaxStepsReached { steps }).await
                 }
+                Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
+                    out.respond(&id, &PromptResult::TokenBudgetReached { tokens: used, max_session_tokens: limit })
+                        .await
+                }
                 Err(e) => out.error(Some(&id), &turn_error(&e)).await,
             }
         })

@@ -24,6 +24,7 @@ pub fn settings(kind: ProviderType, base_url: &str, model: &str, thinking: Think
             env: BTreeMap::new(),
             custom_headers: BTreeMap::new(),
             oauth: None,
+            reasoning_key: None,
         },
         model: ModelSettings { model: model.to_string(), max_context_size: 100_000 },
         capabilities: Default::default(),

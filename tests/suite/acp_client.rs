@@ -300,6 +300,22 @@ fn a_cut_or_filtered_answer_ends_with_max_tokens_or_refusal() {
     assert_eq!(mock.request_count(), 3);
 }
 
+/// The session's token budget (`--max-tokens-per-session`) ends the prompt with `max_tokens`.
+#[test]
+fn a_used_up_token_budget_ends_with_max_tokens() {
+    let env = Env::new();
+    let todo = r#"tool_call: {"id": "t1", "name": "SetTodoList", "arguments": "{\"todos\": []}"}"#;
+    let config =
+        env.scripted_config(&[&format!("text: working\n{todo}\nusage: input_other=8 output=4"), "text: never"]);
+    let work = env.work();
+    with_client(&env, &config, &["--max-tokens-per-session", "10"], move |mut peer| async move {
+        peer.initialize().await;
+        let session = peer.new_session(&work).await;
+        assert_eq!(peer.prompt(&session, "go").await.unwrap(), StopReason::MaxTokens);
+        assert_eq!(texts(&peer.drain(), "agent_message_chunk"), "working");
+    });
+}
+
 #[test]
 fn approve_once_runs_the_command_and_shows_its_output() {
     let env = Env::new();

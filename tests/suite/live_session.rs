@@ -89,6 +89,7 @@ fn setup(dir: &std::path::Path, scripts: &[&str]) -> (AgentSetup, SessionRequest
         config_source: "test".into(),
         system_prompt: Default::default(),
         mcp_configs: Vec::new(),
+        invocation: Default::default(),
     };
     (setup, SessionRequest { work_dir: work, session: SessionChoice::New, trace: None })
 }

@@ -4,6 +4,7 @@
 mod acp_client;
 mod acp_editor;
 mod acp_sdk;
+mod cli_kimi149;
 mod config_diagnostics;
 mod layout;
 mod live_lifecycle;
@@ -19,6 +20,7 @@ mod print_kimi;
 mod print_sdk;
 mod process_tree;
 mod providers_kimi;
+mod providers_networks;
 mod providers_others;
 mod providers_perf;
 mod readme_configs;

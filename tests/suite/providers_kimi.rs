@@ -17,8 +17,12 @@ fn kimi(mock: &MockLlm) -> std::sync::Arc<dyn kiwi::llm::ChatProvider> {
     provider(&settings(ProviderType::Kimi, &format!("{}/v1", mock.base_url()), KIMI_MODEL, ThinkingEffort::Off))
 }
 
+/// `openai_legacy` as the captures were made: without a reasoning key (`reasoning_key = ""`).
 fn openai(mock: &MockLlm) -> std::sync::Arc<dyn kiwi::llm::ChatProvider> {
-    provider(&settings(ProviderType::OpenAiLegacy, &format!("{}/v1/", mock.base_url()), "gpt-4.1", ThinkingEffort::Off))
+    let mut s =
+        settings(ProviderType::OpenAiLegacy, &format!("{}/v1/", mock.base_url()), "gpt-4.1", ThinkingEffort::Off);
+    s.provider.reasoning_key = Some(String::new());
+    provider(&s)
 }
 
 #[tokio::test]

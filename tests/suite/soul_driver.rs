@@ -47,6 +47,7 @@ impl Projection for TestProjection {
             Ok(TurnOutcome::Finished(_)) => "finished".to_string(),
             Ok(TurnOutcome::Cancelled) => "cancelled".to_string(),
             Ok(TurnOutcome::MaxStepsReached(n)) => format!("max_steps:{n}"),
+            Ok(TurnOutcome::TokenBudgetReached { used, limit }) => format!("token_budget:{used}/{limit}"),
             Err(e) => format!("error:{e}"),
         };
         self.seen.items.lock().unwrap().push(format!("end:{tag}:{outcome}"));
@@ -88,6 +89,7 @@ fn world(scripts: &[&str]) -> World {
         config_source: "test".into(),
         system_prompt: Default::default(),
         mcp_configs: Vec::new(),
+        invocation: Default::default(),
     };
     let request = SessionRequest { work_dir: work, session: SessionChoice::New, trace: None };
     let BuiltSession { session, soul, recorder } = setup.build(request).unwrap();

@@ -32,6 +32,8 @@ use crate::llm::{
 use crate::protocol::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 
 const KIMI_DEFAULT_MAX_TOKENS: u64 = 32_000;
+/// Kimi's reasoning key, and `openai_legacy`'s default one.
+const REASONING_CONTENT: &str = "reasoning_content";
 const OPENAI_USER_AGENT: &str = "AsyncOpenAI/Python 2.14.0";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +60,8 @@ pub(crate) struct ChatCompletions {
     generation: GenerationOverrides,
     max_tokens: Option<u64>,
     chaos: Option<Chaos>,
+    /// Where thinking travels in messages and deltas (`docs/providers.md` §3.3, §4).
+    reasoning_key: Option<String>,
 }
 
 /// `{base}/` + `chat/completions`, as the openai SDK joins them.
@@ -99,6 +103,7 @@ impl ChatCompletions {
             generation: settings.generation,
             max_tokens: Some(settings.generation.max_tokens.unwrap_or(KIMI_DEFAULT_MAX_TOKENS)),
             chaos: None,
+            reasoning_key: Some(REASONING_CONTENT.to_string()),
         })
     }
 
@@ -130,6 +135,12 @@ impl ChatCompletions {
             generation: GenerationOverrides::default(),
             max_tokens: None,
             chaos: None,
+            // Unset: `reasoning_content`; an empty key: reasoning is neither read nor sent.
+            reasoning_key: match settings.provider.reasoning_key.as_deref() {
+                None => Some(REASONING_CONTENT.to_string()),
+                Some("") => None,
+                Some(key) => Some(key.to_string()),
+            },
         })
     }
 
@@ -156,7 +167,11 @@ impl ChatCompletions {
             ThinkingEffort::Unchanged => (None, None),
         };
         let body = Body {
-            messages: Messages { system: request.system_prompt, history: request.history, reasoning: kimi },
+            messages: Messages {
+                system: request.system_prompt,
+                history: request.history,
+                reasoning: self.reasoning_key.as_deref(),
+            },
             model: &self.model,
             max_tokens: self.max_tokens,
             prompt_cache_key: self.prompt_cache_key.as_deref(),
@@ -196,7 +211,8 @@ impl ChatProvider for ChatCompletions {
                 chaos: self.chaos.as_ref(),
             })
             .await?;
-            let stream = SseStream::new(response, ChatMapper::new(self.dialect == Dialect::Kimi));
+            let mapper = ChatMapper::new(self.dialect == Dialect::Kimi).reasoning_key(self.reasoning_key.as_deref());
+            let stream = SseStream::new(response, mapper);
             Ok(match self.chaos {
                 Some(_) => stream.map(|r| r.map(|e| Chaos.corrupt(e))).boxed(),
                 None => stream.boxed(),
@@ -352,8 +368,9 @@ impl Serialize for Tools<'_> {
 pub(crate) struct Messages<'a> {
     pub system: &'a str,
     pub history: &'a [Message],
-    /// Move think parts into `reasoning_content` (Kimi); otherwise they are dropped.
-    pub reasoning: bool,
+    /// The key think parts move to (Kimi: `reasoning_content`; `openai_legacy`: its
+    /// `reasoning_key`); `None` drops them.
+    pub reasoning: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -368,8 +385,23 @@ struct MessageOut<'a> {
     tool_call_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     partial: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_content: Option<String>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    reasoning: Option<Reasoning<'a>>,
+}
+
+/// The model's reasoning under its provider's key: one more member of the message.
+struct Reasoning<'a> {
+    key: &'a str,
+    text: String,
+}
+
+impl Serialize for Reasoning<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry(self.key, &self.text)?;
+        map.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -418,13 +450,13 @@ pub(crate) fn role_str(role: Role) -> &'static str {
     }
 }
 
-fn message_out<'a>(m: &'a Message, reasoning: bool) -> MessageOut<'a> {
+fn message_out<'a>(m: &'a Message, reasoning: Option<&'a str>) -> MessageOut<'a> {
     let parts: Vec<&ContentPart> = m.content.iter().filter(|p| !p.is_think()).collect();
     let content = match parts.as_slice() {
         [ContentPart::Text { text }] => ContentOut::Text(text),
         _ => ContentOut::Parts(parts),
     };
-    let reasoning_content = if reasoning {
+    let reasoning = if let Some(key) = reasoning {
         let joined: String = m
             .content
             .iter()
@@ -433,7 +465,7 @@ fn message_out<'a>(m: &'a Message, reasoning: bool) -> MessageOut<'a> {
                 _ => None,
             })
             .collect();
-        (!joined.is_empty()).then_some(joined)
+        (!joined.is_empty()).then_some(Reasoning { key, text: joined })
     } else {
         None
     };
@@ -444,7 +476,7 @@ fn message_out<'a>(m: &'a Message, reasoning: bool) -> MessageOut<'a> {
         tool_calls: m.tool_calls.as_deref().map(ToolCallsOut),
         tool_call_id: m.tool_call_id.as_deref(),
         partial: m.partial,
-        reasoning_content,
+        reasoning,
     }
 }
 
@@ -457,7 +489,7 @@ impl Serialize for Messages<'_> {
             tool_calls: None,
             tool_call_id: None,
             partial: None,
-            reasoning_content: None,
+            reasoning: None,
         });
         s.collect_seq(system.into_iter().chain(self.history.iter().map(|m| message_out(m, self.reasoning))))
     }
@@ -557,13 +589,22 @@ impl ChatUsage {
 /// Maps `chat.completion.chunk` events. `moonshot` enables Kimi's reasoning and usage quirks.
 pub(crate) struct ChatMapper {
     moonshot: bool,
+    /// The delta key read as thinking (Kimi: `reasoning_content`; `openai_legacy`: its
+    /// `reasoning_key`); `None` ignores reasoning.
+    reasoning_key: Option<String>,
     id: Option<String>,
     usage: Option<TokenUsage>,
 }
 
 impl ChatMapper {
     pub fn new(moonshot: bool) -> Self {
-        Self { moonshot, id: None, usage: None }
+        Self { moonshot, reasoning_key: moonshot.then(|| REASONING_CONTENT.to_string()), id: None, usage: None }
+    }
+
+    /// Reads thinking from `key` (`None`: none).
+    pub fn reasoning_key(mut self, key: Option<&str>) -> Self {
+        self.reasoning_key = key.map(str::to_string);
+        self
     }
 }
 
@@ -608,6 +649,14 @@ impl ChunkMapper for ChatMapper {
             return Ok(Flow::Continue);
         }
         let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|e| json_error(&e))?;
+        // A reasoning key other than the usual one is looked up in the raw delta.
+        let other_reasoning = match self.reasoning_key.as_deref() {
+            Some(key) if key != REASONING_CONTENT => serde_json::from_str::<Value>(data)
+                .ok()
+                .and_then(|v| v.pointer("/choices/0/delta").and_then(|d| d.get(key)).cloned())
+                .and_then(|v| v.as_str().map(str::to_string)),
+            _ => None,
+        };
         if let Some(error) = chunk.error.as_ref().filter(|e| truthy(e)) {
             return Err(stream_error(error));
         }
@@ -633,10 +682,13 @@ impl ChunkMapper for ChatMapper {
             out.extend(stop.map(StreamEvent::Stop));
             return Ok(Flow::Continue);
         };
-        if self.moonshot
-            && let Some(think) = delta.reasoning_content.filter(|t| !t.is_empty())
-        {
-            out.push_back(StreamEvent::Content(ContentPart::Think { think: think.into_owned(), encrypted: None }));
+        let think = match self.reasoning_key.as_deref() {
+            Some(REASONING_CONTENT) => delta.reasoning_content.map(Cow::into_owned),
+            Some(_) => other_reasoning,
+            None => None,
+        };
+        if let Some(think) = think.filter(|t| !t.is_empty()) {
+            out.push_back(StreamEvent::Content(ContentPart::Think { think, encrypted: None }));
         }
         if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
             out.push_back(StreamEvent::Content(ContentPart::Text { text: text.into_owned() }));
@@ -757,7 +809,9 @@ mod tests {
             r#"[{"role":"assistant","content":[{"type":"think","think":"a","encrypted":null},{"type":"think","think":"b","encrypted":null}]}]"#,
         )
         .unwrap();
-        let json = serde_json::to_string(&Messages { system: "", history: &history, reasoning: true }).unwrap();
+        let json =
+            serde_json::to_string(&Messages { system: "", history: &history, reasoning: Some("reasoning_content") })
+                .unwrap();
         assert_eq!(json, r#"[{"role":"assistant","content":[],"reasoning_content":"ab"}]"#);
         let tools = [ToolSpec { name: "$web".into(), description: "d".into(), parameters: Default::default() }];
         let json = serde_json::to_string(&Tools { tools: &tools, builtins: true }).unwrap();

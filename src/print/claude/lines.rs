@@ -369,6 +369,8 @@ pub enum ResultSubtype {
     Success,
     ErrorMaxTurns,
     ErrorDuringExecution,
+    /// Claude Code's budget stop, used for the session's token budget (kiwi counts no dollars).
+    ErrorMaxBudgetUsd,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

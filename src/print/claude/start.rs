@@ -206,6 +206,7 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         config_source,
         system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
         mcp_configs: mcp.documents,
+        invocation: Default::default(),
     };
     Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }, mcp.sdk))
 }

@@ -612,6 +612,11 @@ impl TurnLines {
             Ok(TurnOutcome::Cancelled) => {
                 fail(&mut line, ResultSubtype::ErrorDuringExecution, interrupted_by.to_string())
             }
+            Ok(TurnOutcome::TokenBudgetReached { used, limit }) => fail(
+                &mut line,
+                ResultSubtype::ErrorMaxBudgetUsd,
+                format!("Reached the session's token budget ({used} of {limit} tokens)"),
+            ),
             Err(TurnError::Provider(error)) => {
                 let (text, status) = api_error_text(error);
                 out.push(OutLine::Assistant(AssistantLine {

@@ -12,6 +12,7 @@ pub mod projection;
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use options::KimiOptions;
 
@@ -20,6 +21,20 @@ use self::projection::KimiProjection;
 use super::common::{stderr_line, trace_to_stderr, turn_tag};
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::live::{LiveSession, Runtime, shell};
+use crate::tools::background::BackgroundTasks;
+
+/// Waits until every active background task is done, or `ceiling` passed.
+async fn wait_for_background(background: &BackgroundTasks, ceiling: Duration) {
+    let deadline = tokio::time::Instant::now() + ceiling;
+    for task in background.list(true, usize::MAX) {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            tracing::info!("print mode stops waiting for background tasks after {} s", ceiling.as_secs());
+            return;
+        }
+        background.wait(&task.id, left).await;
+    }
+}
 
 /// Runs kimi's print mode on `input` / `output`; `Err` when the session cannot be built.
 pub fn run<R, W>(
@@ -86,6 +101,23 @@ where
                     code = 1;
                     break;
                 }
+            }
+        }
+        // Background tasks the run started finish before it exits (bounded by the config's
+        // `background.print_wait_ceiling_s`); a signal stops the wait.
+        let background = driver.agent().background.clone();
+        if background.active_count() > 0 && !stop.is_cancelled() {
+            let ceiling = Duration::from_secs(background.settings().print_wait_ceiling_s);
+            if !options.quiet {
+                stderr_line(&format!(
+                    "Waiting for {} background task(s) to finish (at most {} s)",
+                    background.active_count(),
+                    ceiling.as_secs()
+                ));
+            }
+            tokio::select! {
+                () = wait_for_background(&background, ceiling) => {}
+                () = stop.cancelled() => {}
             }
         }
         if !options.quiet {

@@ -28,6 +28,8 @@ pub struct KimiOptions {
     pub quiet: bool,
     /// Text input with no `-p` and a terminal on stdin means nothing to run (A.2).
     pub stdin_is_tty: bool,
+    /// `--stream-deltas`: stream-json output also carries text and thinking as they arrive (A.4).
+    pub deltas: bool,
 }
 
 impl KimiOptions {
@@ -43,6 +45,7 @@ impl KimiOptions {
             final_only: cli.final_message_only || cli.quiet,
             quiet: cli.quiet,
             stdin_is_tty: std::io::stdin().is_terminal(),
+            deltas: cli.stream_deltas,
         })
     }
 

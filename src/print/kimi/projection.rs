@@ -61,6 +61,17 @@ impl Step {
     }
 }
 
+/// `--stream-deltas` (A.4): a piece of text or thinking as it arrives,
+/// `{"type":"delta","part":{"type":"text","text":"…"}}`; other parts only come whole.
+fn delta_line(part: &ContentPart) -> Option<Vec<u8>> {
+    match part {
+        ContentPart::Text { .. } | ContentPart::Think { .. } => {
+            encode(&serde_json::json!({"type": "delta", "part": part}))
+        }
+        _ => None,
+    }
+}
+
 /// One readable line per event (or merged run): its name and its payload (not a stable format).
 fn progress_line(event: &impl serde::Serialize) -> String {
     let value = serde_json::to_value(event).unwrap_or(Value::Null);
@@ -145,6 +156,9 @@ pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
         Ok(TurnOutcome::Finished(_)) => None,
         Ok(TurnOutcome::MaxStepsReached(n)) => Some((format!("Max number of steps reached: {n}"), 1)),
         Ok(TurnOutcome::Cancelled) => Some(("Interrupted by user".into(), 1)),
+        Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
+            Some((format!("Session token budget reached: {used} of {limit} tokens"), 1))
+        }
         Err(TurnError::LlmNotSet { .. }) => Some(("LLM not set".into(), 1)),
         Err(e @ TurnError::Capability { .. }) => Some((e.to_string(), 1)),
         // Worth retrying later exactly when the core would have retried it (its one rule).
@@ -176,6 +190,7 @@ impl Projection for KimiProjection {
                         state.step.results.insert(result.tool_call_id.clone(), result.return_value.clone());
                         Vec::new()
                     }
+                    Event::ContentPart(part) if self.options.deltas => delta_line(part).into_iter().collect(),
                     _ => Vec::new(),
                 };
                 (frames, progress)

@@ -231,6 +231,12 @@ fn summary_of(soul: &Soul, run: Result<AgentRun, TurnError>, phase: &str) -> Res
                 "Max steps reached",
             )));
         }
+        Ok(AgentRun::TokenBudget { used, limit, .. }) => {
+            return Err(Box::new(ToolReturnValue::error(
+                format!("The session's token budget is used up ({used} of {limit} tokens) when {phase}."),
+                "Token budget used up",
+            )));
+        }
         Ok(AgentRun::Done { .. }) => {}
         Err(TurnError::Provider(e)) => {
             return Err(failed(match e.status_code() {
