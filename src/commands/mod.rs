@@ -1,4 +1,4 @@
-//! The subcommands that are not a server: `login`, `logout`, `info`, `mcp` (`docs/subcommands.md`
+//! The subcommands that are not a server: `login`, `logout`, `info`, `mcp`, `sessions`, `export` (`docs/subcommands.md`
 //! §1, §3, §4). Unlike the wire server, stdout here belongs to the command: one message per line, text or
 //! (with `--json`) one JSON object per line, written only by [`print_line`].
 //!
@@ -10,12 +10,14 @@
 //!   and takes stderr as the error text);
 //! * exit 0 on success, 1 when an `error` event was emitted, 2 on usage errors.
 
+mod export;
 mod info;
 mod login;
 mod logout;
 pub mod managed;
 mod mcp;
 mod mcp_remote;
+mod sessions;
 
 use std::io::Write as _;
 use std::path::Path;
@@ -35,6 +37,15 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
         Command::Info(flag) => info::run(flag.json),
         Command::Login(flag) => account(&share, flag.json, Account::Login),
         Command::Logout(flag) => account(&share, flag.json, Account::Logout),
+        Command::Sessions(args) => sessions::run(&share, args.json, args.archived),
+        Command::Export(args) => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let work_dir = match &cli.work_dir {
+                Some(w) => crate::session::store::normalize(w, &cwd),
+                None => cwd,
+            };
+            export::run(&share, &work_dir, args.session_id.as_deref(), args.output.as_deref(), args.yes)
+        }
         Command::Mcp(command) => {
             if let Err(e) = std::fs::create_dir_all(&share) {
                 return mcp::fail(&format!("Cannot create {}: {e}", share.display()));
@@ -126,6 +137,14 @@ fn usage_error(message: &str) -> ExitCode {
 fn print_line(line: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+/// Writes a question to stdout without a line end (flushed: the answer is read next).
+#[allow(clippy::print_stdout)]
+fn print_prompt(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = write!(stdout, "{text}");
     let _ = stdout.flush();
 }
 

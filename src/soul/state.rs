@@ -84,13 +84,15 @@ impl SessionState {
     pub fn update<T>(&self, f: impl FnOnce(&mut SessionStateFile) -> T) -> T {
         let mut guard = self.lock();
         let out = f(&mut guard.file);
-        self.save(&guard);
+        self.save(&mut guard);
         out
     }
 
-    fn save(&self, inner: &Inner) {
+    /// Writes `state.json`, keeping the web-owned members as they are on disk
+    /// (`docs/sessions.md`: the web server may rename or archive a session while it runs).
+    fn save(&self, inner: &mut Inner) {
         if let Some(dir) = &self.dir
-            && let Err(e) = file::save(dir, &inner.file)
+            && let Err(e) = file::save_keeping_web_members(dir, &mut inner.file)
         {
             tracing::warn!("cannot save {}: {e}", file::state_path(dir).display());
         }
@@ -124,7 +126,7 @@ impl SessionState {
         let mut s = self.lock();
         s.run.yolo = on;
         s.file.approval.yolo = on;
-        self.save(&s);
+        self.save(&mut s);
     }
 
     /// The user's `/afk`: on or off for this run, and saved.
@@ -132,7 +134,7 @@ impl SessionState {
         let mut s = self.lock();
         s.run.afk = on;
         s.file.approval.afk = on;
-        self.save(&s);
+        self.save(&mut s);
     }
 
     pub fn is_session_approved(&self, action: &str) -> bool {
@@ -155,7 +157,7 @@ impl SessionState {
         }
         if !s.file.approval.auto_approve_actions.iter().any(|a| a == action) {
             s.file.approval.auto_approve_actions.push(action.to_string());
-            self.save(&s);
+            self.save(&mut s);
         }
     }
 
@@ -210,13 +212,30 @@ impl SessionState {
     }
 
     /// Sets the title from the first completed prompt, once (`docs/protocol-1.10.md` §10.2).
+    /// The title on disk counts: a title the web server set meanwhile is kept
+    /// (`docs/sessions.md`).
     pub fn title_from_first_prompt(&self, text: &str) {
         if self.read(|s| s.custom_title.is_some()) {
             return;
         }
         let title = title_of(text);
-        if !title.is_empty() {
-            self.update(|s| s.custom_title = Some(title));
+        if title.is_empty() {
+            return;
+        }
+        let mut s = self.lock();
+        let Some(dir) = &self.dir else {
+            s.file.custom_title = Some(title);
+            return;
+        };
+        if file::state_path(dir).is_file() {
+            let disk = file::load(dir);
+            file::copy_web_members(&disk, &mut s.file);
+        }
+        if s.file.custom_title.is_none() {
+            s.file.custom_title = Some(title);
+        }
+        if let Err(e) = file::save(dir, &s.file) {
+            tracing::warn!("cannot save {}: {e}", file::state_path(dir).display());
         }
     }
 
@@ -279,6 +298,32 @@ mod tests {
         assert_eq!(saved.approval.auto_approve_actions, ["run command"]);
         let again = SessionState::load(dir.path(), false);
         assert!(again.is_session_approved("run command"), "approve-for-session outlives the process");
+    }
+
+    #[test]
+    fn what_the_web_server_wrote_meanwhile_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), false);
+        state.set_todos(Vec::new());
+        // The web server renames and archives the session while the agent runs.
+        crate::session::state::update_file(dir.path(), |s| {
+            s.custom_title = Some("mine".into());
+            s.title_generated = true;
+            s.archived = true;
+        })
+        .unwrap();
+        state.title_from_first_prompt("the first prompt");
+        state.approve_for_session("run command");
+        let saved = crate::session::state::load(dir.path());
+        assert_eq!(saved.custom_title.as_deref(), Some("mine"));
+        assert!(saved.title_generated && saved.archived);
+        assert_eq!(saved.approval.auto_approve_actions, ["run command"]);
+        // Without a web title, the first prompt names the session.
+        let fresh = tempfile::tempdir().unwrap();
+        let state = SessionState::load(fresh.path(), false);
+        state.set_todos(Vec::new());
+        state.title_from_first_prompt("the first prompt");
+        assert_eq!(crate::session::state::load(fresh.path()).custom_title.as_deref(), Some("the first prompt"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod readme_configs;
 mod sdk_client;
 mod secrets;
 mod sessions;
+mod sessions_cli;
 mod soul_driver;
 mod tools_builtin;
 mod tools_files;
