@@ -134,6 +134,80 @@ pub enum Command {
     /// Manage the MCP servers of <share_dir>/mcp.json.
     #[command(subcommand, subcommand_required = true)]
     Mcp(McpCommand),
+    /// Serve sessions to browsers: a web UI, a REST API and a WebSocket per session (`docs/web.md`).
+    Web(WebArgs),
+}
+
+/// `kiwi web [OPTIONS]` (`docs/web.md` §1): the reference's flags; `-h` is the host, `--help` is
+/// help.
+#[derive(Debug, Clone, Args)]
+#[command(disable_help_flag = true)]
+pub struct WebArgs {
+    /// Print help.
+    #[arg(long, action = ArgAction::Help)]
+    pub help: Option<bool>,
+    /// Bind to this address (default 127.0.0.1).
+    #[arg(long, short = 'h', value_name = "HOST")]
+    pub host: Option<String>,
+    /// Bind 0.0.0.0 (share on the network); ignored when --host is given.
+    #[arg(long, short = 'n')]
+    pub network: bool,
+    /// The first port to try (the next nine are tried when it is busy).
+    #[arg(long, short = 'p', default_value_t = 5494)]
+    pub port: u16,
+    /// Accepted for compatibility (the reference's developer auto-reload); no effect.
+    #[arg(long)]
+    pub reload: bool,
+    /// Open the browser once the server is up (the default).
+    #[arg(long, overrides_with = "no_open")]
+    pub open: bool,
+    /// Do not open the browser.
+    #[arg(long = "no-open")]
+    pub no_open: bool,
+    /// Require this bearer token (default: a random one when not bound to loopback).
+    #[arg(long = "auth-token", value_name = "TOKEN")]
+    pub auth_token: Option<String>,
+    /// Comma-separated Origin values allowed to call the API (`*` allows every origin).
+    #[arg(long = "allowed-origins", value_name = "ORIGINS")]
+    pub allowed_origins: Option<String>,
+    /// Never require a token (asks for confirmation when bound to a public address).
+    #[arg(long = "dangerously-omit-auth")]
+    pub dangerously_omit_auth: bool,
+    /// Refuse the sensitive APIs (config writes, open-in, hidden files).
+    #[arg(long = "restrict-sensitive-apis", overrides_with = "no_restrict_sensitive_apis")]
+    pub restrict_sensitive_apis: bool,
+    /// Allow the sensitive APIs even in public mode.
+    #[arg(long = "no-restrict-sensitive-apis")]
+    pub no_restrict_sensitive_apis: bool,
+    /// Only accept clients with a private address (the default).
+    #[arg(long = "lan-only", overrides_with = "public")]
+    pub lan_only: bool,
+    /// Accept clients from any address.
+    #[arg(long)]
+    pub public: bool,
+}
+
+impl WebArgs {
+    /// `--open` / `--no-open`, `--open` by default.
+    pub fn open_browser(&self) -> bool {
+        !self.no_open
+    }
+
+    /// `--restrict-sensitive-apis` / `--no-restrict-sensitive-apis`; `None` when neither is given.
+    pub fn restrict_flag(&self) -> Option<bool> {
+        if self.restrict_sensitive_apis {
+            Some(true)
+        } else if self.no_restrict_sensitive_apis {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// `--lan-only` (the default) unless `--public`.
+    pub fn lan_only_flag(&self) -> bool {
+        !self.public
+    }
 }
 
 /// `kiwi mcp …` (`docs/subcommands.md` §1).
@@ -376,5 +450,30 @@ mod tests {
         assert!(parse(&["--acp"]).is_ok());
         assert_eq!(parse(&["--acp", "--wire"]).unwrap_err(), "Cannot combine --acp, --wire.");
         assert!(parse(&["--mcp-config", "{"]).unwrap_err().starts_with("Invalid JSON"));
+    }
+
+    fn web(args: &[&str]) -> WebArgs {
+        match parse(&[&["web"], args].concat()).unwrap().command {
+            Some(Command::Web(w)) => w,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn web_flags() {
+        let w = web(&[]);
+        assert_eq!((w.host.as_deref(), w.port, w.network), (None, 5494, false));
+        assert!(w.open_browser() && w.lan_only_flag() && w.restrict_flag().is_none());
+        let w = web(&["-h", "0.0.0.0", "-p", "6000", "-n", "--no-open", "--public", "--restrict-sensitive-apis"]);
+        assert_eq!((w.host.as_deref(), w.port, w.network), (Some("0.0.0.0"), 6000, true));
+        assert!(!w.open_browser() && !w.lan_only_flag() && w.restrict_flag() == Some(true));
+        let w = web(&["--public", "--lan-only", "--no-open", "--open", "--no-restrict-sensitive-apis"]);
+        assert!(w.open_browser() && w.lan_only_flag() && w.restrict_flag() == Some(false));
+        let w = web(&["--auth-token", "t", "--allowed-origins", "a,b", "--dangerously-omit-auth", "--reload"]);
+        assert_eq!((w.auth_token.as_deref(), w.allowed_origins.as_deref()), (Some("t"), Some("a,b")));
+        assert!(w.dangerously_omit_auth && w.reload);
+        assert!(parse(&["web", "--port", "x"]).is_err());
+        let help = Cli::try_parse_from(["kiwi", "web", "--help"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }
 }

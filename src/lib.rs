@@ -48,6 +48,9 @@
 //!   events as `session/update`s, approvals as permission requests, history replay on load.
 //! - [`print`]: the headless front ends: kimi's `--print` and Claude Code's stream-json dialect,
 //!   each a projection plus a run loop over the same turn driver.
+//! - [`web`]: `kiwi web`: sessions served to browsers over HTTP and WebSocket (REST API, the
+//!   wire protocol per session, the embedded UI), many clients per session, every session in
+//!   this one process.
 //! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`, `mcp`).
 //! - [`app`]: the process: logging, config, choosing the front end or subcommand, the exit code.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -77,4 +80,5 @@ pub mod session;
 pub mod soul;
 pub mod startup;
 pub mod tools;
+pub mod web;
 pub mod wire;

@@ -1,6 +1,8 @@
-//! The subcommands that are not a server: `login`, `logout`, `info`, `mcp`, `sessions`, `export` (`docs/subcommands.md`
-//! §1, §3, §4). Unlike the wire server, stdout here belongs to the command: one message per line, text or
-//! (with `--json`) one JSON object per line, written only by [`print_line`].
+//! The subcommands: `login`, `logout`, `info`, `mcp`, `sessions`, `export` (`docs/subcommands.md`
+//! §1, §3, §4, §6, §7), and `web`, which runs the web server (`crate::web`). Unlike the wire
+//! server, stdout here belongs to the command: one message per line, text or (with `--json`) one
+//! JSON object per line, written only by [`print_line`] (`web` prints its start-up lines through
+//! the process shell).
 //!
 //! Invariants:
 //! * a subcommand does not act on the top-level options (§0); only their paths are checked, as
@@ -46,6 +48,7 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
             };
             export::run(&share, &work_dir, args.session_id.as_deref(), args.output.as_deref(), args.yes)
         }
+        Command::Web(args) => crate::web::serve::run(args),
         Command::Mcp(command) => {
             if let Err(e) = std::fs::create_dir_all(&share) {
                 return mcp::fail(&format!("Cannot create {}: {e}", share.display()));

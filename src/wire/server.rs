@@ -109,68 +109,7 @@ impl WireServer {
             self.outbound.error(Some(&id), &busy()).await;
             return;
         }
-        let agent = self.driver.agent();
-        let mut outcome = ExternalToolsOutcome::default();
-        let tools = params.external_tools.unwrap_or_default();
-        let mut accepted = Vec::new();
-        let current = agent.toolset();
-        for spec in &tools {
-            let conflicts = current.get(&spec.name).is_some_and(|t| !t.is_external());
-            if conflicts {
-                outcome
-                    .rejected
-                    .push(RejectedTool { name: spec.name.clone(), reason: "conflicts with builtin tool".into() });
-                continue;
-            }
-            match ExternalTool::new(&spec.name, &spec.description, spec.parameters.clone()) {
-                Ok(tool) => {
-                    outcome.accepted.push(spec.name.clone());
-                    accepted.push(tool.into_tool());
-                }
-                Err(reason) => outcome.rejected.push(RejectedTool { name: spec.name.clone(), reason }),
-            }
-        }
-        if !accepted.is_empty() {
-            agent.update_toolset(|set| set.extend(accepted));
-        }
-        // Entries naming an event we do not know are skipped; the rest are added for good.
-        let subscriptions = params
-            .hooks
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|h| {
-                let event = HookEvent::parse(&h.event)?;
-                Some(Subscription { id: h.id, event, matcher: h.matcher, timeout: h.timeout })
-            })
-            .collect();
-        agent.hooks.connect(subscriptions);
-        if let Some(llm) = agent.llm() {
-            llm.set_client(params.client.map(|c| ClientIdentity { name: c.name, version: c.version }));
-        }
-        agent.client.handshake(params.capabilities.map(|c| (c.supports_question, c.supports_plan_mode)));
-        // Approvals are forwarded whether or not the client initialized (kiwi never drops them,
-        // `docs/protocol-1.10.md` §12.1), so no pending approval is left to re-send here.
-        let configured: Map<String, Value> =
-            agent.hooks.configured().into_iter().map(|(e, n)| (e.as_str().to_string(), Value::from(n))).collect();
-        let result = InitializeResult {
-            protocol_version: PROTOCOL_VERSION.into(),
-            server: ServerInfo { name: SERVER_NAME.into(), version: self.version.clone() },
-            slash_commands: agent
-                .slash_commands
-                .iter()
-                .map(|c| SlashCommandInfo {
-                    name: c.name.clone(),
-                    description: c.description.clone(),
-                    aliases: c.aliases.clone(),
-                })
-                .collect(),
-            external_tools: (!tools.is_empty()).then_some(outcome),
-            hooks: HooksInfo {
-                supported_events: HookEvent::ALL.iter().map(|e| e.as_str().to_string()).collect(),
-                configured,
-            },
-            capabilities: ServerCapabilities { supports_question: true },
-        };
+        let result = initialize_agent(&self.driver, params, &self.version);
         self.outbound.respond(&id, &result).await;
     }
 
@@ -221,10 +160,80 @@ impl WireServer {
     }
 }
 
-fn busy() -> ErrorObject {
+/// `initialize` applied to a session's agent (external tools, hook subscriptions, the client's
+/// identity and capabilities) and its result; the caller refuses it while a turn runs. The web
+/// server applies a client's `initialize` through this too, so both answer alike.
+pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: &str) -> InitializeResult {
+    let agent = driver.agent();
+    let mut outcome = ExternalToolsOutcome::default();
+    let tools = params.external_tools.unwrap_or_default();
+    let mut accepted = Vec::new();
+    let current = agent.toolset();
+    for spec in &tools {
+        let conflicts = current.get(&spec.name).is_some_and(|t| !t.is_external());
+        if conflicts {
+            outcome
+                .rejected
+                .push(RejectedTool { name: spec.name.clone(), reason: "conflicts with builtin tool".into() });
+            continue;
+        }
+        match ExternalTool::new(&spec.name, &spec.description, spec.parameters.clone()) {
+            Ok(tool) => {
+                outcome.accepted.push(spec.name.clone());
+                accepted.push(tool.into_tool());
+            }
+            Err(reason) => outcome.rejected.push(RejectedTool { name: spec.name.clone(), reason }),
+        }
+    }
+    if !accepted.is_empty() {
+        agent.update_toolset(|set| set.extend(accepted));
+    }
+    // Entries naming an event we do not know are skipped; the rest are added for good.
+    let subscriptions = params
+        .hooks
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|h| {
+            let event = HookEvent::parse(&h.event)?;
+            Some(Subscription { id: h.id, event, matcher: h.matcher, timeout: h.timeout })
+        })
+        .collect();
+    agent.hooks.connect(subscriptions);
+    if let Some(llm) = agent.llm() {
+        llm.set_client(params.client.map(|c| ClientIdentity { name: c.name, version: c.version }));
+    }
+    agent.client.handshake(params.capabilities.map(|c| (c.supports_question, c.supports_plan_mode)));
+    // Approvals are forwarded whether or not the client initialized (kiwi never drops them,
+    // `docs/protocol-1.10.md` §12.1), so no pending approval is left to re-send here.
+    let configured: Map<String, Value> =
+        agent.hooks.configured().into_iter().map(|(e, n)| (e.as_str().to_string(), Value::from(n))).collect();
+    InitializeResult {
+        protocol_version: PROTOCOL_VERSION.into(),
+        server: ServerInfo { name: SERVER_NAME.into(), version: version.to_string() },
+        slash_commands: agent
+            .slash_commands
+            .iter()
+            .map(|c| SlashCommandInfo {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                aliases: c.aliases.clone(),
+            })
+            .collect(),
+        external_tools: (!tools.is_empty()).then_some(outcome),
+        hooks: HooksInfo {
+            supported_events: HookEvent::ALL.iter().map(|e| e.as_str().to_string()).collect(),
+            configured,
+        },
+        capabilities: ServerCapabilities { supports_question: true },
+    }
+}
+
+/// -32000 `An agent turn is already in progress`.
+pub fn busy() -> ErrorObject {
     WireError::InvalidState.with_message("An agent turn is already in progress")
 }
 
-fn idle() -> ErrorObject {
+/// -32000 `No agent turn is in progress`.
+pub fn idle() -> ErrorObject {
     WireError::InvalidState.with_message("No agent turn is in progress")
 }

@@ -1,0 +1,606 @@
+//! The sessions `kiwi web` hosts (`docs/web.md` §3): each opened once per process on a
+//! [`LiveSession`] built from the default config, with the status the sockets and the REST API
+//! see (`session_status`: stopped, idle, busy, restarting, error, with a strictly increasing
+//! `seq`), the sockets attached to it, the prompt in flight, and the last `initialize` a client
+//! sent (applied again to a restarted session).
+//!
+//! Invariants: a session is started, stopped and restarted under its own lifecycle lock, so two
+//! sockets connecting at once open it once; a status is only produced when something changed
+//! and each new one is sent to every attached socket; a session stays open after its last
+//! socket left (until it is deleted, restarted or the server exits), as the reference's worker
+//! does; a restart keeps the sockets attached (they move to the new live session).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::projection::{FrameCache, Hub, SocketProjection};
+use super::queue::{CLOSE_SESSION_GONE, Outgoing, SESSION_GONE_REASON};
+use crate::builder::{AgentSetup, SessionRequest};
+use crate::live::{CloseReason, History, LiveSession, Sessions, SubscriberId};
+use crate::protocol::ContentPart;
+use crate::rpc::RequestId;
+use crate::rpc::writer::Outbound;
+use crate::session::store::{Metadata, SessionChoice, stored_session};
+use crate::soul::{TurnResult, TurnTag};
+use crate::wire::params::InitializeParams;
+
+/// `session_status.state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Stopped,
+    Idle,
+    Busy,
+    Restarting,
+    Error,
+}
+
+/// The SessionStatus object (`docs/web.md` §3.1), members in the reference's order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionStatus {
+    pub session_id: String,
+    pub state: State,
+    pub seq: u64,
+    pub worker_id: Option<String>,
+    pub reason: Option<String>,
+    pub detail: Option<String>,
+    pub updated_at: String,
+}
+
+impl SessionStatus {
+    /// The status of a session nothing runs for (`stopped`, seq 0), as new sessions report it.
+    pub fn stopped(session_id: &str) -> Self {
+        Self {
+            session_id: session_id.to_string(),
+            state: State::Stopped,
+            seq: 0,
+            worker_id: None,
+            reason: None,
+            detail: None,
+            updated_at: timestamp(chrono::Utc::now()),
+        }
+    }
+
+    /// `{"jsonrpc":"2.0","method":"session_status","params":<status>}`.
+    pub fn frame(&self) -> String {
+        let line = Outbound::notification_frame("session_status", self).unwrap_or_default();
+        String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned()
+    }
+}
+
+/// RFC 3339 in UTC with `Z`, microseconds only when there are any
+/// (`2026-11-27T02:18:22.182242Z`, `2023-11-14T22:13:20Z`).
+pub fn timestamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    use chrono::Timelike as _;
+    if at.nanosecond() / 1000 == 0 {
+        at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    } else {
+        at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    }
+}
+
+/// Where a stored session lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPlace {
+    pub id: String,
+    pub work_dir: PathBuf,
+    pub session_dir: PathBuf,
+}
+
+/// Delivers a session's uploads with its next prompt (`docs/web.md` §6.1): the content parts of
+/// the files not sent yet, placed before the prompt's own parts, and marks them sent. Installed
+/// by the REST layer ([`Hosting::set_upload_hook`]); without one, prompts carry only their own
+/// parts. Runs on a blocking thread.
+pub trait UploadHook: Send + Sync {
+    fn take_unsent(&self, session: &SessionPlace) -> Vec<ContentPart>;
+}
+
+/// What a config restart did (`PATCH /api/config/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restarted {
+    pub restarted: Vec<String>,
+    /// Busy sessions left alone (no `force`).
+    pub skipped_busy: Vec<String>,
+}
+
+/// The hosted sessions of the server. Cheap to clone.
+#[derive(Clone)]
+pub struct Hosting {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    share_dir: PathBuf,
+    /// What sessions are built from: the default config file; replaced by a config restart.
+    setup: RwLock<AgentSetup>,
+    /// The process's live sessions (the shell closes those still open at exit).
+    sessions: Sessions,
+    hosted: Mutex<HashMap<String, Arc<Hosted>>>,
+    uploads: RwLock<Option<Arc<dyn UploadHook>>>,
+    /// `server.version` in `initialize`.
+    version: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Hosting {
+    pub fn new(setup: AgentSetup, sessions: Sessions, version: String) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                share_dir: setup.share_dir.clone(),
+                setup: RwLock::new(setup),
+                sessions,
+                hosted: Mutex::default(),
+                uploads: RwLock::default(),
+                version,
+            }),
+        }
+    }
+
+    pub fn share_dir(&self) -> &Path {
+        &self.inner.share_dir
+    }
+
+    pub fn version(&self) -> &str {
+        &self.inner.version
+    }
+
+    /// The setup new sessions are built from.
+    pub fn setup(&self) -> AgentSetup {
+        read(&self.inner.setup).clone()
+    }
+
+    /// Builds later sessions (and restarted ones) from `setup` (a config that changed).
+    pub fn replace_setup(&self, setup: AgentSetup) {
+        *self.inner.setup.write().unwrap_or_else(|p| p.into_inner()) = setup;
+    }
+
+    pub fn set_upload_hook(&self, hook: Arc<dyn UploadHook>) {
+        *self.inner.uploads.write().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+    }
+
+    fn upload_hook(&self) -> Option<Arc<dyn UploadHook>> {
+        read(&self.inner.uploads).clone()
+    }
+
+    /// Finds a stored session by id in every work dir of `kimi.json` (a folder holding a
+    /// `context.jsonl`); hosted sessions are found without touching the disk.
+    pub fn locate(&self, id: &str) -> Option<SessionPlace> {
+        if let Some(hosted) = self.get(id) {
+            return Some(hosted.place.clone());
+        }
+        let meta = Metadata::load(&self.inner.share_dir);
+        meta.work_dirs.iter().find_map(|entry| {
+            let work_dir = PathBuf::from(&entry.path);
+            let dir = stored_session(&self.inner.share_dir, &work_dir, id)?;
+            Some(SessionPlace { id: id.to_string(), work_dir, session_dir: dir })
+        })
+    }
+
+    /// The hosted session `id`, if the server hosts it (running or not).
+    pub fn get(&self, id: &str) -> Option<Arc<Hosted>> {
+        lock(&self.inner.hosted).get(id).cloned()
+    }
+
+    /// Every hosted session.
+    pub fn all(&self) -> Vec<Arc<Hosted>> {
+        lock(&self.inner.hosted).values().cloned().collect()
+    }
+
+    /// The hosted session `id`, taken in (not started) when it is stored on disk.
+    pub fn entry(&self, id: &str) -> Option<Arc<Hosted>> {
+        if let Some(hosted) = self.get(id) {
+            return Some(hosted);
+        }
+        let place = self.locate(id)?;
+        let mut map = lock(&self.inner.hosted);
+        Some(map.entry(id.to_string()).or_insert_with(|| Hosted::new(place)).clone())
+    }
+
+    /// The live status of `id`, if the server has run it.
+    pub fn status(&self, id: &str) -> Option<SessionStatus> {
+        self.get(id).map(|h| h.status()).filter(|s| s.seq > 0)
+    }
+
+    /// A live session is open for `id` (the reference: its worker process is alive).
+    pub fn is_running(&self, id: &str) -> bool {
+        self.get(id).is_some_and(|h| h.is_running())
+    }
+
+    /// A prompt of `id` is in flight.
+    pub fn is_busy(&self, id: &str) -> bool {
+        self.get(id).is_some_and(|h| h.is_busy())
+    }
+
+    /// Stops the session (before it is deleted): its sockets hear `stopped` and are closed with
+    /// 1001; the server forgets it.
+    pub async fn stop(&self, id: &str) {
+        let hosted = lock(&self.inner.hosted).remove(id);
+        if let Some(hosted) = hosted {
+            hosted.stop().await;
+        }
+    }
+
+    /// Restarts every running session with the current setup (a config change); busy ones
+    /// only with `force` (their prompt is lost).
+    pub async fn restart_running(&self, force: bool) -> Restarted {
+        let mut outcome = Restarted::default();
+        let mut running: Vec<Arc<Hosted>> = self.all().into_iter().filter(|h| h.is_running()).collect();
+        running.sort_by(|a, b| a.place.id.cmp(&b.place.id));
+        for hosted in running {
+            if hosted.is_busy() && !force {
+                outcome.skipped_busy.push(hosted.place.id.clone());
+                continue;
+            }
+            hosted.restart(self).await;
+            outcome.restarted.push(hosted.place.id.clone());
+        }
+        outcome
+    }
+
+    /// Closes every socket with `code` (server shutdown: 1012). The sessions themselves are
+    /// closed by the process shell with every other live session.
+    pub fn close_all_sockets(&self, code: u16, reason: &str) {
+        for hosted in self.all() {
+            for client in hosted.clients() {
+                client.out.close(code, reason);
+            }
+        }
+    }
+}
+
+/// One open live session and the run that hosts it.
+struct Worker {
+    live: Arc<LiveSession>,
+    id: String,
+}
+
+/// A session the server hosts.
+pub struct Hosted {
+    pub place: SessionPlace,
+    worker: Mutex<Option<Worker>>,
+    /// Start, stop and restart one at a time.
+    lifecycle: tokio::sync::Mutex<()>,
+    status: Mutex<SessionStatus>,
+    clients: Mutex<Vec<Arc<Client>>>,
+    /// The `prompt` in flight.
+    inflight: Mutex<Option<RequestId>>,
+    /// The prompt that ended last and the status its end produced, for the sockets to send
+    /// after its answer.
+    finished: Mutex<(Option<RequestId>, Option<String>)>,
+    /// The last `initialize` a client sent, applied again to a restarted session.
+    initialize: Mutex<Option<InitializeParams>>,
+    pub(super) frames: FrameCache,
+}
+
+/// One socket attached to a hosted session.
+pub struct Client {
+    pub projection: Arc<SocketProjection>,
+    subscriber: Mutex<Option<SubscriberId>>,
+}
+
+impl Client {
+    pub fn out(&self) -> &Outgoing {
+        &self.projection.out
+    }
+
+    /// Its subscriber id on the session's live stream (while attached).
+    pub fn subscriber(&self) -> Option<SubscriberId> {
+        *lock(&self.subscriber)
+    }
+}
+
+impl std::ops::Deref for Client {
+    type Target = SocketProjection;
+    fn deref(&self) -> &SocketProjection {
+        &self.projection
+    }
+}
+
+impl Hosted {
+    fn new(place: SessionPlace) -> Arc<Self> {
+        let status = SessionStatus::stopped(&place.id);
+        Arc::new(Self {
+            place,
+            worker: Mutex::new(None),
+            lifecycle: tokio::sync::Mutex::new(()),
+            status: Mutex::new(status),
+            clients: Mutex::default(),
+            inflight: Mutex::new(None),
+            finished: Mutex::new((None, None)),
+            initialize: Mutex::new(None),
+            frames: FrameCache::default(),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.place.id
+    }
+
+    pub fn status(&self) -> SessionStatus {
+        lock(&self.status).clone()
+    }
+
+    pub fn is_running(&self) -> bool {
+        lock(&self.worker).is_some()
+    }
+
+    pub fn is_busy(&self) -> bool {
+        lock(&self.inflight).is_some()
+    }
+
+    /// The open live session, if any.
+    pub fn live(&self) -> Option<Arc<LiveSession>> {
+        lock(&self.worker).as_ref().map(|w| w.live.clone())
+    }
+
+    pub fn clients(&self) -> Vec<Arc<Client>> {
+        lock(&self.clients).clone()
+    }
+
+    /// A new status, if it differs from the current one in state, reason, detail or worker;
+    /// returns its frame (not yet sent).
+    fn change(&self, state: State, reason: Option<&str>, detail: Option<String>) -> Option<String> {
+        let worker_id = lock(&self.worker).as_ref().map(|w| w.id.clone());
+        let mut status = lock(&self.status);
+        let same = status.state == state
+            && status.reason.as_deref() == reason
+            && status.detail == detail
+            && status.worker_id == worker_id;
+        if same {
+            return None;
+        }
+        status.state = state;
+        status.reason = reason.map(str::to_string);
+        status.detail = detail;
+        status.worker_id = worker_id;
+        status.seq += 1;
+        status.updated_at = timestamp(chrono::Utc::now());
+        Some(status.frame())
+    }
+
+    /// Changes the status and sends it to every attached socket.
+    pub fn set_status(&self, state: State, reason: Option<&str>, detail: Option<String>) {
+        if let Some(frame) = self.change(state, reason, detail) {
+            self.broadcast(&frame);
+        }
+    }
+
+    /// Sends a frame to every attached socket.
+    pub fn broadcast(&self, frame: &str) {
+        for client in self.clients() {
+            client.push(frame);
+        }
+    }
+
+    /// Starts the live session unless one is open; `Ok(true)` when this call started it.
+    pub async fn ensure_started(self: &Arc<Self>, hosting: &Hosting) -> Result<bool, String> {
+        let _one = self.lifecycle.lock().await;
+        if self.is_running() {
+            return Ok(false);
+        }
+        let (live, worker_id) = self.open_live(hosting).await?;
+        *lock(&self.worker) = Some(Worker { live: live.clone(), id: worker_id });
+        self.set_status(State::Idle, Some("start"), None);
+        // The SessionStart hooks must not hold up the socket that opened the session.
+        tokio::spawn(async move { live.start().await });
+        Ok(true)
+    }
+
+    /// Builds the session from the current setup and opens it with the hub as first subscriber.
+    async fn open_live(self: &Arc<Self>, hosting: &Hosting) -> Result<(Arc<LiveSession>, String), String> {
+        let setup: AgentSetup = hosting.setup();
+        let place = self.place.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&place.work_dir)
+                .map_err(|e| format!("Cannot create {}: {e}", place.work_dir.display()))?;
+            setup
+                .build(SessionRequest {
+                    work_dir: place.work_dir.clone(),
+                    session: SessionChoice::Id(place.id.clone()),
+                    trace: None,
+                })
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| format!("opening the session failed: {e}"))??;
+        let hub = Arc::new(Hub { hosted: Arc::downgrade(self) });
+        let live = LiveSession::open(built, hub, &hosting.inner.sessions);
+        Ok((live, uuid::Uuid::new_v4().to_string()))
+    }
+
+    /// Attaches a socket at the seam: its history is `wire.jsonl` up to the returned point and
+    /// everything later reaches its queue. `None` when the session is not running.
+    pub async fn attach(self: &Arc<Self>, client: &Arc<Client>) -> Option<History> {
+        let live = self.live()?;
+        let (id, history) = live.attach(client.projection.clone()).await;
+        *lock(&client.subscriber) = Some(id);
+        lock(&self.clients).push(client.clone());
+        Some(history)
+    }
+
+    /// Detaches a socket that went away; the session goes on.
+    pub fn detach(&self, client: &Arc<Client>) {
+        lock(&self.clients).retain(|c| !Arc::ptr_eq(c, client));
+        if let (Some(id), Some(live)) = (lock(&client.subscriber).take(), self.live()) {
+            live.detach(id);
+        }
+    }
+
+    /// A new socket for this session (not attached yet).
+    pub fn client(self: &Arc<Self>, out: Outgoing) -> Arc<Client> {
+        let projection = Arc::new(SocketProjection::new(out, Arc::downgrade(self)));
+        Arc::new(Client { projection, subscriber: Mutex::new(None) })
+    }
+
+    /// Remembers a client's `initialize` for a restarted session.
+    pub fn remember_initialize(&self, params: &InitializeParams) {
+        *lock(&self.initialize) = Some(params.clone());
+    }
+
+    /// Puts `id` in flight and sends the `busy` status; false when another prompt is in flight
+    /// (unless the session is in the `error` state, which clears it).
+    pub fn begin_prompt(&self, id: &RequestId) -> bool {
+        {
+            let mut inflight = lock(&self.inflight);
+            let errored = lock(&self.status).state == State::Error;
+            if inflight.is_some() && !errored {
+                return false;
+            }
+            *inflight = Some(id.clone());
+        }
+        self.set_status(State::Busy, Some("prompt"), None);
+        true
+    }
+
+    /// Starts the prompt's turn for `client`; on failure the prompt is no longer in flight.
+    pub fn start_turn(&self, client: &Client, input: crate::protocol::UserInput, id: RequestId) -> bool {
+        let (Some(live), Some(subscriber)) = (self.live(), client.subscriber()) else {
+            self.abandon_prompt();
+            return false;
+        };
+        if live.start_turn_for(subscriber, input, TurnTag::new(id)).is_err() {
+            self.abandon_prompt();
+            return false;
+        }
+        true
+    }
+
+    fn abandon_prompt(&self) {
+        *lock(&self.inflight) = None;
+        self.set_status(State::Idle, Some("prompt_error"), None);
+    }
+
+    /// The hub saw a turn end: the prompt is no longer in flight and the session is idle. The
+    /// new status is sent by each socket after the prompt's answer.
+    pub(super) fn prompt_finished(&self, result: &TurnResult) {
+        let id = lock(&self.inflight).take();
+        let reason = if result.is_ok() { "prompt_complete" } else { "prompt_error" };
+        let frame = self.change(State::Idle, Some(reason), None);
+        *lock(&self.finished) = (id, frame);
+    }
+
+    /// The prompt that ended last and its status frame.
+    pub(super) fn finished(&self) -> (Option<RequestId>, Option<String>) {
+        lock(&self.finished).clone()
+    }
+
+    /// Closes the live session: status `stopped`/`stop`, sockets closed with 1001.
+    pub async fn stop(&self) {
+        let _one = self.lifecycle.lock().await;
+        let worker = lock(&self.worker).take();
+        if let Some(worker) = worker {
+            for client in self.clients() {
+                if let Some(id) = lock(&client.subscriber).take() {
+                    worker.live.detach(id);
+                }
+            }
+            worker.live.close(CloseReason::Closed).await;
+        }
+        *lock(&self.inflight) = None;
+        self.set_status(State::Stopped, Some("stop"), None);
+        for client in std::mem::take(&mut *lock(&self.clients)) {
+            client.out().close(CLOSE_SESSION_GONE, SESSION_GONE_REASON);
+        }
+    }
+
+    /// Closes the live session and opens it again from the current setup; the sockets stay and
+    /// move to the new one, which gets the last `initialize` again (no external tools).
+    pub async fn restart(self: &Arc<Self>, hosting: &Hosting) {
+        let started = Instant::now();
+        let _one = self.lifecycle.lock().await;
+        let Some(old) = lock(&self.worker).take() else { return };
+        // The old run's id stays on the `restarting` status.
+        *lock(&self.worker) = Some(Worker { live: old.live.clone(), id: old.id.clone() });
+        self.set_status(State::Restarting, Some("config_update"), None);
+        lock(&self.worker).take();
+        for client in self.clients() {
+            if let Some(id) = lock(&client.subscriber).take() {
+                old.live.detach(id);
+            }
+        }
+        old.live.close(CloseReason::Closed).await;
+        *lock(&self.inflight) = None;
+        let (live, worker_id) = match self.open_live(hosting).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                tracing::warn!("restarting session {} failed: {e}", self.place.id);
+                self.set_status(State::Error, Some("initialization_failed"), Some(e));
+                return;
+            }
+        };
+        *lock(&self.worker) = Some(Worker { live: live.clone(), id: worker_id });
+        if let Some(mut params) = lock(&self.initialize).clone() {
+            params.external_tools = None;
+            crate::wire::server::initialize_agent(live.driver(), params, hosting.version());
+        }
+        for client in self.clients() {
+            let (id, _) = live.attach(client.projection.clone()).await;
+            *lock(&client.subscriber) = Some(id);
+        }
+        let ms = started.elapsed().as_millis();
+        self.set_status(State::Idle, Some("config_update"), Some(format!("restart_ms={ms}")));
+        let notice = json!({"jsonrpc": "2.0", "method": "event", "params": {"type": "SessionNotice", "payload": {
+            "text": format!("Session restarted due to config update \u{b7} {ms}ms"),
+            "kind": "restart", "reason": "config_update", "restart_ms": ms}}});
+        self.broadcast(&notice.to_string());
+        let started_live = live.clone();
+        tokio::spawn(async move { started_live.start().await });
+    }
+
+    /// The parts that deliver this session's pending uploads (none without an upload hook).
+    pub async fn take_uploads(&self, hosting: &Hosting) -> Vec<ContentPart> {
+        let Some(hook) = hosting.upload_hook() else { return Vec::new() };
+        let place = self.place.clone();
+        tokio::task::spawn_blocking(move || hook.take_unsent(&place)).await.unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        use chrono::TimeZone as _;
+        let whole = chrono::Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+        assert_eq!(timestamp(whole), "2023-11-14T22:13:20Z");
+        let micros = chrono::Utc.timestamp_opt(1_700_000_000, 182_242_000).unwrap();
+        assert_eq!(timestamp(micros), "2023-11-14T22:13:20.182242Z");
+    }
+
+    #[test]
+    fn status_frames_keep_the_reference_member_order() {
+        let status = SessionStatus { updated_at: "t".into(), ..SessionStatus::stopped("s") };
+        assert_eq!(
+            status.frame(),
+            r#"{"jsonrpc":"2.0","method":"session_status","params":{"session_id":"s","state":"stopped","seq":0,"worker_id":null,"reason":null,"detail":null,"updated_at":"t"}}"#
+        );
+    }
+
+    #[test]
+    fn a_status_is_only_produced_when_it_changes() {
+        let hosted = Hosted::new(SessionPlace { id: "s".into(), work_dir: "/w".into(), session_dir: "/d".into() });
+        assert!(hosted.change(State::Idle, Some("start"), None).is_some());
+        assert!(hosted.change(State::Idle, Some("start"), None).is_none());
+        assert!(hosted.begin_prompt(&RequestId::Str("p".into())));
+        assert!(!hosted.begin_prompt(&RequestId::Str("q".into())));
+        assert_eq!((hosted.status().state, hosted.status().seq), (State::Busy, 2));
+        hosted.prompt_finished(&Ok(crate::soul::TurnOutcome::Cancelled));
+        let (id, frame) = hosted.finished();
+        assert_eq!(id, Some(RequestId::Str("p".into())));
+        assert!(frame.unwrap().contains(r#""state":"idle","seq":3,"worker_id":null,"reason":"prompt_complete""#));
+        assert!(!hosted.is_busy());
+    }
+}

@@ -1,0 +1,219 @@
+//! The session's stream as the sockets see it: [`Hub`], the session's first subscriber, keeps
+//! the `session_status` machine in step with turns (and serializes each event once for every
+//! socket); [`SocketProjection`] is one socket: events and requests as the wire's frames into its
+//! bounded queue, the client's answers routed back by id, and each turn's `prompt` answer
+//! followed by the `idle` status.
+//!
+//! Invariants: nothing here waits for a socket (a full queue disconnects that socket); a request
+//! a socket cannot be asked (closing, full) is left to the other sockets, never answered for
+//! them; the hub observes every turn's end before any socket does, so the status that follows a
+//! `prompt` answer is already the new one.
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+
+use super::hosted::Hosted;
+use super::queue::Outgoing;
+use crate::protocol::{Event, Request};
+use crate::rpc::pending::{PendingRequests, RawAnswer};
+use crate::rpc::writer::encode;
+use crate::rpc::{ErrorObject, RequestId};
+use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
+use crate::wire::answers::{RequestKind, interpret};
+use crate::wire::frames::{event_frame, request_frame, request_id};
+use crate::wire::params::PromptResult;
+use crate::wire::projection::turn_error;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A frame as a socket sends it: the line without its end.
+pub fn text(mut line: Vec<u8>) -> Option<Arc<str>> {
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    String::from_utf8(line).ok().map(Arc::from)
+}
+
+/// The last event the hub serialized, keyed by its address: while a socket holds an event, no
+/// other live event has its address, and the hub (first subscriber) has always seen it first.
+#[derive(Default)]
+pub struct FrameCache {
+    last: Mutex<Option<(usize, Arc<str>)>>,
+}
+
+impl FrameCache {
+    fn frame(&self, event: &Event) -> Option<Arc<str>> {
+        let key = event as *const Event as usize;
+        if let Some((k, frame)) = lock(&self.last).as_ref()
+            && *k == key
+        {
+            return Some(frame.clone());
+        }
+        text(event_frame(event))
+    }
+
+    fn store(&self, event: &Event) {
+        let key = event as *const Event as usize;
+        *lock(&self.last) = text(event_frame(event)).map(|f| (key, f));
+    }
+}
+
+/// The session's own first subscriber.
+pub struct Hub {
+    pub(super) hosted: Weak<Hosted>,
+}
+
+impl Projection for Hub {
+    fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+        if let Some(hosted) = self.hosted.upgrade() {
+            hosted.frames.store(event);
+        }
+        Box::pin(async {})
+    }
+
+    // Never answers: the sockets do. Dropping the sender tells the fan-out so at once.
+    #[allow(clippy::async_yields_async)]
+    fn request(&self, _request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+        let (_, answer) = oneshot::channel();
+        Box::pin(async move { answer })
+    }
+
+    fn turn_ended(&self, _tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
+        // Only a turn whose socket left comes here; the status still follows it.
+        if let Some(hosted) = self.hosted.upgrade() {
+            hosted.prompt_finished(&result);
+        }
+        Box::pin(async {})
+    }
+
+    fn turn_observed<'a>(&'a self, result: &'a TurnResult) -> BoxFuture<'a, ()> {
+        if let Some(hosted) = self.hosted.upgrade() {
+            hosted.prompt_finished(result);
+        }
+        Box::pin(async {})
+    }
+}
+
+/// One WebSocket client of a session.
+pub struct SocketProjection {
+    pub out: Outgoing,
+    /// Our requests to this client that wait for its answer.
+    pending: Arc<PendingRequests>,
+    hosted: Weak<Hosted>,
+}
+
+impl SocketProjection {
+    pub fn new(out: Outgoing, hosted: Weak<Hosted>) -> Self {
+        Self { out, pending: Arc::default(), hosted }
+    }
+
+    /// Routes the client's answer to a request it was asked; false when nothing waits for `id`
+    /// (already answered by another client, or never asked).
+    pub fn answered(&self, id: &RequestId, outcome: RawAnswer) -> bool {
+        self.pending.resolve(id, outcome)
+    }
+
+    pub fn push(&self, frame: &str) -> bool {
+        self.out.push(frame.to_string())
+    }
+
+    /// The answer to a `prompt`, then the status the end of its turn produced.
+    fn prompt_answered(&self, id: Option<RequestId>, result: &TurnResult) {
+        let Some(hosted) = self.hosted.upgrade() else { return };
+        let (finished_id, status) = hosted.finished();
+        if let Some(id) = id.or(finished_id)
+            && let Some(frame) = prompt_response(&id, result)
+        {
+            self.out.push_line(frame);
+        }
+        if let Some(status) = status {
+            self.push(&status);
+        }
+    }
+}
+
+/// `{"id": <prompt id>, "result": {"status": …}}`, or the turn's error.
+pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
+    #[derive(serde::Serialize)]
+    struct Ok<'a, T: serde::Serialize> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        result: T,
+    }
+    #[derive(serde::Serialize)]
+    struct Err<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        error: ErrorObject,
+    }
+    let answer = match result {
+        Result::Ok(TurnOutcome::Finished(_)) => PromptResult::Finished,
+        Result::Ok(TurnOutcome::Cancelled) => PromptResult::Cancelled,
+        Result::Ok(TurnOutcome::MaxStepsReached(steps)) => PromptResult::MaxStepsReached { steps: *steps },
+        Result::Err(e) => return encode(&Err { jsonrpc: "2.0", id, error: turn_error(e) }),
+    };
+    encode(&Ok { jsonrpc: "2.0", id, result: answer })
+}
+
+impl Projection for SocketProjection {
+    fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+        let frame = match self.hosted.upgrade() {
+            Some(hosted) => hosted.frames.frame(event),
+            None => text(event_frame(event)),
+        };
+        if let Some(frame) = frame {
+            self.push(&frame);
+        }
+        Box::pin(async {})
+    }
+
+    // The receiver is the answer, awaited by the soul later; the future is only the asking.
+    #[allow(clippy::async_yields_async)]
+    fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+        let (reply, answer) = oneshot::channel();
+        let kind = RequestKind::of(&request);
+        let id = request_id(&request);
+        // An id still waiting here (a model reusing a call id) is left to the other clients.
+        let Ok(raw) = self.pending.register(id.clone()) else { return Box::pin(async move { answer }) };
+        let sent = request_frame(&id, &request).is_some_and(|frame| self.out.push_line(frame));
+        if !sent {
+            self.pending.forget(&id);
+            return Box::pin(async move { answer });
+        }
+        let pending = self.pending.clone();
+        let closing = self.out.closing_token();
+        tokio::spawn(async move {
+            let mut reply = reply;
+            tokio::select! {
+                raw = raw => {
+                    if let Ok(raw) = raw {
+                        let _ = reply.send(interpret(kind, raw));
+                    }
+                }
+                () = reply.closed() => pending.forget(&id),
+                // A socket that goes away leaves the request to the others.
+                () = closing.cancelled() => pending.forget(&id),
+            }
+        });
+        Box::pin(async move { answer })
+    }
+
+    fn resolved<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, ()> {
+        self.pending.forget(&request_id(request));
+        Box::pin(async {})
+    }
+
+    fn turn_ended(&self, tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
+        self.prompt_answered(tag.take::<RequestId>(), &result);
+        Box::pin(async {})
+    }
+
+    fn turn_observed<'a>(&'a self, result: &'a TurnResult) -> BoxFuture<'a, ()> {
+        self.prompt_answered(None, result);
+        Box::pin(async {})
+    }
+}

@@ -1,0 +1,553 @@
+//! The WebSocket `/api/sessions/{session_id}/stream` (`docs/web.md` §4): one client of one
+//! hosted session, speaking the Kimi Wire protocol 1.10 as a stdio client would, plus the
+//! server's `history_complete` and `session_status` messages.
+//!
+//! A connection: the handshake checks (LAN-only, Origin, the `token` query parameter, a UUID
+//! id; each refused with HTTP 403 before the upgrade); the session is started if it is not
+//! running; the socket attaches at the seam; the writer sends `wire.jsonl` up to the seam as it
+//! is stored, then `history_complete`, then everything queued since (the live stream, any
+//! request still waiting for an answer, the status snapshot); then the client's frames are
+//! handled one by one.
+//!
+//! Invariants: each message of the session reaches the socket exactly once (history or live);
+//! answers to a socket's own requests go to that socket only, while a `prompt`'s answer and an
+//! idle `cancel`'s answer go to every socket; a frame that is not a valid message is answered
+//! with the JSON-RPC error the stdio server would give (to this socket only) and the socket
+//! stays open; nothing here waits on another socket.
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, Read as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::{SinkExt as _, StreamExt as _};
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::guard::token_matches;
+use super::hosted::{Client, Hosted, Hosting, SessionStatus, State as Status};
+use super::queue::{CLOSE_NOT_FOUND, Frames, NOT_FOUND_REASON, Outgoing, QUEUE_FRAMES};
+use super::settings::is_private;
+use super::state::AppState;
+use crate::live::History;
+use crate::protocol::{ContentPart, StatusUpdate, UserInput, WireMessage};
+use crate::rpc::message::classify;
+use crate::rpc::writer::encode;
+use crate::rpc::{ErrorCode, ErrorObject, Incoming, RequestId};
+use crate::session::store::Metadata;
+use crate::wire::errors::WireError;
+use crate::wire::frames::{event_frame, request_frame, request_id};
+use crate::wire::methods::{ClientNotification, ClientRequest};
+use crate::wire::params::{
+    Empty, InterruptResult, OkStatus, ReplayResult, ReplayStatus, SetPlanModeResult, SteerResult,
+};
+use crate::wire::server::{busy, idle, initialize_agent};
+
+/// The prompt text the reference UI sends with attachments and no message of its own.
+pub const UPLOAD_ONLY_MARKER: &str = "KIMI_FILE_UPLOAD_WITHOUT_MESSAGE";
+/// The largest frame a client may send.
+const MAX_CLIENT_FRAME: usize = 16 * 1024 * 1024;
+/// History frames read ahead of the socket.
+const HISTORY_BATCH: usize = 512;
+
+/// The upgrade, after the handshake checks of `docs/web.md` §4.1 and §8 item 3.
+pub async fn upgrade(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if let Some(why) = refusal(&state, peer, &headers, query.get("token").map(String::as_str)) {
+        tracing::info!("WebSocket from {peer} refused: {why}");
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    let Ok(id) = uuid::Uuid::parse_str(&session_id) else {
+        tracing::info!("WebSocket for a session id that is not a UUID refused");
+        return StatusCode::FORBIDDEN.into_response();
+    };
+    let id = id.hyphenated().to_string();
+    ws.max_message_size(MAX_CLIENT_FRAME).on_upgrade(move |socket| serve(state, id, socket))
+}
+
+/// Why a handshake is refused: a client outside the LAN (LAN-only), an Origin the CORS rule
+/// does not allow (checked in every mode; no Origin passes), a missing or wrong token (only the
+/// query parameter counts).
+fn refusal(state: &AppState, peer: SocketAddr, headers: &HeaderMap, token: Option<&str>) -> Option<&'static str> {
+    let settings = &state.settings;
+    if settings.lan_only && !is_private(peer.ip()) {
+        return Some("not on the local network");
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let allowed = origin.to_str().is_ok_and(|o| settings.origin_allowed(o));
+        if !allowed {
+            return Some("origin not allowed");
+        }
+    }
+    if let Some(expected) = &settings.token
+        && !token.is_some_and(|t| token_matches(t.trim(), expected))
+    {
+        return Some("missing or wrong token");
+    }
+    None
+}
+
+async fn serve(state: AppState, id: String, socket: WebSocket) {
+    let (mut sink, mut stream) = socket.split();
+    let hosting = state.hosting.clone();
+    let Some(hosted) = hosting.entry(&id) else {
+        let close = CloseFrame { code: CLOSE_NOT_FOUND, reason: Utf8Bytes::from_static(NOT_FOUND_REASON) };
+        let _ = sink.send(Message::Close(Some(close))).await;
+        return;
+    };
+    let (out, frames) = Outgoing::new(QUEUE_FRAMES);
+    let client = hosted.client(out);
+    let opened = match hosted.ensure_started(&hosting).await {
+        Ok(started) => hosted
+            .attach(&client)
+            .await
+            .map(|history| (started, history))
+            .ok_or_else(|| "the session closed while the client joined".to_string()),
+        Err(e) => Err(e),
+    };
+    let (started, history) = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            tracing::warn!("session {id} could not be started: {e}");
+            let status = SessionStatus {
+                state: Status::Error,
+                reason: Some("initialization_failed".into()),
+                detail: Some(e),
+                ..SessionStatus::stopped(&id)
+            };
+            let _ = sink.send(Message::Text(status.frame().into())).await;
+            let _ = sink.send(Message::Close(None)).await;
+            return;
+        }
+    };
+    let status = hosted.status().frame();
+    if started {
+        // What every socket heard when the session started; this one was not attached yet.
+        client.push(&status);
+    }
+    client.push(&status);
+    let writer = tokio::spawn(write(sink, history, frames, client.clone()));
+    let mut connection = Connection { hosting, hosted: hosted.clone(), client: client.clone(), prompted: false };
+    let closing = client.out().closing_token();
+    loop {
+        let message = tokio::select! {
+            message = stream.next() => message,
+            () = closing.cancelled() => break,
+        };
+        match message {
+            Some(Ok(Message::Text(text))) => connection.dispatch(text.as_str()).await,
+            Some(Ok(Message::Binary(_))) => tracing::info!("ignoring a binary WebSocket frame"),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+            Some(Ok(Message::Close(_))) | None => break,
+            Some(Err(e)) => {
+                tracing::info!("WebSocket read failed: {e}");
+                break;
+            }
+        }
+    }
+    hosted.detach(&client);
+    client.out().close(1000, "");
+    let _ = writer.await;
+}
+
+/// The history up to the seam, `history_complete`, then the queue until the socket closes.
+async fn write(
+    mut sink: futures::stream::SplitSink<WebSocket, Message>,
+    history: History,
+    mut frames: Frames,
+    client: Arc<Client>,
+) {
+    let mut batches = read_history(history);
+    loop {
+        let batch = tokio::select! {
+            batch = batches.recv() => batch,
+            () = frames.closing.cancelled() => break,
+        };
+        let Some(batch) = batch else { break };
+        for frame in batch {
+            if sink.feed(Message::Text(frame.into())).await.is_err() {
+                client.out().close(1000, "");
+                return;
+            }
+        }
+        if sink.flush().await.is_err() {
+            client.out().close(1000, "");
+            return;
+        }
+    }
+    if !frames.closing.is_cancelled() {
+        let marker = json!({"jsonrpc": "2.0", "method": "history_complete", "id": uuid::Uuid::new_v4().to_string()});
+        if sink.send(Message::Text(marker.to_string().into())).await.is_err() {
+            client.out().close(1000, "");
+            return;
+        }
+    }
+    loop {
+        tokio::select! {
+            biased;
+            () = frames.closing.cancelled() => break,
+            frame = frames.frames.recv() => {
+                let Some(frame) = frame else { break };
+                let mut sent = sink.feed(Message::Text(frame.into())).await.is_ok();
+                while sent && let Ok(more) = frames.frames.try_recv() {
+                    sent = sink.feed(Message::Text(more.into())).await.is_ok();
+                }
+                if !sent || sink.flush().await.is_err() {
+                    client.out().close(1000, "");
+                    return;
+                }
+            }
+        }
+    }
+    if let Some(close) = client.out().close_reason() {
+        let frame = CloseFrame { code: close.code, reason: close.reason.into() };
+        let _ = sink.send(Message::Close(Some(frame))).await;
+    }
+}
+
+/// Reads `wire.jsonl` up to the seam on a blocking thread, in batches of frames.
+fn read_history(history: History) -> mpsc::Receiver<Vec<String>> {
+    let (tx, rx) = mpsc::channel(4);
+    tokio::task::spawn_blocking(move || {
+        let Ok(file) = std::fs::File::open(&history.path) else { return };
+        let mut lines = std::io::BufReader::with_capacity(256 * 1024, file.take(history.len));
+        let mut batch = Vec::with_capacity(HISTORY_BATCH);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match lines.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!("cannot read {}: {e}", history.path.display());
+                    break;
+                }
+            }
+            if let Some(frame) = history_frame(&line) {
+                batch.push(frame);
+                if batch.len() == HISTORY_BATCH && tx.blocking_send(std::mem::take(&mut batch)).is_err() {
+                    return;
+                }
+            }
+        }
+        if !batch.is_empty() {
+            let _ = tx.blocking_send(batch);
+        }
+    });
+    rx
+}
+
+/// One `wire.jsonl` record as the socket's replay sends it (`docs/web.md` §4.3.1): the stored
+/// message as it is (not upgraded), as an `event`, or as a `request` with its payload's id;
+/// `None` for the header, blank lines and records that do not read as a message.
+pub fn history_frame(line: &str) -> Option<String> {
+    let line = line.trim();
+    if line.is_empty() {
+        return None;
+    }
+    let record: Value = serde_json::from_str(line).ok()?;
+    let message = record.get("message").filter(|m| m.is_object())?;
+    let frame = match WireMessage::deserialize(message).ok()? {
+        WireMessage::Event(_) => json!({"jsonrpc": "2.0", "method": "event", "params": message}),
+        WireMessage::Request(request) => {
+            json!({"jsonrpc": "2.0", "method": "request", "params": message, "id": request.id()})
+        }
+    };
+    Some(frame.to_string())
+}
+
+/// The busy answer to a second `prompt` (`docs/web.md` §4.4).
+fn busy_prompt() -> ErrorObject {
+    WireError::InvalidState.with_message("Session is busy; wait for completion before sending a new prompt.")
+}
+
+/// One socket's handling of its client's frames.
+struct Connection {
+    hosting: Hosting,
+    hosted: Arc<Hosted>,
+    client: Arc<Client>,
+    /// This connection sent a prompt already (the first one marks the session as the work
+    /// dir's last).
+    prompted: bool,
+}
+
+impl Connection {
+    async fn dispatch(&mut self, text: &str) {
+        match classify(text.as_bytes()) {
+            Incoming::Request { id, method, params } => match ClientRequest::parse(&method, params) {
+                Ok(request) => self.handle(id, request).await,
+                Err(e) => {
+                    tracing::info!("refusing a `{method}` frame: {}", e.message);
+                    self.error(Some(&id), &e);
+                }
+            },
+            Incoming::Notification { method, .. } => match ClientNotification::parse(&method) {
+                Some(ClientNotification::Interrupt) => {
+                    if let Some(live) = self.hosted.live() {
+                        live.driver().cancel();
+                    }
+                }
+                None => tracing::info!("dropping `{method}` sent as a notification"),
+            },
+            Incoming::Response { id, outcome } => {
+                if !self.client.answered(&id, outcome) {
+                    tracing::info!("ignoring a response to unknown or answered request {id}");
+                }
+            }
+            Incoming::Reject { id, error } => {
+                tracing::info!("malformed WebSocket frame: {}", error.message);
+                self.error(id.as_ref(), &error);
+            }
+            Incoming::Ignore => {}
+        }
+    }
+
+    fn respond<T: serde::Serialize>(&self, id: &RequestId, result: &T) {
+        #[derive(serde::Serialize)]
+        struct Frame<'a, T> {
+            jsonrpc: &'static str,
+            id: &'a RequestId,
+            result: &'a T,
+        }
+        if let Some(line) = encode(&Frame { jsonrpc: "2.0", id, result }) {
+            self.client.out().push_line(line);
+        }
+    }
+
+    fn error(&self, id: Option<&RequestId>, error: &ErrorObject) {
+        #[derive(serde::Serialize)]
+        struct Frame<'a> {
+            jsonrpc: &'static str,
+            id: Option<&'a RequestId>,
+            error: &'a ErrorObject,
+        }
+        if let Some(line) = encode(&Frame { jsonrpc: "2.0", id, error }) {
+            self.client.out().push_line(line);
+        }
+    }
+
+    async fn handle(&mut self, id: RequestId, request: ClientRequest) {
+        // A session that is not running (a restart failed) is started by the next message.
+        if !self.hosted.is_running()
+            && let Err(e) = self.hosted.ensure_started(&self.hosting).await
+        {
+            self.error(Some(&id), &ErrorCode::InternalError.with_message(e));
+            return;
+        }
+        if self.client.subscriber().is_none() {
+            self.hosted.attach(&self.client).await;
+        }
+        let Some(live) = self.hosted.live() else {
+            self.error(Some(&id), &ErrorCode::InternalError.with_message("The session is not running"));
+            return;
+        };
+        let driver = live.driver().clone();
+        match request {
+            ClientRequest::Initialize(params) => {
+                if driver.is_busy() {
+                    self.error(Some(&id), &busy());
+                    return;
+                }
+                self.hosted.remember_initialize(&params);
+                let result = initialize_agent(&driver, params, self.hosting.version());
+                self.respond(&id, &result);
+            }
+            ClientRequest::Prompt(params) => self.prompt(id, params.user_input).await,
+            ClientRequest::Run(input) => self.prompt(id, input).await,
+            ClientRequest::Steer(params) => match driver.steer(params.user_input) {
+                Ok(()) => self.respond(&id, &SteerResult::Steered),
+                Err(_) => self.error(Some(&id), &idle()),
+            },
+            ClientRequest::SetPlanMode(params) => {
+                let view = driver.agent().state.set_plan_mode(params.enabled);
+                driver.sink().emit(crate::protocol::Event::StatusUpdate(StatusUpdate::plan_mode(view.active))).await;
+                self.respond(&id, &SetPlanModeResult { status: OkStatus::Ok, plan_mode: view.active });
+            }
+            ClientRequest::Replay => self.replay(id, &driver, live.wire_path()),
+            ClientRequest::Cancel => {
+                if !self.hosted.is_busy() {
+                    // The server answers an idle cancel itself, to every socket.
+                    if let Some(line) = encode(&json!({"jsonrpc": "2.0", "id": id, "result": {}})) {
+                        let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
+                        self.hosted.broadcast(&text);
+                    }
+                    return;
+                }
+                match driver.cancel_handle() {
+                    Some(token) => {
+                        // The answer goes out before the cancelled prompt's.
+                        self.respond(&id, &Empty {});
+                        token.cancel();
+                    }
+                    None => self.error(Some(&id), &idle()),
+                }
+            }
+            ClientRequest::Interrupt => {
+                let result = if driver.cancel() { InterruptResult::Ok } else { InterruptResult::Idle };
+                self.respond(&id, &result);
+            }
+        }
+    }
+
+    /// `prompt` (`docs/web.md` §4.4): refused while another is in flight; the first of this
+    /// connection marks the session as its work dir's last; the input always becomes a list of
+    /// parts, pending uploads first.
+    async fn prompt(&mut self, id: RequestId, input: UserInput) {
+        if !self.hosted.begin_prompt(&id) {
+            self.error(Some(&id), &busy_prompt());
+            return;
+        }
+        if !self.prompted {
+            self.prompted = true;
+            remember_last_session(self.hosting.share_dir().to_path_buf(), &self.hosted).await;
+        }
+        let uploads = self.hosted.take_uploads(&self.hosting).await;
+        let input = rewrite_input(input, uploads);
+        if !self.hosted.start_turn(&self.client, input, id.clone()) {
+            self.error(Some(&id), &busy());
+        }
+    }
+
+    /// `replay`, answered to this socket only: the session's record in the current schema.
+    fn replay(&self, id: RequestId, driver: &Arc<crate::soul::TurnDriver>, path: PathBuf) {
+        let Ok(claim) = driver.claim() else {
+            self.error(Some(&id), &busy());
+            return;
+        };
+        driver.sink().flush_record();
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let mut result = ReplayResult { status: ReplayStatus::Finished, events: 0, requests: 0 };
+            let records = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<u8>>, String> {
+                let Some(records) = crate::session::wire_read::open(&path).map_err(|e| e.to_string())? else {
+                    return Ok(Vec::new());
+                };
+                let mut frames = Vec::new();
+                for record in records {
+                    match record.map_err(|e| e.to_string())? {
+                        WireMessage::Event(event) => frames.push(event_frame(&event)),
+                        WireMessage::Request(request) => {
+                            if let Some(frame) = request_frame(&request_id(&request), &request) {
+                                frames.push(frame);
+                            }
+                        }
+                    }
+                }
+                Ok(frames)
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r);
+            let connection_out = client.out();
+            match records {
+                Ok(frames) => {
+                    for frame in frames {
+                        if claim.cancel.is_cancelled() {
+                            result.status = ReplayStatus::Cancelled;
+                            break;
+                        }
+                        if frame.starts_with(b"{\"jsonrpc\":\"2.0\",\"method\":\"request\"") {
+                            result.requests += 1;
+                        } else {
+                            result.events += 1;
+                        }
+                        if !connection_out.push_line(frame) {
+                            return;
+                        }
+                    }
+                    if let Some(line) = encode(&json!({"jsonrpc": "2.0", "id": id, "result": result})) {
+                        connection_out.push_line(line);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("replay failed: {e}");
+                    let error = ErrorCode::InternalError.with_message("Replay failed");
+                    if let Some(line) = encode(&json!({"jsonrpc": "2.0", "id": id, "error": error})) {
+                        connection_out.push_line(line);
+                    }
+                }
+            }
+            drop(claim);
+        });
+    }
+}
+
+/// The prompt's input as the session gets it: `pending` (uploads) first, then a string as one
+/// text part (the upload-only marker as none) or the parts as they are.
+pub fn rewrite_input(input: UserInput, mut pending: Vec<ContentPart>) -> UserInput {
+    match input {
+        UserInput::Text(text) if text == UPLOAD_ONLY_MARKER => {}
+        UserInput::Text(text) => pending.push(ContentPart::Text { text }),
+        UserInput::Parts(parts) => pending.extend(parts),
+    }
+    UserInput::Parts(pending)
+}
+
+/// `kimi.json`: the session becomes its work dir's `last_session_id`.
+async fn remember_last_session(share: PathBuf, hosted: &Hosted) {
+    let work = hosted.place.work_dir.to_string_lossy().to_string();
+    let id = hosted.place.id.clone();
+    let updated = tokio::task::spawn_blocking(move || {
+        Metadata::update(&share, |meta| {
+            let entry = meta.entry_mut(&work);
+            if entry.last_session_id.as_deref() == Some(id.as_str()) {
+                return false;
+            }
+            entry.last_session_id = Some(id);
+            true
+        })
+    })
+    .await;
+    if let Ok(Err(e)) = updated {
+        tracing::warn!("cannot update kimi.json: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_records_are_sent_as_stored() {
+        let header = r#"{"type":"metadata","protocol_version":"1.10"}"#;
+        assert_eq!(history_frame(header), None);
+        assert_eq!(history_frame("  \n"), None);
+        assert_eq!(history_frame("not json"), None);
+        assert_eq!(history_frame(r#"{"timestamp":1,"message":{"type":"Nope","payload":{}}}"#), None);
+        let event =
+            r#"{"timestamp":1.5,"message":{"type":"ContentPart","payload":{"type":"text","text":"Hello web"}}}"#;
+        assert_eq!(
+            history_frame(event).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"event","params":{"type":"ContentPart","payload":{"type":"text","text":"Hello web"}}}"#
+        );
+        let question = r#"{"timestamp":2,"message":{"type":"QuestionRequest","payload":{"id":"q1","tool_call_id":"t","questions":[]}}}"#;
+        let frame: Value = serde_json::from_str(&history_frame(question).unwrap()).unwrap();
+        assert_eq!((frame["method"].as_str(), frame["id"].as_str()), (Some("request"), Some("q1")));
+    }
+
+    #[test]
+    fn prompts_become_parts_after_the_uploads() {
+        let text = |t: &str| ContentPart::Text { text: t.into() };
+        assert_eq!(rewrite_input(UserInput::Text("hello".into()), vec![]), UserInput::Parts(vec![text("hello")]));
+        assert_eq!(
+            rewrite_input(UserInput::Text(UPLOAD_ONLY_MARKER.into()), vec![text("<uploaded_files>")]),
+            UserInput::Parts(vec![text("<uploaded_files>")])
+        );
+        assert_eq!(
+            rewrite_input(UserInput::Parts(vec![text("a")]), vec![text("u")]),
+            UserInput::Parts(vec![text("u"), text("a")])
+        );
+    }
+}
