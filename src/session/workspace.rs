@@ -9,8 +9,6 @@
 
 use std::path::{Component, Path, PathBuf};
 
-/// The default depth limit of restricted mode (`KIMI_WEB_MAX_PUBLIC_PATH_DEPTH` overrides it).
-pub const DEFAULT_MAX_PUBLIC_DEPTH: usize = 6;
 /// The largest upload accepted.
 pub const MAX_UPLOAD_BYTES: u64 = 100 * 1024 * 1024;
 /// The refusal for a path outside its base.
@@ -73,22 +71,6 @@ pub fn confine(base: &Path, relative: &str) -> Result<PathBuf, &'static str> {
     let rel = relative.trim_start_matches("./");
     let target = if rel.is_empty() || rel == "." { root.clone() } else { resolve_lenient(&root.join(rel)) };
     if target.starts_with(&root) { Ok(target) } else { Err(TRAVERSAL) }
-}
-
-/// The depth limit of restricted mode: `KIMI_WEB_MAX_PUBLIC_PATH_DEPTH` when it is decimal digits
-/// and not 0, else 6.
-pub fn max_public_depth() -> usize {
-    max_depth_from(std::env::var("KIMI_WEB_MAX_PUBLIC_PATH_DEPTH").ok().as_deref())
-}
-
-fn max_depth_from(value: Option<&str>) -> usize {
-    match value {
-        Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => match v.parse::<usize>() {
-            Ok(0) | Err(_) => DEFAULT_MAX_PUBLIC_DEPTH,
-            Ok(n) => n,
-        },
-        _ => DEFAULT_MAX_PUBLIC_DEPTH,
-    }
 }
 
 /// The components of a requested path below the work dir (no `.`, no empty ones).
@@ -282,15 +264,6 @@ mod tests {
         assert_eq!(check("a/CREDENTIALS").unwrap_err(), "Access to sensitive files is disabled.");
         assert!(check("a/b/notes.txt").is_ok());
         assert!(check("").is_ok());
-    }
-
-    #[test]
-    fn depth_limit_comes_from_the_environment_value() {
-        assert_eq!(max_depth_from(None), 6);
-        assert_eq!(max_depth_from(Some("0")), 6);
-        assert_eq!(max_depth_from(Some("-3")), 6);
-        assert_eq!(max_depth_from(Some("3x")), 6);
-        assert_eq!(max_depth_from(Some("9")), 9);
     }
 
     #[test]
