@@ -31,6 +31,7 @@ mod tools_safety;
 mod tools_search;
 mod tools_shell;
 mod tools_web;
+mod web_rest;
 mod wire_approvals;
 mod wire_background;
 mod wire_errors;
