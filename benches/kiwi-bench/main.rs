@@ -2,7 +2,7 @@
 //! pipes (the way an IDE sees it), with the model either `_scripted_echo` or a mock Kimi server
 //! inside this process.
 //!
-//! Run: `cargo bench --bench kiwi-bench` (the bench profile builds `kiwi` with the release
+//! Run: `cargo bench --bench kiwi-bench` (or `… -- startup resume` for some sections; the bench profile builds `kiwi` with the release
 //! settings, fat LTO included, which is most of the wait; the measurements themselves take
 //! seconds). Every number is a median over ≥5 runs, each run a fresh
 //! `kiwi` process; nothing here asserts on timings, it only prints.
@@ -14,7 +14,9 @@
 //! What the lines mean ("server" = the `kiwi` child; its CPU is read from
 //! `/proc/<pid>/task/*/schedstat`, ns resolution, falling back to the 10 ms ticks of
 //! `/proc/<pid>/stat` utime+stime; peak RSS is `VmHWM` from `/proc/<pid>/status`):
-//! * `startup`: spawn → `initialize` answered (ms), and peak RSS of an idle server (MB).
+//! * `startup`: spawn → `initialize` answered (ms), and peak RSS of an idle server (MB), next
+//!   to the same two numbers for the least a server can do: this bench binary re-run as a
+//!   process that reads one line and answers it (`ONE_LINE`). Goal: ≤2× its time, ≤6 MB.
 //! * `scripted 20k`: one turn of 20,000 `_scripted_echo` text parts: wire lines relayed to the
 //!   client per second (prompt sent → prompt answered), server CPU µs per event, peak RSS.
 //! * `scripted 200 steps`: one turn of 200 `SetTodoList` calls + a text answer, wall ms/step.
@@ -121,7 +123,27 @@ impl Bench {
     }
 }
 
+/// Set in the environment of the bench binary re-run as the baseline process of `startup`.
+const ONE_LINE: &str = "KIWI_BENCH_ONE_LINE";
+
+/// The baseline: read one line, answer it as `initialize` is answered, wait for EOF.
+fn one_line_server() {
+    use std::io::{BufRead, Read, Write};
+    let mut line = String::new();
+    let mut stdin = std::io::stdin().lock();
+    if stdin.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"init\",\"result\":{}}\n");
+    let _ = out.flush();
+    let _ = stdin.read_to_end(&mut Vec::new());
+}
+
 fn main() {
+    if std::env::var_os(ONE_LINE).is_some() {
+        return one_line_server();
+    }
     println!("kiwi-bench: {} (medians of {RUNS}+ runs)", env!("CARGO_BIN_EXE_kiwi"));
     let rt = background_runtime();
     let mock = rt.block_on(MockLlm::start());
@@ -129,13 +151,23 @@ fn main() {
     let kimi = kimi_config(&env, &format!("{}/v1", mock.base_url()));
     let b = Bench { mock, _rt: rt, kimi, env };
 
-    startup(&b);
-    scripted_turn(&b);
-    scripted_steps(&b);
-    kimi_stream(&b);
-    kimi_steps(&b);
-    session_turns(&b);
-    resume(&b);
+    // `cargo bench --bench kiwi-bench -- startup kimi_steps` runs only the sections named.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    type Section = (&'static str, fn(&Bench));
+    let sections: [Section; 7] = [
+        ("startup", startup),
+        ("scripted_turn", scripted_turn),
+        ("scripted_steps", scripted_steps),
+        ("kimi_stream", kimi_stream),
+        ("kimi_steps", kimi_steps),
+        ("session_turns", session_turns),
+        ("resume", resume),
+    ];
+    for (name, section) in sections {
+        if only.is_empty() || only.iter().any(|o| o == name) {
+            section(&b);
+        }
+    }
 }
 
 /// What one prompt cost the server, seen from the client.
@@ -163,21 +195,33 @@ fn measured_turn(k: &mut Server) -> Turn {
 
 fn startup(b: &Bench) {
     let config = echo_config(&b.env, "idle", &[]);
-    let mut startup = Vec::new();
-    let mut idle_rss = Vec::new();
+    let baseline = || {
+        let mut cmd = std::process::Command::new(std::env::current_exe().expect("bench binary"));
+        cmd.env(ONE_LINE, "1");
+        cmd
+    };
+    // Interleaved, so that a busy moment of the machine falls on both alike.
+    let (mut kiwi, mut kiwi_rss, mut base, mut base_rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..21 {
-        let t = Instant::now();
-        let k = b.spawn(&config);
-        startup.push(ms(t.elapsed()));
-        if i % 4 == 0 {
-            std::thread::sleep(Duration::from_millis(200));
-            idle_rss.push(k.peak_rss_mb());
+        for (cmd, times, rss) in
+            [(b.env.command(&config, &[]), &mut kiwi, &mut kiwi_rss), (baseline(), &mut base, &mut base_rss)]
+        {
+            let t = Instant::now();
+            let mut k = Server::spawn(cmd);
+            k.initialize();
+            times.push(ms(t.elapsed()));
+            if i % 4 == 0 {
+                std::thread::sleep(Duration::from_millis(200));
+                rss.push(k.peak_rss_mb());
+            }
         }
     }
+    let (kiwi, base) = (median(kiwi), median(base));
     println!(
-        "startup: spawn -> initialize answered {:.2} ms; idle peak RSS {:.2} MB",
-        median(startup),
-        median(idle_rss)
+        "startup: spawn -> initialize answered {kiwi:.2} ms ({:.2}x a one-line server's {base:.2} ms); idle peak RSS {:.2} MB (one-line server {:.2} MB)",
+        kiwi / base,
+        median(kiwi_rss),
+        median(base_rss)
     );
 }
 

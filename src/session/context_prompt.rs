@@ -49,6 +49,13 @@ pub fn ensure(path: &Path, rendered: &str) -> std::io::Result<String> {
         return Ok(prompt);
     }
     let mut text = record_line(rendered);
+    if existing.iter().all(u8::is_ascii_whitespace) {
+        // A new session: nothing to keep safe, so no temp file and no fsync (start-up waits on
+        // both). A record torn by a crash is a malformed line, which readers skip; the session
+        // then gets the record prepended on its next start, like a file written before it.
+        std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(path)?.write_all(&text)?;
+        return Ok(rendered.to_string());
+    }
     text.extend_from_slice(&existing);
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".context.{}.{}.tmp", std::process::id(), uuid::Uuid::new_v4().simple()));
@@ -105,6 +112,17 @@ mod tests {
         let text = std::fs::read_to_string(&old).unwrap();
         assert!(text.starts_with("{\"role\": \"_system_prompt\", \"content\": \"now\"}\n{\"role\": \"_checkpoint\""));
         assert_eq!(text.lines().count(), 3);
+    }
+
+    #[test]
+    fn a_record_torn_by_a_crash_gets_a_whole_one_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        std::fs::write(&path, "{\"role\": \"_system_pro").unwrap();
+        assert_eq!(ensure(&path, "again").unwrap(), "again");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\"role\": \"_system_prompt\", \"content\": \"again\"}\n{\"role\": \"_system_pro");
+        assert_eq!(ensure(&path, "later").unwrap(), "again");
     }
 
     #[test]

@@ -116,14 +116,18 @@ pub fn copy_web_members(from: &SessionStateFile, into: &mut SessionStateFile) {
     into.wire_mtime = from.wire_mtime;
 }
 
-/// The agent's save: the web-owned members are taken from the file on disk (another process,
-/// the web server, may have changed them since the agent read the file), everything else from
-/// `state`. `state` is updated to what was written. A missing file keeps `state`'s own values
-/// (the agent may set the first title of a new session).
+/// The agent's save (`docs/web-api.md` §2.1): the web-owned members are taken from the file on
+/// disk (the web server may have changed them since the agent read the file), everything else
+/// from `state`; the one exception is the agent's automatic title, kept when the disk has no
+/// title. `state` is updated to what was written. A missing file keeps `state`'s own values.
 pub fn save_keeping_web_members(session_dir: &Path, state: &mut SessionStateFile) -> std::io::Result<()> {
     if state_path(session_dir).is_file() {
         let disk = load(session_dir);
+        let own_title = state.custom_title.take();
         copy_web_members(&disk, state);
+        if state.custom_title.is_none() {
+            state.custom_title = own_title;
+        }
     }
     save(session_dir, state)
 }

@@ -27,6 +27,7 @@ pub mod retry;
 pub mod sink;
 pub mod slash;
 pub mod state;
+mod state_writer;
 pub mod step;
 pub mod subagent;
 pub mod tool_message;

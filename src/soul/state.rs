@@ -2,7 +2,9 @@
 //! mode, added directories, title and todos, shared by the main agent, its tools and the front end.
 //!
 //! Invariants: every change goes through one lock and, when the spec says it is persisted, is
-//! written to `state.json` before the change is visible to anyone else; nothing is written until
+//! written to `state.json` before the change is visible to anyone else — except the todo list,
+//! which `SetTodoList` may change on every step: it is written behind the turn
+//! (`super::state_writer`) and is on disk before the turn ends; nothing is written until
 //! something changes (a session whose only prompt failed has no `state.json`); a session without
 //! a folder (tests, the nested `/init` agent) keeps its state in memory only.
 //!
@@ -12,9 +14,10 @@
 //! later resume yolo. A front end with approval rules of its own (the Claude dialect) counts only
 //! this run's grants: what earlier runs saved is set aside for it (see `docs/approvals.md`).
 
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::state_writer::StateWriter;
 use crate::protocol::TodoItem;
 use crate::session::state::{self as file, SessionStateFile};
 pub use crate::tools::PlanView;
@@ -44,8 +47,8 @@ impl Inner {
 }
 
 pub struct SessionState {
-    /// The session folder `state.json` lives in; `None` keeps everything in memory.
-    dir: Option<PathBuf>,
+    /// Writes `state.json` in the session folder; `None` keeps everything in memory.
+    writer: Option<Arc<StateWriter>>,
     inner: Mutex<Inner>,
 }
 
@@ -64,11 +67,11 @@ impl SessionState {
                 if state.approval.yolo { "yolo" } else { "afk" }
             );
         }
-        Self { dir: Some(session_dir.to_path_buf()), inner: Mutex::new(Inner::new(state, yolo)) }
+        Self { writer: Some(StateWriter::new(session_dir.to_path_buf())), inner: Mutex::new(Inner::new(state, yolo)) }
     }
 
     pub fn in_memory(yolo: bool) -> Self {
-        Self { dir: None, inner: Mutex::new(Inner::new(SessionStateFile::default(), yolo)) }
+        Self { writer: None, inner: Mutex::new(Inner::new(SessionStateFile::default(), yolo)) }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -84,17 +87,21 @@ impl SessionState {
     pub fn update<T>(&self, f: impl FnOnce(&mut SessionStateFile) -> T) -> T {
         let mut guard = self.lock();
         let out = f(&mut guard.file);
-        self.save(&mut guard);
+        self.save(&guard);
         out
     }
 
-    /// Writes `state.json`, keeping the web-owned members as they are on disk
-    /// (`docs/sessions.md`: the web server may rename or archive a session while it runs).
-    fn save(&self, inner: &mut Inner) {
-        if let Some(dir) = &self.dir
-            && let Err(e) = file::save_keeping_web_members(dir, &mut inner.file)
-        {
-            tracing::warn!("cannot save {}: {e}", file::state_path(dir).display());
+    /// Persists what `inner` holds before returning (the caller holds the lock).
+    fn save(&self, inner: &Inner) {
+        if let Some(writer) = &self.writer {
+            writer.save(inner.file.clone());
+        }
+    }
+
+    /// Waits until every change is on disk (the end of a turn, the end of a session).
+    pub fn flush(&self) {
+        if let Some(writer) = &self.writer {
+            writer.flush();
         }
     }
 
@@ -126,7 +133,7 @@ impl SessionState {
         let mut s = self.lock();
         s.run.yolo = on;
         s.file.approval.yolo = on;
-        self.save(&mut s);
+        self.save(&s);
     }
 
     /// The user's `/afk`: on or off for this run, and saved.
@@ -134,7 +141,7 @@ impl SessionState {
         let mut s = self.lock();
         s.run.afk = on;
         s.file.approval.afk = on;
-        self.save(&mut s);
+        self.save(&s);
     }
 
     pub fn is_session_approved(&self, action: &str) -> bool {
@@ -157,7 +164,7 @@ impl SessionState {
         }
         if !s.file.approval.auto_approve_actions.iter().any(|a| a == action) {
             s.file.approval.auto_approve_actions.push(action.to_string());
-            self.save(&mut s);
+            self.save(&s);
         }
     }
 
@@ -199,8 +206,13 @@ impl SessionState {
         self.read(|s| s.todos.clone())
     }
 
+    /// Replaces the todo list; written behind the caller (see the module's invariants).
     pub fn set_todos(&self, todos: Vec<TodoItem>) {
-        self.update(|s| s.todos = todos);
+        let mut guard = self.lock();
+        guard.file.todos = todos;
+        if let Some(writer) = &self.writer {
+            writer.save_later(guard.file.clone());
+        }
     }
 
     pub fn additional_dirs(&self) -> Vec<String> {
@@ -212,30 +224,16 @@ impl SessionState {
     }
 
     /// Sets the title from the first completed prompt, once (`docs/protocol-1.10.md` §10.2).
-    /// The title on disk counts: a title the web server set meanwhile is kept
-    /// (`docs/sessions.md`).
+    /// Sets the title from the first completed prompt, once (`docs/protocol-1.10.md` §10.2). The
+    /// title on disk counts: one the web server set meanwhile is kept (the write keeps the
+    /// web-owned members as the disk has them; `docs/web-api.md` §2.1).
     pub fn title_from_first_prompt(&self, text: &str) {
         if self.read(|s| s.custom_title.is_some()) {
             return;
         }
         let title = title_of(text);
-        if title.is_empty() {
-            return;
-        }
-        let mut s = self.lock();
-        let Some(dir) = &self.dir else {
-            s.file.custom_title = Some(title);
-            return;
-        };
-        if file::state_path(dir).is_file() {
-            let disk = file::load(dir);
-            file::copy_web_members(&disk, &mut s.file);
-        }
-        if s.file.custom_title.is_none() {
-            s.file.custom_title = Some(title);
-        }
-        if let Err(e) = file::save(dir, &s.file) {
-            tracing::warn!("cannot save {}: {e}", file::state_path(dir).display());
+        if !title.is_empty() {
+            self.update(|s| s.custom_title = Some(title));
         }
     }
 
@@ -246,6 +244,13 @@ impl SessionState {
         if kept.len() != dirs.len() {
             self.update(|s| s.additional_dirs = kept);
         }
+    }
+}
+
+impl Drop for SessionState {
+    /// A session's last changes reach the disk whichever way it ends.
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
@@ -314,6 +319,7 @@ mod tests {
         .unwrap();
         state.title_from_first_prompt("the first prompt");
         state.approve_for_session("run command");
+        state.flush();
         let saved = crate::session::state::load(dir.path());
         assert_eq!(saved.custom_title.as_deref(), Some("mine"));
         assert!(saved.title_generated && saved.archived);
@@ -323,6 +329,7 @@ mod tests {
         let state = SessionState::load(fresh.path(), false);
         state.set_todos(Vec::new());
         state.title_from_first_prompt("the first prompt");
+        state.flush();
         assert_eq!(crate::session::state::load(fresh.path()).custom_title.as_deref(), Some("the first prompt"));
     }
 

@@ -59,6 +59,8 @@ impl Soul {
         } else {
             self.turn_body(input, sink).await
         };
+        // What the turn changed in state.json (its todo list) is on disk before the turn ends.
+        self.agent.state.flush();
         sink.emit(Event::TurnEnd {}).await;
         self.turn.mark_ended();
         result

@@ -370,6 +370,11 @@ pub fn forget_kept(sid: i32) {
 pub fn kill_all_process_groups() {
     let kept = kept_sessions().clone();
     let calls: Vec<(i32, String)> = registry().calls.drain().filter(|(shell, _)| !kept.contains(shell)).collect();
+    if calls.is_empty() && has_children() == Some(false) {
+        // Nothing running and nobody left under us (as subreaper, orphans become our children):
+        // no need to read every process of the machine.
+        return;
+    }
     kill_tree(|snap| {
         let spared: HashSet<i32> = snap.iter().filter(|p| kept.contains(&p.session)).map(|p| p.pid).collect();
         let mut all = descendants_of_kiwi(snap);
@@ -381,7 +386,32 @@ pub fn kill_all_process_groups() {
     });
 }
 
+/// Whether this process has children, from the kernel's per-thread lists; `None` when they
+/// cannot be read (then the caller must look the long way).
+fn has_children() -> Option<bool> {
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let children = std::fs::read(task.ok()?.path().join("children")).ok()?;
+        if children.iter().any(u8::is_ascii_digit) {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
 /// Whether any non-zombie process is still in group `pgid` (used by tests and diagnostics).
 pub fn group_alive(pgid: i32) -> bool {
     snapshot().iter().any(|p| p.pgrp == pgid && !p.zombie)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_child_is_seen_by_the_exit_sweeps_shortcut() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        assert_eq!(has_children(), Some(true));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
