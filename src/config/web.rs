@@ -1,4 +1,4 @@
-//! The config file as the web API shows and edits it (`docs/web-api.md` §Config): the model
+//! The config file as the web API shows and edits it (`docs/web-api.md` §5): the model
 //! list with derived capabilities, the file's text with every secret redacted, in-place edits of
 //! `default_model` / `default_thinking`, and whole-text replacement that keeps redacted secrets.
 //!

@@ -1,5 +1,5 @@
 //! Every stored session of every work dir, as `kiwi sessions` and `kiwi web` see them
-//! (`docs/web-api.md` §Sessions): listing across the work dirs of `kimi.json`, titles, creating
+//! (`docs/web-api.md` §2): listing across the work dirs of `kimi.json`, titles, creating
 //! a session for a work dir, renaming and archiving, deleting, and the work-dir suggestions.
 //!
 //! Invariants: the session store is the only state (no index of our own); a folder is a session
@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::state::{self, SessionStateFile};
 use super::store::{self, Metadata};
 
-/// The longest title a listing shows (`docs/web-api.md` §Titles).
+/// The longest title a listing shows (`docs/web-api.md` §2).
 pub const LIST_TITLE_CHARS: usize = 300;
 /// Sessions untouched this long are archived by the listing (unless exempt).
 pub const AUTO_ARCHIVE_AFTER: Duration = Duration::from_secs(15 * 24 * 60 * 60);

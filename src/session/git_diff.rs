@@ -1,5 +1,5 @@
 //! A work dir's changes against `HEAD`, as the web API's git-diff stats report them
-//! (`docs/web-api.md` §Git diff): per-file added/deleted line counts, then untracked files.
+//! (`docs/web-api.md` §3.3): per-file added/deleted line counts, then untracked files.
 //!
 //! Invariants: only a work dir holding `.git` itself counts as a repository; each git command is
 //! bounded by [`GIT_TIMEOUT`] and killed when it runs over; a failure is reported in `error`,

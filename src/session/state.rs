@@ -116,7 +116,7 @@ pub fn copy_web_members(from: &SessionStateFile, into: &mut SessionStateFile) {
     into.wire_mtime = from.wire_mtime;
 }
 
-/// The agent's save (`docs/web-api.md` §2.1): the web-owned members are taken from the file on
+/// The agent's save (`docs/web-api.md` §2.2): the web-owned members are taken from the file on
 /// disk (the web server may have changed them since the agent read the file), everything else
 /// from `state`; the one exception is the agent's automatic title, kept when the disk has no
 /// title. `state` is updated to what was written. A missing file keeps `state`'s own values.

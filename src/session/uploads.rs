@@ -1,4 +1,4 @@
-//! Handing a session's uploads to the model with its next prompt (`docs/web-api.md` §Uploads):
+//! Handing a session's uploads to the model with its next prompt (`docs/web-api.md` §3.1):
 //! every file in `<session>/uploads/` not yet sent becomes content parts placed before the
 //! prompt's own, and its name is recorded in `uploads/.sent`.
 //!

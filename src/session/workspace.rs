@@ -1,4 +1,4 @@
-//! A session's files as the web API serves them (`docs/web-api.md` §Files): paths confined to
+//! A session's files as the web API serves them (`docs/web-api.md` §3.2): paths confined to
 //! the work dir (or the uploads folder) after resolving symlinks, the extra refusals of restricted
 //! mode, directory listings, and the names uploads are stored under.
 //!
@@ -94,7 +94,7 @@ pub fn is_sensitive_name(name: &str) -> bool {
     }
 }
 
-/// The restricted-mode refusals for a work-dir path (`docs/web-api.md` §Restricted mode), in
+/// The restricted-mode refusals for a work-dir path (`docs/web-api.md` §3.2), in
 /// order: a symlink in the requested path, a sensitive system folder, too deep, a sensitive name.
 pub fn check_restricted(
     work_dir: &Path,

@@ -226,7 +226,7 @@ impl SessionState {
     /// Sets the title from the first completed prompt, once (`docs/protocol-1.10.md` §10.2).
     /// Sets the title from the first completed prompt, once (`docs/protocol-1.10.md` §10.2). The
     /// title on disk counts: one the web server set meanwhile is kept (the write keeps the
-    /// web-owned members as the disk has them; `docs/web-api.md` §2.1).
+    /// web-owned members as the disk has them; `docs/web-api.md` §2.2).
     pub fn title_from_first_prompt(&self, text: &str) {
         if self.read(|s| s.custom_title.is_some()) {
             return;

@@ -84,7 +84,7 @@ impl Web {
         let hostport = url.trim_start_matches("http://").split(['/', '?']).next().unwrap().to_string();
         let port = hostport.rsplit(':').next().unwrap();
         let base = format!("http://127.0.0.1:{port}");
-        Web { child, base, env, http: reqwest::Client::builder().no_proxy().build().unwrap() }
+        Web { child, base, env, http: kiwi::net::client_builder().no_proxy().build().unwrap() }
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {

@@ -1,4 +1,4 @@
-//! `POST /api/sessions/{id}/generate-title` (`docs/web-api.md` §2.2): a short title from the
+//! `POST /api/sessions/{id}/generate-title` (`docs/web-api.md` §2.1): a short title from the
 //! first exchange, by one call to the default model, with a fallback from the prompt's text.
 //!
 //! Invariants: the model is a provider instance of its own, built from the default config for

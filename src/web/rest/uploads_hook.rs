@@ -1,5 +1,5 @@
 //! The upload delivery the hosted sessions call before forwarding a prompt
-//! (`docs/web-api.md` §3, uploads): `session::uploads` with the default model's configured
+//! (`docs/web-api.md` §3.1): `session::uploads` with the default model's configured
 //! capabilities (`image_in`, `video_in`), read from the config file each time (it may change).
 
 use std::path::PathBuf;
