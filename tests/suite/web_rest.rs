@@ -494,3 +494,70 @@ async fn config_and_work_dirs() {
     assert_eq!(dirs, json!(expected), "temporary-looking dirs are not suggested");
     assert_eq!(web.get("/api/nothing-here").await.0, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_title_uses_its_own_provider_and_falls_back() {
+    let web = Web::start(&[]);
+    let work = std::fs::canonicalize(web.env.work()).unwrap();
+    let scripts = web.env.dir.path().join("title.scripts.json");
+    std::fs::write(&scripts, serde_json::to_string(&["text: Deploy title"]).unwrap()).unwrap();
+    let config = CONFIG.replace(
+        "api_key = \"sk-secret-123\"\n",
+        &format!("api_key = \"sk-secret-123\"\nenv = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = \"{}\" }}\n", scripts.display()),
+    );
+    std::fs::write(web.env.share().join("config.toml"), config).unwrap();
+    let s = web.create(&work).await;
+    let id = s["session_id"].as_str().unwrap();
+    let dir = PathBuf::from(s["session_dir"].as_str().unwrap());
+    let path = format!("/api/sessions/{id}/generate-title");
+    // No first turn yet.
+    assert_eq!(web.call(reqwest::Method::POST, &path, Some(json!({}))).await, (200, json!({"title": "Untitled"})));
+    std::fs::write(
+        dir.join("wire.jsonl"),
+        [
+            r#"{"type": "metadata", "protocol_version": "1.10"}"#,
+            r#"{"timestamp": 1.0, "message": {"type": "TurnBegin", "payload": {"user_input": [{"type": "text", "text": "please deploy the service"}]}}}"#,
+            r#"{"timestamp": 1.1, "message": {"type": "ContentPart", "payload": {"type": "text", "text": "Deployed."}}}"#,
+            r#"{"timestamp": 1.2, "message": {"type": "TurnEnd", "payload": {}}}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let (st, v) = web.call(reqwest::Method::POST, &path, None).await;
+    assert_eq!((st, v), (200, json!({"title": "Deploy title"})));
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("state.json")).unwrap()).unwrap();
+    assert_eq!(
+        (state["custom_title"].as_str(), state["title_generated"].as_bool()),
+        (Some("Deploy title"), Some(true))
+    );
+    // Generated once: answered from state.json, no model call (the script is used up).
+    assert_eq!(web.call(reqwest::Method::POST, &path, None).await, (200, json!({"title": "Deploy title"})));
+    let (_, got) = web.get(&format!("/api/sessions/{id}")).await;
+    assert_eq!(got["title"], "Deploy title");
+
+    // A model that fails: the fallback from the prompt, one attempt counted.
+    std::fs::write(
+        web.env.share().join("config.toml"),
+        CONFIG
+            .replace("_scripted_echo", "openai_legacy")
+            .replace("base_url = \"\"", "base_url = \"http://127.0.0.1:9\""),
+    )
+    .unwrap();
+    let other = web.create(&work).await;
+    let other_dir = PathBuf::from(other["session_dir"].as_str().unwrap());
+    let other_path = format!("/api/sessions/{}/generate-title", other["session_id"].as_str().unwrap());
+    let (st, v) = web
+        .call(
+            reqwest::Method::POST,
+            &other_path,
+            Some(json!({"user_message": "  list   the files ", "assistant_response": "ok"})),
+        )
+        .await;
+    assert_eq!((st, v), (200, json!({"title": "list the files"})));
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(other_dir.join("state.json")).unwrap()).unwrap();
+    assert_eq!((state["title_generated"].as_bool(), state["title_generate_attempts"].as_u64()), (Some(false), Some(1)));
+    let (st, v) = web
+        .call(reqwest::Method::POST, "/api/sessions/00000000-0000-4000-8000-000000000000/generate-title", None)
+        .await;
+    assert_eq!((st, detail(&v)), (404, "Session not found"));
+}

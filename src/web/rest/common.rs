@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn bodies_and_fields() {
-        #[derive(serde::Deserialize, Default)]
+        #[derive(Debug, serde::Deserialize, Default)]
         struct B {
             #[allow(dead_code)]
             turn_index: u64,
