@@ -310,6 +310,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = SessionState::load(dir.path(), false);
         state.set_todos(Vec::new());
+        state.flush();
         // The web server renames and archives the session while the agent runs.
         crate::session::state::update_file(dir.path(), |s| {
             s.custom_title = Some("mine".into());

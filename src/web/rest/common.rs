@@ -96,6 +96,8 @@ fn field_error(value: &Value, message: &str) -> ApiError {
     let field = value
         .as_object()
         .and_then(|o| o.keys().find(|k| message.contains(&format!("`{k}`")) || message.contains(k.as_str())).cloned());
+    // A body of one member: that member is the one at fault.
+    let field = field.or_else(|| value.as_object().filter(|o| o.len() == 1).and_then(|o| o.keys().next().cloned()));
     let missing = message.starts_with("missing field");
     let name = match (&field, missing) {
         (Some(f), _) => f.clone(),
