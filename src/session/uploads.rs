@@ -75,12 +75,12 @@ pub fn take_unsent(session_dir: &Path, image_in: bool, video_in: bool) -> Vec<Co
         } else if mime.starts_with("video/") && video_in {
             parts.push(ContentPart::text(format!("<video path=\"{shown}\" content_type=\"{mime}\">")));
             parts.push(ContentPart::text("</video>\n\n"));
-        } else if TEXT_EXTENSIONS.contains(&ext.as_str()) || mime.starts_with("text/") {
-            if let Ok(bytes) = std::fs::read(&path) {
-                parts.push(ContentPart::text(format!("<document path=\"{shown}\" content_type=\"{mime}\">")));
-                parts.push(ContentPart::text(String::from_utf8_lossy(&bytes).into_owned()));
-                parts.push(ContentPart::text("</document>\n\n"));
-            }
+        } else if (TEXT_EXTENSIONS.contains(&ext.as_str()) || mime.starts_with("text/"))
+            && let Ok(bytes) = std::fs::read(&path)
+        {
+            parts.push(ContentPart::text(format!("<document path=\"{shown}\" content_type=\"{mime}\">")));
+            parts.push(ContentPart::text(String::from_utf8_lossy(&bytes).into_owned()));
+            parts.push(ContentPart::text("</document>\n\n"));
         }
     }
     sent.extend(names);

@@ -41,10 +41,10 @@ fn first_exchange(wire: &Path) -> (String, String) {
             Some("TurnBegin") if user.is_none() => {
                 user = Some(message.pointer("/payload/user_input").map(catalog::user_input_text).unwrap_or_default());
             }
-            Some("ContentPart") if user.is_some() => {
-                if message.pointer("/payload/type").and_then(Value::as_str) == Some("text") {
-                    assistant.push_str(message.pointer("/payload/text").and_then(Value::as_str).unwrap_or_default());
-                }
+            Some("ContentPart")
+                if user.is_some() && message.pointer("/payload/type").and_then(Value::as_str) == Some("text") =>
+            {
+                assistant.push_str(message.pointer("/payload/text").and_then(Value::as_str).unwrap_or_default());
             }
             Some("TurnEnd") if user.is_some() => break,
             _ => {}
