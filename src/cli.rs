@@ -143,6 +143,10 @@ pub enum Command {
     Logout(JsonFlag),
     /// Print version information.
     Info(JsonFlag),
+    /// List the stored sessions of every work dir (id, updated, work dir, title).
+    Sessions(SessionsArgs),
+    /// Export a session as a ZIP archive.
+    Export(ExportArgs),
     /// Manage the MCP servers of <share_dir>/mcp.json.
     #[command(subcommand, subcommand_required = true)]
     Mcp(McpCommand),
@@ -265,6 +269,30 @@ pub struct McpAdd {
     /// http: the URL; stdio: the command and its arguments (put arguments starting with `-` after `--`).
     #[arg(value_name = "TARGET_OR_COMMAND")]
     pub target: Vec<String>,
+}
+
+/// `kiwi sessions`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct SessionsArgs {
+    /// One JSON array instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Only the archived sessions.
+    #[arg(long)]
+    pub archived: bool,
+}
+
+/// `kiwi export`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// Session ID to export. Defaults to the work dir's previous session.
+    pub session_id: Option<String>,
+    /// Output ZIP file path. Default: session-<id>.zip in the current directory.
+    #[arg(long, short = 'o', value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// Skip the confirmation when exporting the previous session.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// The one option the account subcommands take.

@@ -1,7 +1,8 @@
-//! The subcommands: `login`, `logout`, `info`, `mcp` (`docs/subcommands.md` §1, §3, §4), and
-//! `web`, which runs the web server (`crate::web`). Unlike the wire server, stdout here belongs
-//! to the command: one message per line, text or (with `--json`) one JSON object per line,
-//! written only by [`print_line`] (`web` prints its start-up lines through the process shell).
+//! The subcommands: `login`, `logout`, `info`, `mcp`, `sessions`, `export` (`docs/subcommands.md`
+//! §1, §3, §4, §6, §7), and `web`, which runs the web server (`crate::web`). Unlike the wire
+//! server, stdout here belongs to the command: one message per line, text or (with `--json`) one
+//! JSON object per line, written only by [`print_line`] (`web` prints its start-up lines through
+//! the process shell).
 //!
 //! Invariants:
 //! * a subcommand does not act on the top-level options (§0); only their paths are checked, as
@@ -11,12 +12,14 @@
 //!   and takes stderr as the error text);
 //! * exit 0 on success, 1 when an `error` event was emitted, 2 on usage errors.
 
+mod export;
 mod info;
 mod login;
 mod logout;
 pub mod managed;
 mod mcp;
 mod mcp_remote;
+mod sessions;
 
 use std::io::Write as _;
 use std::path::Path;
@@ -36,6 +39,15 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
         Command::Info(flag) => info::run(flag.json),
         Command::Login(flag) => account(&share, flag.json, Account::Login),
         Command::Logout(flag) => account(&share, flag.json, Account::Logout),
+        Command::Sessions(args) => sessions::run(&share, args.json, args.archived),
+        Command::Export(args) => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let work_dir = match &cli.work_dir {
+                Some(w) => crate::session::store::normalize(w, &cwd),
+                None => cwd,
+            };
+            export::run(&share, &work_dir, args.session_id.as_deref(), args.output.as_deref(), args.yes)
+        }
         Command::Web(args) => crate::web::serve::run(args),
         Command::Mcp(command) => {
             if let Err(e) = std::fs::create_dir_all(&share) {
@@ -128,6 +140,14 @@ fn usage_error(message: &str) -> ExitCode {
 fn print_line(line: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+/// Writes a question to stdout without a line end (flushed: the answer is read next).
+#[allow(clippy::print_stdout)]
+fn print_prompt(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = write!(stdout, "{text}");
     let _ = stdout.flush();
 }
 

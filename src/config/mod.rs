@@ -4,6 +4,7 @@ pub mod diagnose;
 pub mod load;
 pub mod schema;
 pub mod select;
+pub mod web;
 
 pub use load::{
     ConfigError, load_default, load_default_reporting, load_file, load_file_reporting, load_text, load_text_reporting,

@@ -103,10 +103,73 @@ pub fn save(session_dir: &Path, state: &SessionStateFile) -> std::io::Result<()>
     }
 }
 
+/// Copies the members the web layer owns (`docs/sessions.md`: `custom_title`, `title_generated`,
+/// `title_generate_attempts`, `archived`, `archived_at`, `auto_archive_exempt`, `wire_mtime`) from
+/// `from` into `into`.
+pub fn copy_web_members(from: &SessionStateFile, into: &mut SessionStateFile) {
+    into.custom_title.clone_from(&from.custom_title);
+    into.title_generated = from.title_generated;
+    into.title_generate_attempts = from.title_generate_attempts;
+    into.archived = from.archived;
+    into.archived_at = from.archived_at;
+    into.auto_archive_exempt = from.auto_archive_exempt;
+    into.wire_mtime = from.wire_mtime;
+}
+
+/// The agent's save (`docs/web-api.md` §2.2): the web-owned members are taken from the file on
+/// disk (the web server may have changed them since the agent read the file), everything else
+/// from `state`; the one exception is the agent's automatic title, kept when the disk has no
+/// title. `state` is updated to what was written. A missing file keeps `state`'s own values.
+pub fn save_keeping_web_members(session_dir: &Path, state: &mut SessionStateFile) -> std::io::Result<()> {
+    if state_path(session_dir).is_file() {
+        let disk = load(session_dir);
+        let own_title = state.custom_title.take();
+        copy_web_members(&disk, state);
+        if state.custom_title.is_none() {
+            state.custom_title = own_title;
+        }
+    }
+    save(session_dir, state)
+}
+
+/// Reads the file, lets `change` edit it, and writes it back (the web layer's writes: it owns
+/// the web members and leaves the agent's as they are on disk).
+pub fn update_file<T>(session_dir: &Path, change: impl FnOnce(&mut SessionStateFile) -> T) -> std::io::Result<T> {
+    let mut state = load(session_dir);
+    let out = change(&mut state);
+    save(session_dir, &state)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::TodoStatus;
+
+    #[test]
+    fn the_agent_never_clobbers_web_members() {
+        let dir = tempfile::tempdir().unwrap();
+        // What the agent holds in memory (read before the web layer wrote).
+        let mut agent = SessionStateFile { plan_mode: true, custom_title: Some("agent".into()), ..Default::default() };
+        save(dir.path(), &agent).unwrap();
+        update_file(dir.path(), |s| {
+            s.custom_title = Some("renamed".into());
+            s.title_generated = true;
+            s.archived = true;
+            s.archived_at = Some(12.5);
+            s.wire_mtime = Some(3.0);
+        })
+        .unwrap();
+        agent.todos = vec![TodoItem { title: "t".into(), status: TodoStatus::Done }];
+        save_keeping_web_members(dir.path(), &mut agent).unwrap();
+        let disk = load(dir.path());
+        assert_eq!(disk.custom_title.as_deref(), Some("renamed"));
+        assert!(disk.title_generated && disk.archived && disk.plan_mode);
+        assert_eq!(disk.archived_at, Some(12.5));
+        assert_eq!(disk.wire_mtime, Some(3.0));
+        assert_eq!(disk.todos.len(), 1);
+        assert_eq!(agent, disk);
+    }
 
     #[test]
     fn defaults_are_written_in_the_reference_layout() {

@@ -258,6 +258,9 @@ impl SessionState {
     }
 
     /// Sets the title from the first completed prompt, once (`docs/protocol-1.10.md` §10.2).
+    /// Sets the title from the first completed prompt, once (`docs/protocol-1.10.md` §10.2). The
+    /// title on disk counts: one the web server set meanwhile is kept (the write keeps the
+    /// web-owned members as the disk has them; `docs/web-api.md` §2.2).
     pub fn title_from_first_prompt(&self, text: &str) {
         if self.read(|s| s.custom_title.is_some()) {
             return;
@@ -334,6 +337,35 @@ mod tests {
         assert_eq!(saved.approval.auto_approve_actions, ["run command"]);
         let again = SessionState::load(dir.path(), false);
         assert!(again.is_session_approved("run command"), "approve-for-session outlives the process");
+    }
+
+    #[test]
+    fn what_the_web_server_wrote_meanwhile_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), false);
+        state.set_todos(Vec::new());
+        state.flush();
+        // The web server renames and archives the session while the agent runs.
+        crate::session::state::update_file(dir.path(), |s| {
+            s.custom_title = Some("mine".into());
+            s.title_generated = true;
+            s.archived = true;
+        })
+        .unwrap();
+        state.title_from_first_prompt("the first prompt");
+        state.approve_for_session("run command");
+        state.flush();
+        let saved = crate::session::state::load(dir.path());
+        assert_eq!(saved.custom_title.as_deref(), Some("mine"));
+        assert!(saved.title_generated && saved.archived);
+        assert_eq!(saved.approval.auto_approve_actions, ["run command"]);
+        // Without a web title, the first prompt names the session.
+        let fresh = tempfile::tempdir().unwrap();
+        let state = SessionState::load(fresh.path(), false);
+        state.set_todos(Vec::new());
+        state.title_from_first_prompt("the first prompt");
+        state.flush();
+        assert_eq!(crate::session::state::load(fresh.path()).custom_title.as_deref(), Some("the first prompt"));
     }
 
     #[test]

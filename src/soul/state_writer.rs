@@ -73,7 +73,7 @@ impl StateWriter {
     /// Writes until the slot is empty, then says so to whoever waits.
     fn drain(&self) {
         loop {
-            let next = {
+            let mut next = {
                 let mut slot = self.lock();
                 match slot.pending.take() {
                     Some(state) => state,
@@ -84,7 +84,7 @@ impl StateWriter {
                     }
                 }
             };
-            if let Err(e) = file::save(&self.dir, &next) {
+            if let Err(e) = file::save_keeping_web_members(&self.dir, &mut next) {
                 tracing::warn!("cannot save {}: {e}", file::state_path(&self.dir).display());
             }
         }

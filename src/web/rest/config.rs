@@ -1,0 +1,148 @@
+//! Config endpoints (`docs/web-api.md` §5): the model list, switching the default model or
+//! thinking (then restarting running sessions), and the file's text with secrets redacted.
+//! Everything but the model list is refused in restricted mode.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::super::errors::ApiError;
+use super::super::state::AppState;
+use super::common::{self, blocking};
+use crate::config::web as view;
+
+const RESTRICTED: &str = "Sensitive config APIs are disabled in this mode.";
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/config/", get(read).patch(patch))
+        .route("/api/config", get(read).patch(patch))
+        .route("/api/config/toml", get(read_toml).put(write_toml))
+}
+
+fn refuse_if_restricted(state: &AppState) -> Result<(), ApiError> {
+    if state.restricted() { Err(ApiError::forbidden(RESTRICTED)) } else { Ok(()) }
+}
+
+/// The default config file's view, or why it does not load.
+fn load_view(share: &std::path::Path) -> Result<view::GlobalConfigView, String> {
+    let path = share.join("config.toml");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let config = crate::config::load_file(&path).map_err(|e| e.to_string())?;
+    Ok(view::global_view(&config, &view::model_order(&text)))
+}
+
+fn internal_error() -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "Internal Server Error")
+        .into_response()
+}
+
+/// `GET /api/config/`.
+async fn read(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let share = state.share_dir().to_path_buf();
+    match blocking(move || load_view(&share)).await? {
+        Ok(v) => Ok(axum::Json(v).into_response()),
+        Err(e) => {
+            tracing::warn!("GET /api/config/: {e}");
+            Ok(internal_error())
+        }
+    }
+}
+
+/// `PATCH /api/config/`.
+async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
+    let body: Value = common::optional_body(&bytes)?;
+    let default_model = common::string_field(body.get("default_model"), &["body", "default_model"])?;
+    let default_thinking = common::bool_field(body.get("default_thinking"), &["body", "default_thinking"])?;
+    let restart = common::bool_field(body.get("restart_running_sessions"), &["body", "restart_running_sessions"])?
+        .unwrap_or(true);
+    let force = common::bool_field(body.get("force_restart_busy_sessions"), &["body", "force_restart_busy_sessions"])?
+        .unwrap_or(false);
+    refuse_if_restricted(&state)?;
+    let share = state.share_dir().to_path_buf();
+    blocking(move || -> Result<(), ApiError> {
+        let path = share.join("config.toml");
+        let config = crate::config::load_file(&path).map_err(|e| ApiError::internal(e.to_string()))?;
+        if let Some(m) = &default_model
+            && !config.models.contains_key(m)
+        {
+            return Err(ApiError::bad_request(format!("Model '{m}' not found in config")));
+        }
+        if default_model.is_some() || default_thinking.is_some() {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let edited =
+                view::set_defaults(&text, default_model.as_deref(), default_thinking).map_err(ApiError::internal)?;
+            view::write_atomic(&path, &edited)
+                .map_err(|e| ApiError::internal(format!("Cannot write {}: {e}", path.display())))?;
+        }
+        Ok(())
+    })
+    .await??;
+    let (restarted, skipped) = if restart {
+        let outcome = state.restart_sessions(force).await.map_err(ApiError::internal)?;
+        (outcome.restarted, outcome.skipped_busy)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let share = state.share_dir().to_path_buf();
+    let config = blocking(move || load_view(&share)).await?.map_err(ApiError::internal)?;
+    let none_if_empty = |v: Vec<String>| if v.is_empty() { Value::Null } else { json!(v) };
+    Ok(axum::Json(json!({
+        "config": config,
+        "restarted_session_ids": none_if_empty(restarted),
+        "skipped_busy_session_ids": none_if_empty(skipped),
+    }))
+    .into_response())
+}
+
+/// `GET /api/config/toml`: the text with every secret redacted.
+async fn read_toml(State(state): State<AppState>) -> Result<Response, ApiError> {
+    refuse_if_restricted(&state)?;
+    let path = state.share_dir().join("config.toml");
+    let shown = path.to_string_lossy().to_string();
+    let content = blocking(move || match std::fs::read_to_string(&path) {
+        Ok(text) => view::redact(&text)
+            .map_err(|e| ApiError::internal(format!("config.toml is not valid TOML, not shown: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(ApiError::internal(format!("Cannot read config.toml: {e}"))),
+    })
+    .await??;
+    Ok(axum::Json(json!({"content": content, "path": shown})).into_response())
+}
+
+/// `PUT /api/config/toml`: replaces the file after checking it; redacted placeholders keep the
+/// stored secrets. Always 200 with `{"success", "error"}` for a well-formed request.
+async fn write_toml(State(state): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
+    let body: Value = common::body(&bytes)?;
+    let content = match body.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        None => return Err(ApiError::validation("missing", &["body", "content"], "Field required", Value::Null)),
+        Some(other) => {
+            return Err(ApiError::validation(
+                "string_type",
+                &["body", "content"],
+                "Input should be a valid string",
+                other.clone(),
+            ));
+        }
+    };
+    refuse_if_restricted(&state)?;
+    let path = state.share_dir().join("config.toml");
+    let outcome = blocking(move || -> Result<(), String> {
+        view::check_toml(&content)?;
+        let disk = std::fs::read_to_string(&path).unwrap_or_default();
+        let text = view::restore_secrets(&content, &disk)?;
+        view::check_toml(&text)?;
+        view::write_atomic(&path, &text).map_err(|e| format!("Cannot write {}: {e}", path.display()))
+    })
+    .await?;
+    Ok(axum::Json(match outcome {
+        Ok(()) => json!({"success": true, "error": null}),
+        Err(e) => json!({"success": false, "error": e}),
+    })
+    .into_response())
+}

@@ -1,0 +1,199 @@
+//! Files of a session (`docs/web-api.md` §3): uploads into `<session>/uploads/` (size bounded
+//! while streaming), their download, and the work dir's files and folders (confined to the work
+//! dir after resolving symlinks; restricted mode's extra refusals).
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
+use axum::http::{HeaderName, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+
+use super::super::errors::ApiError;
+use super::super::state::AppState;
+use super::common::{blocking, not_busy, session};
+use crate::session::workspace::{self, MAX_UPLOAD_BYTES};
+
+const TOO_LARGE: &str = "File too large (max 100MB)";
+const FILE_NOT_FOUND: &str = "File not found";
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/sessions/{session_id}/files",
+            // The stream is bounded by the handler itself (413 past 100 MiB, counted as it is read);
+            // this only keeps a multipart envelope from going on forever.
+            post(upload)
+                .layer(DefaultBodyLimit::max(usize::try_from(MAX_UPLOAD_BYTES).unwrap_or(usize::MAX) + (1 << 20))),
+        )
+        .route("/api/sessions/{session_id}/files/", get(work_root))
+        .route("/api/sessions/{session_id}/files/{*path}", get(work_file))
+        .route("/api/sessions/{session_id}/uploads/{*path}", get(upload_file))
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE)
+}
+
+/// `POST /api/sessions/{id}/files` (multipart, field `file`).
+async fn upload(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+) -> Result<Response, ApiError> {
+    let info = session(&state, &id).await?;
+    not_busy(&state, &info.id)?;
+    let mut multipart =
+        multipart.map_err(|e| ApiError::validation("missing", &["body", "file"], e.body_text(), Value::Null))?;
+    let uploads = info.session_dir.join("uploads");
+    loop {
+        let field = match multipart.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => return Err(too_large()),
+            Err(e) => return Err(ApiError::validation("value_error", &["body", "file"], e.body_text(), Value::Null)),
+        };
+        if field.name() != Some("file") {
+            continue;
+        }
+        let name = workspace::upload_name(field.file_name());
+        tokio::fs::create_dir_all(&uploads)
+            .await
+            .map_err(|e| ApiError::internal(format!("Cannot store the upload: {e}")))?;
+        let target = uploads.join(&name);
+        let partial = uploads.join(format!(".{name}.partial"));
+        let written = store(field, &partial).await;
+        match written {
+            Ok(size) => {
+                tokio::fs::rename(&partial, &target)
+                    .await
+                    .map_err(|e| ApiError::internal(format!("Cannot store the upload: {e}")))?;
+                return Ok(axum::Json(json!({"path": target.to_string_lossy(), "filename": name, "size": size}))
+                    .into_response());
+            }
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&partial).await;
+                return Err(e);
+            }
+        }
+    }
+    Err(ApiError::validation("missing", &["body", "file"], "Field required", Value::Null))
+}
+
+/// Streams one field into `path`, refusing it once it passes the limit.
+async fn store(mut field: axum::extract::multipart::Field<'_>, path: &std::path::Path) -> Result<u64, ApiError> {
+    let mut file =
+        tokio::fs::File::create(path).await.map_err(|e| ApiError::internal(format!("Cannot store the upload: {e}")))?;
+    let mut size: u64 = 0;
+    loop {
+        match field.chunk().await {
+            Ok(Some(chunk)) => {
+                size += chunk.len() as u64;
+                if size > MAX_UPLOAD_BYTES {
+                    return Err(too_large());
+                }
+                file.write_all(&chunk)
+                    .await
+                    .map_err(|e| ApiError::internal(format!("Cannot store the upload: {e}")))?;
+            }
+            Ok(None) => break,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => return Err(too_large()),
+            Err(e) => return Err(ApiError::validation("value_error", &["body", "file"], e.body_text(), Value::Null)),
+        }
+    }
+    file.flush().await.map_err(|e| ApiError::internal(format!("Cannot store the upload: {e}")))?;
+    Ok(size)
+}
+
+/// Streams a file with its type and disposition.
+async fn send_file(path: &std::path::Path, disposition: &str, entry_header: bool) -> Result<Response, ApiError> {
+    let file = tokio::fs::File::open(path).await.map_err(|_| ApiError::not_found(FILE_NOT_FOUND))?;
+    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let mut response = (
+        [
+            (header::CONTENT_TYPE, workspace::content_type(&name)),
+            (header::CONTENT_LENGTH, len.to_string()),
+            (header::CONTENT_DISPOSITION, workspace::content_disposition(disposition, &name)),
+        ],
+        Body::from_stream(tokio_util::io::ReaderStream::new(file)),
+    )
+        .into_response();
+    if entry_header {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static("x-kiwi-entry"), "file".parse().map_err(|_| ApiError::internal("header"))?);
+    }
+    Ok(response)
+}
+
+/// `GET /api/sessions/{id}/uploads/{path}`.
+async fn upload_file(
+    State(state): State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let info = session(&state, &id).await?;
+    let uploads = info.session_dir.join("uploads");
+    if !uploads.is_dir() {
+        return Err(ApiError::not_found("Uploads directory not found"));
+    }
+    let target = blocking(move || workspace::confine(&uploads, &path)).await?.map_err(ApiError::bad_request)?;
+    if !target.is_file() {
+        return Err(ApiError::not_found(FILE_NOT_FOUND));
+    }
+    send_file(&target, "inline", false).await
+}
+
+async fn work_root(state: State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    work_path(state, id, String::new()).await
+}
+
+async fn work_file(state: State<AppState>, Path((id, path)): Path<(String, String)>) -> Result<Response, ApiError> {
+    work_path(state, id, path).await
+}
+
+/// `GET /api/sessions/{id}/files/{path}`: a listing for a folder, the bytes for a file.
+async fn work_path(State(state): State<AppState>, id: String, path: String) -> Result<Response, ApiError> {
+    let info = session(&state, &id).await?;
+    let restricted = state.restricted();
+    let depth = state.settings.max_public_path_depth;
+    let work_dir = std::path::PathBuf::from(&info.work_dir);
+    let (target, listing) = blocking(move || -> Result<_, ApiError> {
+        let target = workspace::confine(&work_dir, &path).map_err(ApiError::bad_request)?;
+        if restricted {
+            let home = crate::session::store::home_dir();
+            workspace::check_restricted(&work_dir, &path, &target, &home, depth).map_err(ApiError::forbidden)?;
+        }
+        if !target.exists() {
+            return Err(ApiError::not_found(FILE_NOT_FOUND));
+        }
+        if target.is_dir() {
+            let entries = workspace::list_dir(&target, restricted).map_err(|_| ApiError::not_found(FILE_NOT_FOUND))?;
+            return Ok((target, Some(entries)));
+        }
+        Ok((target, None))
+    })
+    .await??;
+    match listing {
+        Some(entries) => {
+            let list: Vec<Value> = entries
+                .into_iter()
+                .map(|e| {
+                    if e.is_dir {
+                        json!({"name": e.name, "type": "directory"})
+                    } else {
+                        json!({"name": e.name, "type": "file", "size": e.size})
+                    }
+                })
+                .collect();
+            Ok((
+                [(header::CONTENT_TYPE, "application/json"), (HeaderName::from_static("x-kiwi-entry"), "directory")],
+                Value::Array(list).to_string(),
+            )
+                .into_response())
+        }
+        None => send_file(&target, "attachment", true).await,
+    }
+}
