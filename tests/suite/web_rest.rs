@@ -561,3 +561,49 @@ async fn generate_title_uses_its_own_provider_and_falls_back() {
         .await;
     assert_eq!((st, detail(&v)), (404, "Session not found"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_copies_the_turns_up_to_the_one_named() {
+    let web = Web::start(&[]);
+    let work = std::fs::canonicalize(web.env.work()).unwrap();
+    let s = web.create(&work).await;
+    let id = s["session_id"].as_str().unwrap().to_string();
+    let path = format!("/api/sessions/{id}/fork");
+    let post = |body: Option<Value>| web.call(reqwest::Method::POST, &path, body);
+
+    // Nothing recorded yet.
+    let (st, v) = post(Some(json!({"turn_index": 0}))).await;
+    assert_eq!((st, detail(&v)), (400, "wire.jsonl not found"));
+
+    // Two turns, written as the wire log records them.
+    let dir = PathBuf::from(s["session_dir"].as_str().unwrap());
+    let turn = |text: &str| {
+        format!(
+            "{{\"timestamp\": 1.0, \"message\": {{\"type\": \"TurnBegin\", \"payload\": {{\"user_input\": \"{text}\"}}}}}}\n\
+             {{\"timestamp\": 1.0, \"message\": {{\"type\": \"TurnEnd\", \"payload\": {{}}}}}}\n"
+        )
+    };
+    let wire =
+        format!("{{\"type\": \"metadata\", \"protocol_version\": \"1.10\"}}\n{}{}", turn("first"), turn("second"));
+    std::fs::write(dir.join("wire.jsonl"), wire).unwrap();
+
+    let (st, v) = post(Some(json!({"turn_index": 5}))).await;
+    assert_eq!((st, detail(&v)), (400, "turn_index 5 out of range (max turn: 1)"));
+    let (st, v) = post(Some(json!({"turn_index": -1}))).await;
+    assert_eq!((st, v["detail"][0]["loc"].clone()), (422, json!(["body", "turn_index"])));
+    let (st, v) = post(None).await;
+    assert_eq!(st, 422, "{v}");
+
+    let (st, forked) = post(Some(json!({"turn_index": 0}))).await;
+    assert_eq!(st, 200, "{forked}");
+    assert_eq!(forked["title"], "Fork: first");
+    assert_eq!(forked["status"]["state"], "stopped");
+    assert_eq!(forked["work_dir"], work.to_str().unwrap());
+    assert_ne!(forked["session_id"], s["session_id"]);
+    let copied =
+        std::fs::read_to_string(Path::new(forked["session_dir"].as_str().unwrap()).join("wire.jsonl")).unwrap();
+    assert!(copied.contains("first") && !copied.contains("second"), "{copied}");
+    // The fork is listed like any session.
+    let (_, list) = web.get("/api/sessions/").await;
+    assert_eq!(list.as_array().unwrap().len(), 2);
+}

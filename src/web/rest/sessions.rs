@@ -28,6 +28,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/sessions", get(list).post(create))
         .route("/api/sessions/{session_id}", get(get_one).patch(update).delete(remove))
         .route("/api/sessions/{session_id}/export", get(export))
+        .route("/api/sessions/{session_id}/fork", axum::routing::post(fork))
         .route("/api/sessions/{session_id}/generate-title", axum::routing::post(super::title::generate))
 }
 
@@ -176,4 +177,46 @@ async fn export(State(state): State<AppState>, Path(id): Path<String>) -> Result
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+/// `POST /api/sessions/{id}/fork` (`docs/web-api.md`): a new session of the same work dir
+/// holding turns 0..=`turn_index` (`session::fork`).
+async fn fork(State(state): State<AppState>, Path(id): Path<String>, bytes: Bytes) -> Result<Response, ApiError> {
+    common::check_id(&id)?;
+    let body: Value = common::body(&bytes)?;
+    let turn = match body.get("turn_index") {
+        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().unwrap_or_default(),
+        Some(Value::Number(n)) if n.as_i64().is_some() => {
+            return Err(ApiError::validation(
+                "greater_than_equal",
+                &["body", "turn_index"],
+                "Input should be greater than or equal to 0",
+                Value::Number(n.clone()),
+            ));
+        }
+        Some(other) => {
+            return Err(ApiError::validation(
+                "int_parsing",
+                &["body", "turn_index"],
+                "Input should be a valid integer",
+                other.clone(),
+            ));
+        }
+        None => return Err(ApiError::validation("missing", &["body", "turn_index"], "Field required", body.clone())),
+    };
+    let info = session(&state, &id).await?;
+    not_busy(&state, &info.id)?;
+    let share = state.share_dir().to_path_buf();
+    let (work_dir, source) = (std::path::PathBuf::from(&info.work_dir), info.session_dir.clone());
+    let forked = blocking(move || {
+        let forked = crate::session::fork::fork(&share, &work_dir, &source, Some(turn))?;
+        Ok::<_, crate::session::fork::ForkError>(catalog::find(&share, &forked.id))
+    })
+    .await?;
+    match forked {
+        Ok(Some(info)) => Ok(json(session_json(&state, &info, Live::Stopped))),
+        Ok(None) => Err(ApiError::internal("Failed to fork session: the new session cannot be read")),
+        Err(crate::session::fork::ForkError::Io(e)) => Err(ApiError::internal(format!("Failed to fork session: {e}"))),
+        Err(e) => Err(ApiError::bad_request(e.to_string())),
+    }
 }
