@@ -79,7 +79,7 @@ def ran(workdir):
         {"jsonrpc": "2.0", "id": "p", "method": "prompt", "params": {"user_input": "go"}},
     ]
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, BINARY, "--wire",
+        ["valgrind", "--tool=callgrind", "--dump-instr=yes", "--callgrind-out-file=" + out, BINARY, "--wire",
          "--config-file", config_path, "--work-dir", work],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env=dict(os.environ, HOME=home, KIMI_SHARE_DIR=share))
@@ -94,11 +94,20 @@ def ran(workdir):
                 break
     proc.stdin.close()
     proc.wait()
+    # Every instruction that ran (`--dump-instr=yes`): a cost line starts with its address,
+    # absolute ("0x…") or relative to the one before ("+n", "-n", "*"). Functions entered by a
+    # jump (tail calls) have no entry of their own, so the names come from these addresses.
     addresses = set()
+    at = 0
     for line in open(out):
-        m = re.match(r"c?fn=\(\d+\)\s+0x([0-9a-f]+)", line)
-        if m:
-            addresses.add(int(m.group(1), 16))
+        token = line.split(" ", 1)[0].strip()
+        if token.startswith("0x"):
+            at = int(token, 16)
+        elif token[:1] in "+-" and token[1:].isdigit():
+            at += int(token)
+        elif token != "*":
+            continue
+        addresses.add(at)
     return addresses
 
 
@@ -111,6 +120,7 @@ def main():
         addresses = ran(workdir)
     names = []
     seen = set()
+    # Kept in the order the current build has them (a crate's code stays together).
     for address in sorted(addresses):
         i = bisect.bisect_right(starts, address) - 1
         if i >= 0 and symbols[i][1] not in seen:
