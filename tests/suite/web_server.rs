@@ -20,7 +20,10 @@ fn local_mode_banner_and_plain_routes() {
     assert!(banner.contains("    • Use -n / --network to share on LAN") && !banner.contains("Token:"), "{banner}");
     let health = server.http("GET", "/healthz", &[], None);
     assert_eq!((health.status, health.body.as_str()), (200, r#"{"status":"ok"}"#));
-    let missing = server.http("GET", "/api/sessions", &[], None);
+    // The slash-less list path is also served (`docs/web-api.md`); other unknown paths are 404.
+    let listed = server.http("GET", "/api/sessions", &[], None);
+    assert_eq!((listed.status, listed.body.as_str()), (200, "[]"));
+    let missing = server.http("GET", "/api/nothing-here", &[], None);
     assert_eq!((missing.status, missing.body.as_str()), (404, r#"{"detail":"Not Found"}"#));
     let wrong = server.http("POST", "/healthz", &[], Some("{}"));
     assert_eq!((wrong.status, wrong.body.as_str()), (405, r#"{"detail":"Method Not Allowed"}"#));

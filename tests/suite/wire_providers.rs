@@ -47,8 +47,13 @@ const GEMINI: Provider = Provider { kind: "gemini", model: "gemini-2.5-flash", s
 const VERTEX: Provider = Provider { kind: "vertexai", model: "gemini-2.5-flash", suffix: "", expected_as: "gemini" };
 
 fn write_config(env: &Env, p: Provider, base_url: &str, capabilities: &[&str]) -> PathBuf {
-    let model = json!({"models": {"m": {"max_context_size": MAX_CONTEXT, "capabilities": capabilities}}});
-    env.provider_config(p.kind, p.model, base_url, model)
+    let mut extra = json!({"models": {"m": {"max_context_size": MAX_CONTEXT, "capabilities": capabilities}}});
+    if p.kind == "openai_legacy" {
+        // The captures were made without a reasoning key (kiwi's default now reads
+        // `reasoning_content`; `providers_kimi.rs` covers that).
+        extra["providers"] = json!({"p": {"reasoning_key": ""}});
+    }
+    env.provider_config(p.kind, p.model, base_url, extra)
 }
 
 /// Starts the mock with `responses` queued and kiwi configured for `p` against it.

@@ -298,5 +298,8 @@ fn schema_command_prints_the_committed_schema() {
     assert!(out.stdout == committed, "`kiwi schema` and the committed schema differ");
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let methods: Vec<&String> = doc["methods"].as_object().unwrap().keys().collect();
-    assert_eq!(methods, ["initialize", "prompt", "steer", "replay", "set_plan_mode", "cancel", "run", "interrupt"]);
+    assert_eq!(
+        methods,
+        ["initialize", "prompt", "steer", "replay", "set_plan_mode", "cancel", "run", "fork", "interrupt"]
+    );
 }
