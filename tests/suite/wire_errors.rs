@@ -185,7 +185,7 @@ fn fifty_mib_line_within_the_default_limit_is_served() {
     );
     k.send_raw(&line);
     let (events, response) = k.until_response(&json!("big"));
-    assert_eq!(response["result"]["status"], "finished");
+    assert_eq!(response["result"]["status"], "finished", "{response}");
     assert_eq!(types(&events), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
     assert_eq!(events[0]["params"]["payload"]["user_input"].as_str().unwrap().len(), text.len());
 }
