@@ -23,6 +23,7 @@ mod providers_kimi;
 mod providers_networks;
 mod providers_others;
 mod providers_perf;
+mod providers_vertex;
 mod readme_configs;
 mod sdk_client;
 mod secrets;
