@@ -223,3 +223,30 @@ fn a_refused_form_falls_back_to_cards_and_a_cancel_stops_the_asking() {
     let (_, listed) = k.call("l", "session/list", json!({}));
     assert!(listed.get("result").is_some(), "kiwi still serves: {listed}");
 }
+
+/// `EnterPlanMode` asks through the same path: its Yes/No question is a card, and "Yes" switches
+/// the session to the `plan` mode.
+#[test]
+fn entering_plan_mode_is_asked_through_a_card() {
+    let env = Env::new();
+    let work = env.work();
+    let enter = format!("tool_call: {}", json!({"id": "e1", "name": "EnterPlanMode", "arguments": "{}"}));
+    let config = env.scripted_config(&[&enter, "text: planning"]);
+    let mut k = acp(&env, &config, json!({}));
+    let session = new_session(&mut k, &work);
+    send_prompt(&mut k, "p1", &session);
+    let (_, card) = until_method(&mut k, "session/request_permission");
+    assert_eq!(card["params"]["toolCall"]["title"], "Plan Mode");
+    let names: Vec<&str> =
+        card["params"]["options"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Yes", "No", "Dismiss"]);
+    respond(&mut k, &card, json!({"outcome": {"outcome": "selected", "optionId": "answer_1"}}));
+    let (during, done) = k.until_response(&json!("p1"));
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let modes: Vec<&Value> = during
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "current_mode_update")
+        .map(|m| &m["params"]["update"]["currentModeId"])
+        .collect();
+    assert_eq!(modes, [&json!("plan")], "{during:?}");
+}
