@@ -34,6 +34,8 @@ const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 /// The lifetime asked for in a service account's assertion (Google's maximum).
 const ASSERTION_LIFETIME_SECS: u64 = 3600;
+/// How long one token exchange may take.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Form encoding keeps only the unreserved characters.
 const FORM: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
@@ -120,6 +122,7 @@ impl AdcTokens {
             .post(&token_uri)
             .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(reqwest::header::ACCEPT, "application/json")
+            .timeout(EXCHANGE_TIMEOUT)
             .body(form)
             .send()
             .await
