@@ -341,3 +341,35 @@ fn a_missing_credentials_file_is_named_at_start_up_and_in_the_prompt_error() {
     assert_eq!(answer["error"]["code"], -32003, "{answer}");
     assert_eq!(answer["error"]["message"], line);
 }
+
+#[tokio::test]
+async fn concurrent_requests_share_one_exchange_and_a_missing_project_is_named() {
+    let tokens = MockRoutes::start();
+    tokens.on("POST /token", token_reply("ya29.shared", 3600));
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::sse_fixture(SSE));
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_json(dir.path(), "sa.json", &service_account(&format!("{}/token", tokens.url())));
+    let p = vertex(&mock, &[("GOOGLE_APPLICATION_CREDENTIALS", file.to_str().unwrap())]);
+    let (a, b, c) = tokio::join!(run_hi(p.as_ref()), run_hi(p.as_ref()), run_hi(p.as_ref()));
+    for outcome in [a, b, c] {
+        assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    }
+    assert_eq!(tokens.requests_to("POST /token").len(), 1);
+    assert_eq!(mock.request_count(), 3);
+
+    // A user's login names no project: without GOOGLE_CLOUD_PROJECT nothing is sent.
+    let user = write_json(
+        dir.path(),
+        "user.json",
+        &json!({"type": "authorized_user", "client_id": "c", "client_secret": "s", "refresh_token": "r",
+            "token_uri": format!("{}/token", tokens.url())}),
+    );
+    let p = vertex(&mock, &[("GOOGLE_APPLICATION_CREDENTIALS", user.to_str().unwrap())]);
+    let error = run_hi(p.as_ref()).await.error.unwrap();
+    assert_eq!(
+        error.to_string(),
+        "Vertex AI without an API key needs a project: set GOOGLE_CLOUD_PROJECT (or use a service-account file, which names its project_id)"
+    );
+    assert_eq!(mock.request_count(), 3);
+}
