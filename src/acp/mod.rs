@@ -17,6 +17,7 @@ pub mod modes;
 pub mod permission;
 pub mod projection;
 pub mod prompt_input;
+pub mod questions;
 pub mod serve;
 pub mod server;
 pub mod session;

@@ -16,12 +16,16 @@ use agent_client_protocol::v1::schema::{
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
+use super::client_calls::ClientCalls;
 use super::errors;
 use super::mapping::{EventMapper, diff_content, text_content};
 use super::permission;
+use super::questions;
 use super::session::AcpSession;
 use crate::llm::ModelStop;
-use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, HookAction, Request, ToolReturnValue};
+use crate::protocol::{
+    ApprovalDecision, ApprovalRequest, Event, HookAction, QuestionRequest, Request, ToolReturnValue,
+};
 use crate::rpc::peer::{IdTaken, Settled};
 use crate::rpc::{Outbound, Peer, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
@@ -34,12 +38,14 @@ pub struct AcpProjection {
     mapper: Arc<Mutex<EventMapper>>,
     /// The session, once open: told when a turn ends (announcements, the prompt queue).
     session: OnceLock<Weak<AcpSession>>,
+    /// The client takes `elicitation/create` forms (questions go there first).
+    elicitation: bool,
 }
 
 impl AcpProjection {
-    pub fn new(session_id: String, peer: Arc<Peer>, mapper: Arc<Mutex<EventMapper>>) -> Self {
+    pub fn new(session_id: String, peer: Arc<Peer>, mapper: Arc<Mutex<EventMapper>>, elicitation: bool) -> Self {
         let outbound = peer.outbound().clone();
-        Self { session_id, peer, outbound, mapper, session: OnceLock::new() }
+        Self { session_id, peer, outbound, mapper, session: OnceLock::new(), elicitation }
     }
 
     pub fn watch(&self, session: &Arc<AcpSession>) {
@@ -83,6 +89,29 @@ impl AcpProjection {
     }
 }
 
+impl AcpProjection {
+    /// Asks through the editor (`docs/acp.md` §5.6); the asking stops when the soul stops
+    /// waiting (the turn was cancelled), which forgets the client's pending request.
+    fn questions(&self, request: QuestionRequest) -> oneshot::Receiver<ClientAnswer> {
+        let (mut reply, answer) = oneshot::channel();
+        let calls = ClientCalls { peer: self.peer.clone() };
+        let session_id = self.session_id.clone();
+        let tool_call_id = self.mapper().acp_call_id(&request.tool_call_id);
+        let elicitation = self.elicitation;
+        tokio::spawn(async move {
+            let asked = questions::ask(&calls, &session_id, &tool_call_id, &request.questions, elicitation);
+            let outcome = tokio::select! {
+                outcome = asked => Some(outcome),
+                () = reply.closed() => None,
+            };
+            if let Some(outcome) = outcome {
+                let _ = reply.send(outcome);
+            }
+        });
+        answer
+    }
+}
+
 impl Projection for AcpProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         Box::pin(async move {
@@ -98,6 +127,7 @@ impl Projection for AcpProjection {
         Box::pin(async move {
             match request {
                 Request::ApprovalRequest(approval) => self.permission(approval).await,
+                Request::QuestionRequest(question) => self.questions(question),
                 other => {
                     let (reply, answer) = oneshot::channel();
                     let _ = reply.send(unanswerable(&other));
@@ -169,7 +199,7 @@ fn unanswerable(request: &Request) -> ClientAnswer {
             format!("The tool `{}` is not available in this session.", call.name),
             "Tool not available",
         )),
-        // ACP clients have no question form in the stable protocol: dismissed.
+        // Asked through the editor (`AcpProjection::questions`); nothing else answers them.
         Request::QuestionRequest(_) => ClientAnswer::Questions(None),
         // No ACP client subscribes to hooks.
         Request::HookRequest(_) => ClientAnswer::Hook { action: HookAction::Allow, reason: String::new() },

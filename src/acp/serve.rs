@@ -38,6 +38,7 @@ where
             client_terminal: Default::default(),
             client_read: Default::default(),
             client_write: Default::default(),
+            client_elicitation: Default::default(),
         };
         let server = Arc::new(AcpServer::new(shared, options.version, options.program));
         server.serve(spawn_reader(input, options.max_line_bytes), process.stop).await;

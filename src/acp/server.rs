@@ -293,6 +293,8 @@ impl AcpServer {
         self.shared.client_terminal.store(caps.terminal, seq);
         self.shared.client_read.store(caps.fs.read_text_file, seq);
         self.shared.client_write.store(caps.fs.write_text_file, seq);
+        let form = caps.elicitation.as_ref().is_some_and(|e| e.supports_form());
+        self.shared.client_elicitation.store(form, seq);
         *lock(&self.client) = request.client_capabilities;
         let version = if request.protocol_version.as_u16() >= 1 { ProtocolVersion::V1 } else { ProtocolVersion::V0 };
         let capabilities = AgentCapabilities::new()

@@ -43,6 +43,9 @@ pub struct Shared {
     /// The client serves reads / takes writes of files (`clientCapabilities.fs`).
     pub client_read: AtomicBool,
     pub client_write: AtomicBool,
+    /// The client shows question forms (`clientCapabilities.elicitation.form`): `AskUserQuestion`
+    /// asks through `elicitation/create`.
+    pub client_elicitation: AtomicBool,
 }
 
 impl Shared {
@@ -91,7 +94,8 @@ impl AcpSession {
             })?;
         let id = built.session.id.clone();
         let mapper = Arc::new(Mutex::new(EventMapper::new(cwd.to_path_buf(), false)));
-        let projection = Arc::new(AcpProjection::new(id.clone(), shared.peer.clone(), mapper.clone()));
+        let elicitation = shared.client_elicitation.load(Ordering::SeqCst);
+        let projection = Arc::new(AcpProjection::new(id.clone(), shared.peer.clone(), mapper.clone(), elicitation));
         let watcher = projection.clone();
         let shell = terminal_shell(shared, &id, &mapper);
         let files = client_files(shared, &id);
@@ -279,8 +283,9 @@ fn fit_agent(driver: &TurnDriver, shell: Option<Arc<dyn crate::tools::Tool>>, fi
     {
         driver.agent().update_toolset(|set| set.insert(shell));
     }
-    // ACP has no question form; plan mode is an ACP mode, so its tools are offered.
-    driver.agent().client.handshake(Some((false, true)));
+    // Every ACP client can answer questions, through a form or permission cards
+    // (`docs/acp.md` §5.6); plan mode is an ACP mode, so its tools are offered.
+    driver.agent().client.handshake(Some((true, true)));
 }
 
 fn session_setup(base: &AgentSetup, choice: &ModelChoice, mcp_configs: &[Value]) -> AgentSetup {

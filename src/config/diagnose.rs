@@ -114,7 +114,19 @@ pub fn selection_warnings(settings: &LlmSettings, provider_key: Option<&str>, so
     let needs_key =
         !matches!(settings.provider.kind, ProviderType::Echo | ProviderType::ScriptedEcho | ProviderType::Chaos);
     // A provider with a login (`oauth`) gets its key from the stored credential.
-    if settings.is_usable() && needs_key && settings.provider.api_key.is_empty() && settings.provider.oauth.is_none() {
+    let vertex_adc = settings.provider.kind == ProviderType::VertexAi;
+    if vertex_adc
+        && settings.is_usable()
+        && let Some(problem) = crate::llm::providers::vertex_credentials_problem(settings)
+    {
+        out.push(problem);
+    }
+    if settings.is_usable()
+        && needs_key
+        && !vertex_adc
+        && settings.provider.api_key.is_empty()
+        && settings.provider.oauth.is_none()
+    {
         let key = provider_key.unwrap_or("?");
         let env = match settings.provider.kind {
             ProviderType::Kimi => " or KIMI_API_KEY",
@@ -202,5 +214,32 @@ mod tests {
                 "providers.p.api_key is empty in f; requests to http://x/v1 will likely be refused (401): set it or OPENAI_API_KEY"
             ]
         );
+    }
+
+    #[test]
+    fn vertex_credentials_are_checked_at_start_up() {
+        let config = |creds: &str| {
+            load_text(&format!(
+                r#"{{"default_model":"a","models":{{"a":{{"provider":"v","model":"gemini-2.5-pro","max_context_size":1}}}},"providers":{{"v":{{"type":"vertexai","base_url":"http://x","env":{{"GOOGLE_APPLICATION_CREDENTIALS":"{creds}","GOOGLE_CLOUD_PROJECT":"p"}}}}}}}}"#
+            ))
+            .unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.json");
+        let c = config(missing.to_str().unwrap());
+        let s = select(&c, None, None, &std::collections::HashMap::new()).unwrap();
+        assert_eq!(
+            selection_warnings(&s, Some("v"), "f"),
+            [format!(
+                "Vertex AI credentials {}: the file does not exist (set GOOGLE_APPLICATION_CREDENTIALS to a service-account JSON file, or set an API key)",
+                missing.display()
+            )]
+        );
+        let user = dir.path().join("user.json");
+        std::fs::write(&user, r#"{"type":"authorized_user","client_id":"c","client_secret":"s","refresh_token":"r"}"#)
+            .unwrap();
+        let c = config(user.to_str().unwrap());
+        let s = select(&c, None, None, &std::collections::HashMap::new()).unwrap();
+        assert!(selection_warnings(&s, Some("v"), "f").is_empty());
     }
 }

@@ -175,6 +175,7 @@ impl ToolHost for SoulToolHost {
             });
             match self.sink.request(request).await.await {
                 Ok(ClientAnswer::Questions(Some(answers))) if !answers.is_empty() => QuestionOutcome::Answered(answers),
+                Ok(ClientAnswer::QuestionsUnanswerable(reason)) => QuestionOutcome::Unanswerable(reason),
                 // Dismissed, an error answer, or nobody left to answer.
                 _ => QuestionOutcome::Dismissed,
             }

@@ -39,6 +39,9 @@ pub enum ClientAnswer {
     Denial(String),
     /// Question text → answer; `None` when the client dismissed the questions.
     Questions(Option<Map<String, Value>>),
+    /// Nobody could answer the questions: the client has no way to show them (the reason, for
+    /// the model, says why).
+    QuestionsUnanswerable(String),
     Hook {
         action: HookAction,
         reason: String,

@@ -1,9 +1,10 @@
 //! `AskUserQuestion` (`docs/protocol-1.10.md` §7): multiple-choice questions to the user, through the host.
 //!
 //! Invariants: the arguments are checked before anything is asked (1–4 questions, 2–4 options
-//! each); nobody present (afk) or a dismissal is an ordinary result the model can act on, never
-//! an error; a client that cannot show questions gets nothing sent and the model an error telling
-//! it to ask in text instead. Needs no approval.
+//! each); nobody present (afk), a dismissal, or questions the client cannot show (an ACP editor
+//! without elicitation and a multi-select question, `docs/acp.md`) are ordinary results with a
+//! note the model can act on, never errors; a client that cannot show questions at all gets
+//! nothing sent and the model an error telling it to ask in text instead. Needs no approval.
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -58,6 +59,8 @@ struct Answers<'a> {
 pub const UNSUPPORTED: &str = "The connected client does not support interactive questions. Do NOT call this tool again. Ask the user directly in your text response instead.";
 const AFK_NOTE: &str = "Running in afk mode. No user is present. Make your own decision.";
 const DISMISSED: &str = "User dismissed the question without answering.";
+/// The start of the note when the client could not show the questions at all.
+const NOBODY_COULD_ANSWER: &str = "Nobody could answer: the questions were not shown to the user.";
 
 /// `{"answers": …}` with Python's separators and non-ASCII kept.
 fn answers_json(answers: &Map<String, Value>, note: Option<&str>) -> String {
@@ -124,6 +127,11 @@ impl TypedTool for AskUserQuestion {
                         .with_display(vec![DisplayBlock::brief("User dismissed")])
                 }
                 QuestionOutcome::Unsupported => ToolReturnValue::error(UNSUPPORTED, "Client unsupported"),
+                QuestionOutcome::Unanswerable(reason) => {
+                    let note = format!("{NOBODY_COULD_ANSWER} {reason}");
+                    ToolReturnValue::ok(answers_json(&Map::new(), Some(&note)), "Nobody could answer.")
+                        .with_display(vec![DisplayBlock::brief("Not asked: the client cannot show these questions")])
+                }
             }
         })
     }

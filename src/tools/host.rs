@@ -61,6 +61,8 @@ pub enum QuestionOutcome {
     Dismissed,
     /// The client cannot show questions; nothing was asked.
     Unsupported,
+    /// The client can show some questions but not these (the reason says why); nothing was asked.
+    Unanswerable(String),
 }
 
 /// Plan mode as a tool sees it.

@@ -1,6 +1,6 @@
 // Drives `kiwi acp` with the official ACP TypeScript SDK (@agentclientprotocol/sdk): a prompt
-// with a permission, a cancel during a permission, and a load that replays the history in a
-// second process. Run by tests/acp_sdk.rs; prints "<n> passed, <m> failed".
+// with a permission, a cancel during a permission, a load that replays the history in a
+// second process, and AskUserQuestion as a form or a permission card. Run by tests/acp_sdk.rs; prints "<n> passed, <m> failed".
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
@@ -20,15 +20,19 @@ function check(name, ok, detail) {
   }
 }
 
-// One kiwi process and a client app around it; `onPermission` decides each permission request.
-function connect(onPermission, updates) {
-  const child = spawn(bin, ["acp"], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
+// One kiwi process and a client app around it; `onPermission` decides each permission request,
+// `onElicitation` each question form.
+function connect(onPermission, updates, args = [], onElicitation = null) {
+  const child = spawn(bin, ["acp", ...args], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
   const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-  const app = client({ name: "kiwi-acp-check" })
+  let app = client({ name: "kiwi-acp-check" })
     .onNotification(methods.client.session.update, ({ params }) => {
       updates.push(params);
     })
     .onRequest(methods.client.session.requestPermission, async ({ params, agent }) => onPermission(params, agent));
+  if (onElicitation) {
+    app = app.onRequest(methods.client.elicitation.create, async ({ params }) => onElicitation(params));
+  }
   return { child, stream, app };
 }
 
@@ -104,6 +108,51 @@ async function main() {
       const titles = () => updates.filter((u) => u.update.sessionUpdate === "session_info_update").map((u) => u.update.title);
       for (let i = 0; i < 250 && !titles().includes("Fork: hi"); i++) await new Promise((r) => setTimeout(r, 20));
       check("the fork is titled", titles().includes("Fork: hi"), titles());
+    });
+    child.kill();
+  }
+  {
+    // AskUserQuestion: a form for a client that offers elicitation, a card for one that does not.
+    const updates = [];
+    const forms = [];
+    const cards = [];
+    const onCard = async (params) => {
+      cards.push(params);
+      return { outcome: { outcome: "selected", optionId: "answer_2" } };
+    };
+    const onForm = async (params) => {
+      forms.push(params);
+      return { action: "accept", content: { question_1: "Vim" } };
+    };
+    const args = ["--config-file", process.env.KIWI_QUESTIONS_CONFIG];
+    const { child, stream, app } = connect(onCard, updates, args, onForm);
+    await app.connectWith(stream, async (agent) => {
+      await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: { elicitation: { form: {} } } });
+      const created = await agent.request(methods.agent.session.new, { cwd: work, mcpServers: [] });
+      const asked = await agent.request(methods.agent.session.prompt, { sessionId: created.sessionId, prompt: [{ type: "text", text: "ask" }] });
+      const choices = forms[0]?.requestedSchema?.properties?.question_1?.oneOf?.map((o) => o.const).join(",");
+      check("a question is a form for a client with elicitation", asked.stopReason === "end_turn" && forms.length === 1 && cards.length === 0 && choices === "Zed,Vim", forms);
+      const results = updates.filter((u) => u.update.sessionUpdate === "tool_call_update" && u.update.status === "completed");
+      const shown = JSON.stringify(results.map((u) => u.update.content));
+      check("the form's answer is the call's result", shown.includes("Vim") && text(updates, "agent_message_chunk") === "noted", shown);
+    });
+    child.kill();
+  }
+  {
+    const updates = [];
+    const cards = [];
+    const onCard = async (params) => {
+      cards.push(params);
+      return { outcome: { outcome: "selected", optionId: "answer_2" } };
+    };
+    const args = ["--config-file", process.env.KIWI_QUESTIONS_CONFIG];
+    const { child, stream, app } = connect(onCard, updates, args);
+    await app.connectWith(stream, async (agent) => {
+      await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+      const created = await agent.request(methods.agent.session.new, { cwd: work, mcpServers: [] });
+      const asked = await agent.request(methods.agent.session.prompt, { sessionId: created.sessionId, prompt: [{ type: "text", text: "ask" }] });
+      const names = cards[0]?.options?.map((o) => o.name).join(",");
+      check("without elicitation a question is a permission card", asked.stopReason === "end_turn" && cards.length === 1 && names === "Zed,Vim,Dismiss", cards);
     });
     child.kill();
   }

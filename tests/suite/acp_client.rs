@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest, CreateTerminalResponse,
+    CancelNotification, ClientCapabilities, ContentBlock, CreateElicitationRequest, CreateElicitationResponse,
+    CreateTerminalRequest, CreateTerminalResponse, ElicitationAcceptAction, ElicitationAction, ElicitationCapabilities,
+    ElicitationContentValue, ElicitationFormCapabilities, ElicitationMode, ElicitationPropertySchema,
     FileSystemCapabilities, InitializeRequest, KillTerminalRequest, KillTerminalResponse, LoadSessionRequest,
     NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
     ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
@@ -31,6 +33,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 const TEST_BOUND: Duration = Duration::from_secs(60);
 
 type Permission = (RequestPermissionRequest, Responder<RequestPermissionResponse>);
+type Elicitation = (CreateElicitationRequest, Responder<CreateElicitationResponse>);
 
 /// What the test client's fake terminal was asked, in order (`create <command>`, `wait`,
 /// `output`, `kill`, `release`). A command containing `sleep` never exits by itself; one
@@ -46,6 +49,7 @@ struct Peer {
     cx: ConnectionTo<Agent>,
     updates: UnboundedReceiver<SessionNotification>,
     permissions: UnboundedReceiver<Permission>,
+    elicitations: UnboundedReceiver<Elicitation>,
     terminal: TerminalLog,
 }
 
@@ -124,6 +128,7 @@ where
             ByteStreams::new(child.stdin.take().unwrap().compat_write(), child.stdout.take().unwrap().compat());
         let (update_tx, updates) = unbounded_channel();
         let (permission_tx, permissions) = unbounded_channel();
+        let (elicitation_tx, elicitations) = unbounded_channel();
         let terminal = TerminalLog::default();
         let (log, held) = (terminal.clone(), std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
         let sleeping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -144,6 +149,13 @@ where
             .on_receive_request(
                 async move |request: RequestPermissionRequest, responder, _cx| {
                     let _ = permission_tx.send((request, responder));
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: CreateElicitationRequest, responder, _cx| {
+                    let _ = elicitation_tx.send((request, responder));
                     Ok(())
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -213,7 +225,7 @@ where
                 agent_client_protocol::on_receive_request!(),
             )
             .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-                body(Peer { cx, updates, permissions, terminal }).await;
+                body(Peer { cx, updates, permissions, elicitations, terminal }).await;
                 Ok(())
             });
         tokio::time::timeout(TEST_BOUND, run).await.expect("the test hung").unwrap();
@@ -1030,4 +1042,63 @@ fn a_subagents_permission_shows_its_own_call() {
         answer(responder, Some("approve"));
         assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::EndTurn);
     });
+}
+
+/// `AskUserQuestion` to a client that offers forms: the crate's client reads kiwi's
+/// `elicitation/create` as its typed request, and its typed answer reaches the model.
+#[test]
+fn a_question_reaches_a_client_with_forms_as_a_typed_elicitation() {
+    let env = Env::new();
+    let arguments = json!({"questions": [{"question": "Which editor?", "header": "Editor", "options": [
+        {"label": "Zed", "description": "fast"}, {"label": "Vim", "description": "modal"}]}]})
+    .to_string();
+    let ask = format!("tool_call: {}", json!({"id": "q1", "name": "AskUserQuestion", "arguments": arguments}));
+    let config = env.scripted_config(&[&ask, "text: noted"]);
+    let work = env.work();
+    let session_dir = env.share().join("sessions");
+    with_client(&env, &config, &[], move |mut peer| async move {
+        let forms = ElicitationCapabilities::new().form(ElicitationFormCapabilities::new());
+        let request = InitializeRequest::new(ProtocolVersion::V1)
+            .client_capabilities(ClientCapabilities::new().elicitation(forms));
+        peer.cx.send_request(request).block_task().await.unwrap();
+        let session = peer.new_session(&work).await;
+        let cx = peer.cx.clone();
+        let s = session.clone();
+        let prompt = tokio::spawn(async move {
+            cx.send_request(PromptRequest::new(s, vec![ContentBlock::from("ask".to_string())])).block_task().await
+        });
+        let (request, responder) = peer.elicitations.recv().await.expect("an elicitation");
+        assert_eq!(request.message, "Which editor?");
+        let ElicitationMode::Form(form) = &request.mode else { panic!("a form: {request:?}") };
+        let Some(ElicitationPropertySchema::String(property)) = form.requested_schema.properties.get("question_1")
+        else {
+            panic!("a single choice: {form:?}")
+        };
+        let labels: Vec<&str> = property.one_of.as_ref().unwrap().iter().map(|o| o.value.as_str()).collect();
+        assert_eq!(labels, ["Zed", "Vim"]);
+        let content = std::collections::BTreeMap::from([(
+            "question_1".to_string(),
+            ElicitationContentValue::String("Vim".into()),
+        )]);
+        let accept = ElicitationAction::Accept(ElicitationAcceptAction::new().content(content));
+        responder.respond(CreateElicitationResponse::new(accept)).unwrap();
+        assert_eq!(prompt.await.unwrap().unwrap().stop_reason, StopReason::EndTurn);
+        let context = walk(&session_dir).into_iter().find(|p| p.ends_with(format!("{session}/context.jsonl"))).unwrap();
+        let text = std::fs::read_to_string(context).unwrap();
+        assert!(text.contains(r#"{\"answers\": {\"Which editor?\": \"Vim\"}}"#), "{text}");
+    });
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }

@@ -1,6 +1,7 @@
 //! `kiwi acp` driven by the official ACP TypeScript SDK, `@agentclientprotocol/sdk`
 //! (tests/acp_sdk/check.mjs): prompt, permission, cancel during a permission, load with replay,
-//! modes, session/list without a cwd, session/fork.
+//! modes, session/list without a cwd, session/fork, and `AskUserQuestion` as an elicitation form
+//! or a permission card.
 //!
 //! The SDK comes from the npm registry (`npm ci` in tests/acp_sdk, on first use). Where Node.js
 //! is missing or the registry does not answer, the test prints why and passes without running;
@@ -39,11 +40,24 @@ fn official_acp_sdk_drives_kiwi_acp() {
         scripts_path.to_str().unwrap()
     );
     std::fs::write(share.join("config.toml"), &config).unwrap();
+    // The question checks run on a config of their own: each process asks once, then says "noted".
+    let question = json!({"questions": [{"question": "Which editor?", "header": "Editor", "options": [
+        {"label": "Zed", "description": ""}, {"label": "Vim", "description": ""}]}]});
+    let ask = json!({"id": "q1", "name": "AskUserQuestion", "arguments": question.to_string()});
+    let questions_scripts = dir.path().join("questions.json");
+    std::fs::write(&questions_scripts, json!([format!("tool_call: {ask}"), "text: noted"]).to_string()).unwrap();
+    let questions_config = dir.path().join("questions.toml");
+    std::fs::write(
+        &questions_config,
+        config.replace(scripts_path.to_str().unwrap(), questions_scripts.to_str().unwrap()),
+    )
+    .unwrap();
     let output = Command::new("node")
         .arg(sdk.join("check.mjs"))
         .current_dir(&sdk)
         .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
         .env("KIWI_WORK", &work)
+        .env("KIWI_QUESTIONS_CONFIG", &questions_config)
         .env("KIMI_SHARE_DIR", &share)
         .env("HOME", dir.path())
         .output()

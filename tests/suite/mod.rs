@@ -3,6 +3,7 @@
 
 mod acp_client;
 mod acp_editor;
+mod acp_questions;
 mod acp_sdk;
 mod cli_kimi149;
 mod config_diagnostics;
@@ -23,6 +24,7 @@ mod providers_kimi;
 mod providers_networks;
 mod providers_others;
 mod providers_perf;
+mod providers_vertex;
 mod readme_configs;
 mod sdk_client;
 mod secrets;

@@ -1,4 +1,5 @@
-//! `gemini` / `google_genai` and `vertexai` in API-key (express) mode (`docs/providers.md` §7).
+//! `gemini` / `google_genai` and `vertexai`, in API-key (express) mode or with Application Default
+//! Credentials (`docs/providers.md` §7).
 //!
 //! Invariants:
 //! * the body is camelCase JSON as the google-genai SDK sends it: `systemInstruction` always
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::chat_completions::{json_error, truthy};
+use super::google_auth::AdcTokens;
 use super::http::{self, ErrorStyle, NO_RETRIES, PreparedRequest};
 use super::pyrepr;
 use super::responses::split_data_url;
@@ -39,6 +41,25 @@ pub(crate) struct Gemini {
     model: String,
     headers: HeaderMap,
     thinking: ThinkingEffort,
+    /// Vertex without an API key: a bearer token per request, and the project-scoped path.
+    adc: Option<Adc>,
+}
+
+struct Adc {
+    tokens: AdcTokens,
+    /// `GOOGLE_CLOUD_PROJECT`; else the service account's `project_id`.
+    project: Option<String>,
+    location: String,
+    base: String,
+}
+
+impl Adc {
+    fn url(&self, project: &str, model: &str) -> String {
+        format!(
+            "{}/v1beta1/projects/{project}/locations/{}/publishers/google/models/{model}:streamGenerateContent?alt=sse",
+            self.base, self.location
+        )
+    }
 }
 
 impl Gemini {
@@ -50,23 +71,23 @@ impl Gemini {
         } else {
             format!("{base}/v1beta/models/{model}:streamGenerateContent?alt=sse")
         };
-        // google-genai falls back to these variables when no key is configured.
-        let key = if settings.provider.api_key.is_empty() {
-            ["GOOGLE_API_KEY", "GEMINI_API_KEY"]
-                .iter()
-                .find_map(|k| settings.env_var(k).filter(|v| !v.is_empty()))
-                .unwrap_or_default()
-        } else {
-            settings.provider.api_key.clone()
-        };
-        let headers = http::header_map([
+        let adc = (vertex && uses_adc(settings)).then(|| Adc {
+            tokens: AdcTokens::new(client.clone(), settings),
+            project: env(settings, "GOOGLE_CLOUD_PROJECT"),
+            location: env(settings, "GOOGLE_CLOUD_LOCATION").unwrap_or_else(|| "global".to_string()),
+            base: base.to_string(),
+        });
+        let mut headers = vec![
             ("Content-Type", "application/json".to_string()),
-            ("x-goog-api-key", key),
             ("User-Agent", SDK_AGENT.to_string()),
             ("x-goog-api-client", SDK_AGENT.to_string()),
             ("Accept", "*/*".to_string()),
-        ])?;
-        Ok(Self { client, url, model, headers, thinking: settings.thinking })
+        ];
+        if adc.is_none() {
+            headers.insert(1, ("x-goog-api-key", api_key(settings)));
+        }
+        let headers = http::header_map(headers)?;
+        Ok(Self { client, url, model, headers, thinking: settings.thinking, adc })
     }
 
     fn body(&self, request: &ChatRequest<'_>) -> Result<Bytes, ChatError> {
@@ -108,10 +129,27 @@ impl ChatProvider for Gemini {
     fn stream<'a>(&'a self, request: ChatRequest<'a>) -> BoxFuture<'a, Result<ChatStream, ChatError>> {
         Box::pin(async move {
             let body = self.body(&request)?;
+            let mut headers = self.headers.clone();
+            let mut url = Cow::Borrowed(self.url.as_str());
+            if let Some(adc) = &self.adc {
+                let grant = adc.tokens.grant().await?;
+                let project = adc.project.as_deref().or(grant.project.as_deref()).ok_or_else(|| {
+                    let msg = "Vertex AI without an API key needs a project: set GOOGLE_CLOUD_PROJECT (or use a \
+                               service-account file, which names its project_id)";
+                    tracing::error!("{msg}");
+                    ChatError::Other(msg.to_string())
+                })?;
+                url = Cow::Owned(adc.url(project, &self.model));
+                let mut auth = vec![("Authorization", format!("Bearer {}", grant.access_token))];
+                if let Some(quota) = grant.quota_project {
+                    auth.push(("x-goog-user-project", quota));
+                }
+                headers.extend(http::header_map(auth).map_err(ChatError::Other)?);
+            }
             let response = http::send(PreparedRequest {
                 client: &self.client,
-                url: &self.url,
-                headers: self.headers.clone(),
+                url: &url,
+                headers,
                 body,
                 policy: NO_RETRIES,
                 style: ErrorStyle::Google,
@@ -121,6 +159,27 @@ impl ChatProvider for Gemini {
             Ok(SseStream::new(response, GeminiMapper::default()).boxed())
         })
     }
+}
+
+/// A non-empty variable from the provider's `env` table or the process environment.
+fn env(settings: &LlmSettings, name: &str) -> Option<String> {
+    settings.env_var(name).filter(|v| !v.is_empty())
+}
+
+/// The configured key; google-genai falls back to these variables when none is configured.
+fn api_key(settings: &LlmSettings) -> String {
+    if settings.provider.api_key.is_empty() {
+        ["GOOGLE_API_KEY", "GEMINI_API_KEY"].iter().find_map(|k| env(settings, k)).unwrap_or_default()
+    } else {
+        settings.provider.api_key.clone()
+    }
+}
+
+/// Vertex uses Application Default Credentials unless a key is configured, or a key comes from
+/// the environment while no project does (a project in the environment wins over a key there).
+pub fn uses_adc(settings: &LlmSettings) -> bool {
+    settings.provider.api_key.is_empty()
+        && (api_key(settings).is_empty() || env(settings, "GOOGLE_CLOUD_PROJECT").is_some())
 }
 
 // ----- request body -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ mod anthropic;
 mod chaos;
 mod chat_completions;
 mod gemini;
+mod google_auth;
 mod http;
 pub(crate) mod identity;
 pub mod pyrepr;
@@ -46,4 +47,13 @@ pub fn build_http_provider(settings: &LlmSettings, session_id: &str) -> Result<A
             return Err("echo providers are not HTTP providers".to_string());
         }
     })
+}
+
+/// A `vertexai` provider without an API key reads Application Default Credentials: what is wrong
+/// with them, checked without any network (`None` when they look usable or are not used).
+pub fn vertex_credentials_problem(settings: &LlmSettings) -> Option<String> {
+    if settings.provider.kind != ProviderType::VertexAi || !gemini::uses_adc(settings) {
+        return None;
+    }
+    google_auth::check_credentials(settings).err()
 }
