@@ -375,8 +375,8 @@ pub struct Session {
     /// True when this process created the session folder; only such a folder may be removed
     /// at exit.
     created_dir: bool,
-    /// The locked session folder, held for the life of the process.
-    _lock: std::fs::File,
+    /// The locked session folder, held until [`Session::finish`] (or the last clone is dropped).
+    lock: std::fs::File,
 }
 
 impl Session {
@@ -438,7 +438,7 @@ impl Session {
             share_dir: share.to_path_buf(),
             resumed,
             created_dir,
-            _lock: lock,
+            lock,
         })
     }
 
@@ -464,7 +464,9 @@ impl Session {
         }
     }
 
-    /// Exit bookkeeping: delete an empty session, remember a non-empty one as the last.
+    /// Exit bookkeeping: delete an empty session, remember a non-empty one as the last, then
+    /// unlock the folder. The unlock is explicit: tasks winding down may still hold clones of the
+    /// session for a moment, and the folder must open again as soon as the session is closed.
     pub fn finish(&self) {
         // Only the first records are read: the header, then the first record that is not one.
         let wire_empty = !super::jsonl::any_record(&self.wire_path(), |r: &WireProbe| !r.is_header()).unwrap_or(true);
@@ -491,6 +493,8 @@ impl Session {
         if let Err(e) = updated {
             tracing::warn!("cannot save kimi.json: {e}");
         }
+        // SAFETY: flock on a file descriptor we own; no memory is touched.
+        unsafe { libc::flock(self.lock.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 
@@ -538,6 +542,10 @@ mod tests {
         ));
         std::fs::write(s.context_path(), "{\"role\":\"user\",\"content\":\"x\"}\n").unwrap();
         s.finish();
+        // Finished is unlocked, even while something still holds the old session.
+        let again = Session::open(share.path(), work, &SessionChoice::Id("my-id".into())).unwrap();
+        assert!(again.resumed);
+        drop(again);
         drop(s);
         let meta = Metadata::load(share.path());
         assert_eq!(meta.entry("/tmp/some/work").unwrap().last_session_id.as_deref(), Some("my-id"));
