@@ -47,15 +47,33 @@ pub struct WireLog {
     write_error: Option<String>,
     /// The context position to attach to the next `TurnBegin` record.
     next_mark: Option<ContextMark>,
+    /// Where the last `TurnBegin` record written starts (the undo store names turns by it).
+    last_turn_begin: Option<u64>,
+    /// Records are dropped until the next `TurnEnd` (the rest of a turn an undo cut away).
+    muted: bool,
 }
 
 impl WireLog {
     /// The file is created lazily, at the first record.
     pub fn new(path: &Path) -> Self {
-        Self { file: None, path: path.to_path_buf(), runs: RunAssembler::default(), write_error: None, next_mark: None }
+        Self {
+            file: None,
+            path: path.to_path_buf(),
+            runs: RunAssembler::default(),
+            write_error: None,
+            next_mark: None,
+            last_turn_begin: None,
+            muted: false,
+        }
     }
 
     pub fn record(&mut self, message: WireMessage) {
+        if self.muted {
+            if matches!(message, WireMessage::Event(crate::protocol::Event::TurnEnd {})) {
+                self.muted = false;
+            }
+            return;
+        }
         let message = match message {
             WireMessage::Event(event) => match Sorted::from(event) {
                 Sorted::Fragment(fragment) => {
@@ -75,6 +93,22 @@ impl WireLog {
     /// Attaches `mark` to the next `TurnBegin` record written.
     pub fn mark_next_turn(&mut self, mark: ContextMark) {
         self.next_mark = Some(mark);
+    }
+
+    /// Where the last `TurnBegin` record written starts in the file; taken once.
+    pub fn take_turn_begin(&mut self) -> Option<u64> {
+        self.last_turn_begin.take()
+    }
+
+    /// Cuts the file back to its first `len` bytes (an undo, `docs/sessions.md` §9); with
+    /// `mute_turn`, the rest of the running turn (up to its `TurnEnd`) is not recorded either.
+    pub fn cut(&mut self, len: u64, mute_turn: bool) -> std::io::Result<()> {
+        self.flush();
+        self.file = None;
+        self.last_turn_begin = None;
+        super::rewind::truncate_file(&self.path, len)?;
+        self.muted = mute_turn;
+        Ok(())
     }
 
     /// Writes the open merged run, if any.
@@ -100,16 +134,17 @@ impl WireLog {
             }
         }
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-        let kiwi_context = match message {
-            WireMessage::Event(crate::protocol::Event::TurnBegin { .. }) => self.next_mark.take(),
-            _ => None,
-        };
+        let is_begin = matches!(message, WireMessage::Event(crate::protocol::Event::TurnBegin { .. }));
+        let kiwi_context = if is_begin { self.next_mark.take() } else { None };
         match pyjson::to_line(&Record { timestamp, message, kiwi_context }) {
             Ok(line) => {
-                if let Some(file) = &mut self.file
-                    && let Err(e) = file.append(&line)
-                {
-                    self.failed(&e);
+                if let Some(file) = &mut self.file {
+                    let at = file.len();
+                    match file.append(&line) {
+                        Ok(()) if is_begin => self.last_turn_begin = Some(at),
+                        Ok(()) => {}
+                        Err(e) => self.failed(&e),
+                    }
                 }
             }
             Err(e) => tracing::warn!("cannot serialize a wire record: {e}"),

@@ -271,6 +271,25 @@ impl SessionState {
         }
     }
 
+    /// Puts back the state a turn began with (an undo, `docs/sessions.md` §9): all of it but the
+    /// web layer's archive members; this run's yolo and afk follow the saved flags where those
+    /// change. Approvals granted for the session in this run stay for the run.
+    pub fn restore(&self, mut saved: SessionStateFile) {
+        let mut s = self.lock();
+        saved.archived = s.file.archived;
+        saved.archived_at = s.file.archived_at;
+        saved.auto_archive_exempt = s.file.auto_archive_exempt;
+        saved.wire_mtime = s.file.wire_mtime;
+        if saved.approval.yolo != s.file.approval.yolo {
+            s.run.yolo = saved.approval.yolo;
+        }
+        if saved.approval.afk != s.file.approval.afk {
+            s.run.afk = saved.approval.afk;
+        }
+        s.file = saved;
+        self.save(&s);
+    }
+
     /// Drops added directories that no longer exist (on resume).
     pub fn prune_missing_dirs(&self) {
         let dirs = self.additional_dirs();

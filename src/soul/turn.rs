@@ -58,6 +58,7 @@ impl Soul {
         }
         sink.emit(Event::TurnBegin { user_input: input.clone() }).await;
         self.turn.mark_begun();
+        self.begin_undo_record(sink);
         let result = if submitted.blocked {
             let reason = if submitted.reason.is_empty() { "Prompt blocked by hook.".into() } else { submitted.reason };
             sink.emit(Event::ContentPart(ContentPart::text(reason))).await;
