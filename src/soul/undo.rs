@@ -186,15 +186,29 @@ impl Soul {
             text => text.parse::<u64>().ok(),
         };
         let text = match n {
-            None => format!(
+            None => Err(format!(
                 "Usage: /undo [N] — N, the number of turns to undo, is a whole number (got \"{}\").",
                 args.trim()
-            ),
+            )),
             Some(n) => match self.undo(UndoTarget::Last(n), sink, true).await {
-                Ok(report) => report.message(),
-                Err(e) => format!("Nothing was undone: {e}"),
+                Ok(report) => Ok(report.message()),
+                Err(e) => Err(format!("Nothing was undone: {e}")),
             },
         };
+        // A `/undo` that undid nothing leaves no turn behind either, so it never counts.
+        if text.is_err()
+            && let Some(own) = self.turn_start.take()
+        {
+            if let Err(e) = sink.cut_record(own, true).await {
+                tracing::warn!("cannot take the failed /undo out of wire.jsonl: {e}");
+            }
+            if let Some(journal) = &self.agent.journal
+                && let Err(e) = journal.discard_from(own)
+            {
+                tracing::warn!("cannot remove the failed /undo's record: {e}");
+            }
+        }
+        let (Ok(text) | Err(text)) = text;
         super::commands::say(sink, &text).await;
         self.emit_context_usage(sink).await;
     }

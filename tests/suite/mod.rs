@@ -24,6 +24,7 @@ mod providers_networks;
 mod providers_others;
 mod providers_perf;
 mod readme_configs;
+mod rewind;
 mod sdk_client;
 mod secrets;
 mod sessions;
