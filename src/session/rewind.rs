@@ -155,7 +155,10 @@ impl EditJournal {
         }
         std::fs::create_dir_all(&dir)?;
         let manifest = Manifest { wire_offset: offset, state, files: Vec::new() };
-        save_manifest(&dir, &manifest)?;
+        // Atomic but not synced: every turn writes one, and a crash only loses the state copy
+        // of a turn that changed no file (the copies and later manifests are synced).
+        let text = serde_json::to_vec(&manifest).map_err(std::io::Error::other)?;
+        write_file(&dir.join(MANIFEST), &text, None, false)?;
         inner.current = Some(Current { dir, manifest });
         Ok(())
     }
@@ -448,6 +451,11 @@ fn save_manifest(dir: &Path, manifest: &Manifest) -> std::io::Result<()> {
 /// Replaces `path` by `bytes` atomically (temp file in the same folder, fsync, rename); `like`:
 /// the replaced file's metadata, whose mode is kept.
 pub fn write_atomic(path: &Path, bytes: &[u8], like: Option<&std::fs::Metadata>) -> std::io::Result<()> {
+    write_file(path, bytes, like, true)
+}
+
+/// [`write_atomic`], the fsync before the rename only when `durable`.
+fn write_file(path: &Path, bytes: &[u8], like: Option<&std::fs::Metadata>, durable: bool) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     let name = path.file_name().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
@@ -458,7 +466,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], like: Option<&std::fs::Metadata>)
         if let Some(meta) = like {
             file.set_permissions(std::fs::Permissions::from_mode(meta.permissions().mode() & 0o7777))?;
         }
-        file.sync_all()?;
+        if durable {
+            file.sync_all()?;
+        }
         std::fs::rename(&temp, path)
     })();
     if written.is_err() {

@@ -255,3 +255,80 @@ fn the_acp_undo_method() {
     let (_, r) = prompt(&mut k, "p3", "still here");
     assert!(r.get("result").is_some(), "{r}");
 }
+
+/// Answers kiwi's `fs/*` requests from `buffers` (an editor's unsaved buffers) until the
+/// response to `id` arrives.
+fn serve_files(k: &mut Kiwi, id: &str, buffers: &mut std::collections::HashMap<String, String>) -> Value {
+    loop {
+        let m = k.next();
+        if m["id"] == json!(id) && m.get("method").is_none() {
+            return m;
+        }
+        let path = m["params"]["path"].as_str().unwrap_or("").to_string();
+        match m["method"].as_str() {
+            Some("fs/read_text_file") => {
+                let answer = match buffers.get(&path) {
+                    Some(text) => json!({"jsonrpc": "2.0", "id": m["id"], "result": {"content": text}}),
+                    None => json!({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32002, "message": "not found"}}),
+                };
+                k.send(answer);
+            }
+            Some("fs/write_text_file") => {
+                buffers.insert(path, m["params"]["content"].as_str().unwrap().to_string());
+                k.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": {}}));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// An editor that serves its buffers: the edit and its undo both go through them, the disk is
+/// not touched.
+#[test]
+fn acp_undo_restores_through_the_editors_buffers() {
+    let env = Env::new();
+    let work = env.work();
+    std::fs::write(work.join("doc.md"), "on disk\n").unwrap();
+    let config = env.scripted_config(&[
+        &call("e1", "StrReplaceFile", json!({"path": "doc.md", "edit": {"old": "v0", "new": "v1"}})),
+        "text: edited",
+    ]);
+    let mut k = Kiwi::spawn(env.acp_command(&config, &[]));
+    let caps = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
+    let (_, r) = k.call("new", "session/new", json!({"cwd": work, "mcpServers": []}));
+    let session = r["result"]["sessionId"].as_str().unwrap().to_string();
+    k.call("m", "session/set_mode", json!({"sessionId": session, "modeId": "yolo"}));
+    let doc = std::fs::canonicalize(work.join("doc.md")).unwrap().display().to_string();
+    let mut buffers = std::collections::HashMap::from([(doc.clone(), "v0 in the editor\n".to_string())]);
+    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "edit"}]});
+    k.send(json!({"jsonrpc": "2.0", "id": "p1", "method": "session/prompt", "params": prompt}));
+    let r = serve_files(&mut k, "p1", &mut buffers);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(buffers[&doc], "v1 in the editor\n");
+    k.send(json!({"jsonrpc": "2.0", "id": "u1", "method": "_kiwi/undo", "params": {"sessionId": session}}));
+    let r = serve_files(&mut k, "u1", &mut buffers);
+    assert_eq!(names(&r["result"]["restored"]), ["doc.md"], "{r}");
+    assert_eq!(buffers[&doc], "v0 in the editor\n");
+    assert_eq!(read(&work.join("doc.md")), "on disk\n");
+}
+
+/// Undoing past a `/clear` brings the archived context back as the live one.
+#[test]
+fn undo_across_a_clear_brings_the_old_context_back() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: re one", "text: re two"]);
+    let mut k = env.spawn(&config, &["--session", "undo-clear"]);
+    k.prompt("p1", json!("one"));
+    k.prompt("p2", json!("/clear"));
+    k.prompt("p3", json!("two"));
+    let dir = env.session_dir("undo-clear");
+    assert!(dir.join("context_1.jsonl").exists());
+    assert!(!read(&dir.join("context.jsonl")).contains("re one"));
+    let (_, r) = k.call("u1", "undo", json!({"turns": 2}));
+    assert_eq!(r["result"]["turn_index"], 1, "{r}");
+    let context = read(&dir.join("context.jsonl"));
+    assert!(context.contains("re one") && !context.contains("re two"), "{context}");
+    assert!(!dir.join("context_1.jsonl").exists());
+    assert_eq!(turn_begins(&dir.join("wire.jsonl")), ["one"]);
+}
