@@ -123,6 +123,11 @@ impl WireLog {
     }
 
     fn write(&mut self, message: &WireMessage) {
+        let is_begin = matches!(message, WireMessage::Event(crate::protocol::Event::TurnBegin { .. }));
+        if is_begin {
+            // A begin that fails to land must not leave an earlier one's offset behind.
+            self.last_turn_begin = None;
+        }
         if self.file.is_none() {
             match self.open() {
                 Ok(file) => self.file = Some(file),
@@ -134,7 +139,6 @@ impl WireLog {
             }
         }
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-        let is_begin = matches!(message, WireMessage::Event(crate::protocol::Event::TurnBegin { .. }));
         let kiwi_context = if is_begin { self.next_mark.take() } else { None };
         match pyjson::to_line(&Record { timestamp, message, kiwi_context }) {
             Ok(line) => {
@@ -207,6 +211,36 @@ mod tests {
         let mut log = WireLog::new(&path);
         log.record(ev(Event::TurnEnd {}));
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 6);
+    }
+
+    /// Each `TurnBegin`'s offset is taken once; a cut truncates the file and, for an undo inside
+    /// a turn, keeps the rest of that turn out of it.
+    #[test]
+    fn turn_begins_are_located_and_a_cut_mutes_the_rest_of_the_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        let mut log = WireLog::new(&path);
+        let ev = |e| WireMessage::Event(e);
+        let begin = |t: &str| ev(Event::TurnBegin { user_input: crate::protocol::UserInput::Text(t.into()) });
+        log.record(begin("a"));
+        let first = log.take_turn_begin().expect("located");
+        assert_eq!(log.take_turn_begin(), None);
+        assert_eq!(first, r#"{"type": "metadata", "protocol_version": "1.10"}"#.len() as u64 + 1);
+        log.record(ev(Event::TurnEnd {}));
+        log.record(begin("/undo"));
+        let second = log.take_turn_begin().expect("located");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text[second as usize..].contains("/undo"));
+        log.record(ev(Event::ContentPart(ContentPart::text("partial"))));
+        log.cut(second, true).unwrap();
+        log.record(ev(Event::ContentPart(ContentPart::text("muted"))));
+        log.record(ev(Event::TurnEnd {}));
+        log.record(begin("c"));
+        log.flush();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(!text.contains("muted") && !text.contains("/undo") && !text.contains("partial"), "{text}");
+        assert!(text.lines().last().unwrap().contains("\"c\""), "{text}");
     }
 
     /// Failed writes (a file-size limit, in a child run of this test) are reported, cut back, and
