@@ -332,3 +332,32 @@ fn undo_across_a_clear_brings_the_old_context_back() {
     assert!(!dir.join("context_1.jsonl").exists());
     assert_eq!(turn_begins(&dir.join("wire.jsonl")), ["one"]);
 }
+
+/// Past `undo.max_bytes` a before-image is not kept: the undo says which file it could not
+/// restore and why, and restores the rest.
+#[test]
+fn files_past_the_bound_are_reported_not_restored() {
+    let env = Env::new();
+    let work = env.work();
+    std::fs::write(work.join("big.txt"), "0123456789abcdef").unwrap();
+    std::fs::write(work.join("small.txt"), "tiny").unwrap();
+    let config = env.scripted_config_with(
+        &[
+            &call("w1", "WriteFile", json!({"path": "big.txt", "content": "replaced"})),
+            &call("w2", "WriteFile", json!({"path": "small.txt", "content": "changed"})),
+            "text: done",
+        ],
+        json!({"undo": {"max_bytes": 8}}),
+    );
+    let mut k = env.spawn(&config, &["--yolo", "--session", "undo-bound"]);
+    k.prompt("p1", json!("write both"));
+    let (_, r) = k.call("u1", "undo", json!({}));
+    assert_eq!(names(&r["result"]["restored"]), ["small.txt"], "{r}");
+    let skipped = &r["result"]["not_restored"];
+    assert_eq!(skipped.as_array().unwrap().len(), 1, "{r}");
+    assert!(skipped[0]["path"].as_str().unwrap().ends_with("big.txt"), "{r}");
+    assert!(skipped[0]["reason"].as_str().unwrap().contains("larger than undo.max_bytes"), "{r}");
+    assert!(r["result"]["message"].as_str().unwrap().contains("Not restored: "), "{r}");
+    assert_eq!(read(&work.join("small.txt")), "tiny");
+    assert_eq!(read(&work.join("big.txt")), "replaced");
+}
