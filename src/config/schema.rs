@@ -52,8 +52,11 @@ impl Default for UndoSettings {
     }
 }
 
+/// `undo.max_bytes` when the config does not say: 64 MiB.
+pub const DEFAULT_UNDO_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
 fn default_undo_max_bytes() -> u64 {
-    crate::session::rewind::DEFAULT_MAX_BYTES
+    DEFAULT_UNDO_MAX_BYTES
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

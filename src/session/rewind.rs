@@ -34,7 +34,7 @@ use super::state::SessionStateFile;
 /// The folder of the before-images inside a session folder.
 pub const REWIND_DIR: &str = "rewind";
 /// `undo.max_bytes` when the config does not say.
-pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_BYTES: u64 = crate::config::schema::DEFAULT_UNDO_MAX_BYTES;
 const MANIFEST: &str = "manifest.json";
 /// The hash of "no file" in the chain checks.
 const ABSENT: &str = "";
@@ -142,8 +142,9 @@ impl EditJournal {
         self.root.join(format!("{offset:020}"))
     }
 
-    /// A turn began at byte `offset` of `wire.jsonl` with the session state `state`: its folder
-    /// is (re)made and the edits that follow are the turn's.
+    /// A turn began at byte `offset` of `wire.jsonl` with the session state `state`: the edits
+    /// that follow are the turn's. Its folder is made only when the turn changes a file or the
+    /// state (see [`EditJournal::end_turn`]), so a turn that changes neither leaves nothing.
     pub fn begin_turn(&self, offset: u64, state: Option<SessionStateFile>) -> std::io::Result<()> {
         let mut inner = self.lock();
         inner.current = None;
@@ -153,19 +154,23 @@ impl EditJournal {
             std::fs::remove_dir_all(&dir)?;
             inner.total = None;
         }
-        std::fs::create_dir_all(&dir)?;
         let manifest = Manifest { wire_offset: offset, state, files: Vec::new() };
-        // Atomic but not synced: every turn writes one, and a crash only loses the state copy
-        // of a turn that changed no file (the copies and later manifests are synced).
-        let text = serde_json::to_vec(&manifest).map_err(std::io::Error::other)?;
-        write_file(&dir.join(MANIFEST), &text, None, false)?;
         inner.current = Some(Current { dir, manifest });
         Ok(())
     }
 
-    /// No turn is being recorded any more (its folder was removed by an undo).
-    pub fn end_turn(&self) {
-        self.lock().current = None;
+    /// The turn ended with the session state `now`: when it changed what an undo restores
+    /// ([`same_undoable_state`]) and no file edit wrote the turn's folder yet, the folder is
+    /// written for the state copy.
+    pub fn end_turn(&self, now: &SessionStateFile) -> std::io::Result<()> {
+        let inner = self.lock();
+        let Some(current) = inner.current.as_ref() else { return Ok(()) };
+        let unchanged = current.manifest.state.as_ref().is_none_or(|s| same_undoable_state(s, now));
+        if unchanged || !current.manifest.files.is_empty() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&current.dir)?;
+        save_manifest(&current.dir, &current.manifest)
     }
 
     /// kiwi's edit tool replaced the file at `path` (resolved): it held `before` (`None`: it did
@@ -182,6 +187,7 @@ impl EditJournal {
         let after_sha = sha256(after);
         let before_sha = before.map(sha256).unwrap_or_default();
         let dir = current.dir.clone();
+        std::fs::create_dir_all(&dir)?;
         if let Some(at) = current.manifest.files.iter().position(|e| e.path == path) {
             let current = inner.current.as_mut().ok_or_else(|| std::io::Error::other("no turn"))?;
             let entry = &mut current.manifest.files[at];
@@ -295,7 +301,8 @@ impl EditJournal {
     }
 
     /// What undoing every turn from byte `offset` on must do: each file's change over those
-    /// turns (by path), and the state the first of them began with (when it was kept).
+    /// turns (by path), and the state the first of them began with (`None`: none of them
+    /// changed it).
     pub fn plan_from(&self, offset: u64) -> std::io::Result<UndoPlan> {
         let mut changes: BTreeMap<PathBuf, FileChange> = BTreeMap::new();
         let mut state = None;
@@ -307,7 +314,9 @@ impl EditJournal {
                 tracing::warn!("{}: no readable manifest; its files cannot be restored", dir.display());
                 continue;
             };
-            if at == offset {
+            // The first turn with a folder from the cut on began with the state the cut turn
+            // began with: the turns before it changed no state (or they would have a folder).
+            if state.is_none() {
                 state = manifest.state.clone();
             }
             for entry in manifest.files {
@@ -354,6 +363,23 @@ impl EditJournal {
         inner.total = None;
         Ok(())
     }
+}
+
+/// Whether two states agree on everything an undo puts back: all but the title and the web
+/// layer's members (`custom_title`, `title_generated`, `title_generate_attempts`, `archived`,
+/// `archived_at`, `auto_archive_exempt`, `wire_mtime`), which an undo keeps as they are.
+pub fn same_undoable_state(a: &SessionStateFile, b: &SessionStateFile) -> bool {
+    let kept = |s: &SessionStateFile| SessionStateFile {
+        custom_title: None,
+        title_generated: false,
+        title_generate_attempts: 0,
+        archived: false,
+        archived_at: None,
+        auto_archive_exempt: false,
+        wire_mtime: None,
+        ..s.clone()
+    };
+    kept(a) == kept(b)
 }
 
 /// One file's change over the undone turns.
@@ -685,13 +711,25 @@ mod tests {
         assert!(plan.files[0].interleaved);
         assert_eq!(plan.state, None);
         let plan = journal.plan_from(100).unwrap();
-        assert_eq!(plan.state, Some(state));
+        assert_eq!(plan.state, Some(state.clone()));
         let a_change = plan.files.iter().find(|c| c.path == a).unwrap();
         assert_eq!(a_change.before.sha(), sha256(b"one"));
         assert_eq!(a_change.expected_sha256, sha256(b"five"));
         assert!(a_change.interleaved);
         let b_change = plan.files.iter().find(|c| c.path == b).unwrap();
         assert_eq!((b_change.before.clone(), b_change.interleaved), (Before::Absent, false));
+        // A turn that changes neither a file nor the state leaves no folder; one that changes
+        // the state keeps its copy.
+        journal.begin_turn(300, Some(state.clone())).unwrap();
+        journal
+            .end_turn(&SessionStateFile { custom_title: Some("titles do not count".into()), ..state.clone() })
+            .unwrap();
+        assert!(!session.path().join(REWIND_DIR).join(format!("{:020}", 300)).exists());
+        journal.end_turn(&SessionStateFile { plan_mode: false, ..state.clone() }).unwrap();
+        assert_eq!(
+            read_manifest(&session.path().join(REWIND_DIR).join(format!("{:020}", 300))).state,
+            Some(state.clone())
+        );
         // Discarding from 200 keeps 100, and ends the running turn.
         journal.discard_from(200).unwrap();
         journal.record(&b, Some(b"new"), b"ignored");

@@ -272,10 +272,13 @@ impl SessionState {
     }
 
     /// Puts back the state a turn began with (an undo, `docs/sessions.md` §9): all of it but the
-    /// web layer's archive members; this run's yolo and afk follow the saved flags where those
-    /// change. Approvals granted for the session in this run stay for the run.
+    /// title and the web layer's members; this run's yolo and afk follow the saved flags where
+    /// those change. Approvals granted for the session in this run stay for the run.
     pub fn restore(&self, mut saved: SessionStateFile) {
         let mut s = self.lock();
+        saved.custom_title.clone_from(&s.file.custom_title);
+        saved.title_generated = s.file.title_generated;
+        saved.title_generate_attempts = s.file.title_generate_attempts;
         saved.archived = s.file.archived;
         saved.archived_at = s.file.archived_at;
         saved.auto_archive_exempt = s.file.auto_archive_exempt;

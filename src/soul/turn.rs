@@ -68,6 +68,7 @@ impl Soul {
         };
         // What the turn changed in state.json (its todo list) is on disk before the turn ends.
         self.agent.state.flush();
+        self.end_undo_record();
         sink.emit(Event::TurnEnd {}).await;
         self.turn.mark_ended();
         result

@@ -37,8 +37,8 @@ pub struct UndoReport {
     /// Files kiwi had created, deleted.
     pub deleted: Vec<String>,
     pub not_restored: Vec<NotRestored>,
-    /// The session state (plan mode, approvals, todos, title, …) is back as the turn began; false
-    /// when no copy of it was kept (a turn recorded before undo existed).
+    /// The session state (plan mode, approvals, todos, added dirs) is back as the turn began;
+    /// false when the undone turns had not changed it.
     pub state_restored: bool,
 }
 
@@ -67,8 +67,8 @@ impl UndoReport {
         for n in &self.not_restored {
             text.push_str(&format!(" Not restored: {} ({}).", n.path, n.reason));
         }
-        if !self.state_restored {
-            text.push_str(" The session state was kept as it is (no copy of it was kept for that turn).");
+        if self.state_restored {
+            text.push_str(" The session state (plan mode, approvals, todos, added directories) is back as it was.");
         }
         text.push(' ');
         text.push_str(SHELL_NOTE);
@@ -98,6 +98,18 @@ impl Soul {
         let state = self.agent.state.read(Clone::clone);
         if let Err(e) = journal.begin_turn(offset, Some(state)) {
             tracing::warn!("cannot start the undo record of this turn: {e}");
+        }
+    }
+
+    /// The turn is over: its undo record keeps the state copy if the turn changed the state.
+    pub(crate) fn end_undo_record(&self) {
+        if self.subagent.is_some() {
+            return;
+        }
+        if let Some(journal) = &self.agent.journal
+            && let Err(e) = journal.end_turn(&self.agent.state.read(Clone::clone))
+        {
+            tracing::warn!("cannot keep this turn's state for undo: {e}");
         }
     }
 
@@ -272,6 +284,7 @@ mod tests {
         let text = empty.message();
         assert!(text.contains("Undid 1 turn (from turn 0)"), "{text}");
         assert!(text.contains("No file had been changed by kiwi's edit tools."), "{text}");
-        assert!(text.contains("The session state was kept as it is"), "{text}");
+        assert!(!text.contains("The session state"), "{text}");
+        assert!(report.message().contains("The session state (plan mode"), "{}", report.message());
     }
 }
