@@ -361,3 +361,28 @@ fn files_past_the_bound_are_reported_not_restored() {
     assert_eq!(read(&work.join("small.txt")), "tiny");
     assert_eq!(read(&work.join("big.txt")), "replaced");
 }
+
+/// `kiwi web`'s session socket serves the same `undo`; a client joining afterwards gets the
+/// history without the undone turn.
+#[test]
+fn the_web_socket_serves_undo() {
+    use super::web_kit::{Home, kinds};
+    let home = Home::new();
+    home.scripted(&["text: re one".to_string(), "text: re two".to_string()]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut ws, _) = server.join(&id);
+    for (n, text) in ["one", "two"].iter().enumerate() {
+        let pid = format!("p{n}");
+        ws.send(json!({"jsonrpc": "2.0", "method": "prompt", "id": pid, "params": {"user_input": text}}));
+        ws.until(|m| m["id"] == json!(pid));
+    }
+    let (_, r) = ws.call("u1", "undo", json!({}));
+    assert_eq!((r["result"]["turn_index"].clone(), r["result"]["turns_undone"].clone()), (json!(1), json!(1)), "{r}");
+    let (_, r) = ws.call("u2", "undo", json!({"turn_index": 3}));
+    assert_eq!(r["error"]["message"], "turn_index 3 out of range (max turn: 0)", "{r}");
+    drop(ws);
+    let (_, history) = server.join(&id);
+    assert_eq!(kinds(&history).iter().filter(|k| *k == "TurnBegin").count(), 1, "{history:?}");
+    assert!(!read(&home.session_dir(&id).join("context.jsonl")).contains("re two"));
+}
