@@ -34,6 +34,23 @@ pub enum AcpRequest {
     SetModel(SetModelRequest),
     /// `session/fork` (unstable in the schema).
     Fork(ForkSessionRequest),
+    /// `_kiwi/undo`, kiwi's extension method (`docs/acp.md` §4.17).
+    Undo(UndoSessionRequest),
+}
+
+/// The extension method that undoes turns (`docs/acp.md` §4.17).
+pub const UNDO_METHOD: &str = "_kiwi/undo";
+
+/// `_kiwi/undo`: undo turn `turnIndex` and every later turn, or the last `turns` turns (the last
+/// turn when neither is given; not both).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UndoSessionRequest {
+    pub session_id: String,
+    #[serde(default)]
+    pub turn_index: Option<u64>,
+    #[serde(default)]
+    pub turns: Option<u64>,
 }
 
 /// `session/fork` (unstable in the ACP schema, `docs/acp.md` §4.16): a new session with the
@@ -71,6 +88,13 @@ impl AcpRequest {
             "session/set_config_option" => Self::SetConfigOption(typed(params)?),
             "session/set_model" => Self::SetModel(typed(params)?),
             "session/fork" => Self::Fork(typed(params)?),
+            UNDO_METHOD => {
+                let request: UndoSessionRequest = typed(params)?;
+                if request.turn_index.is_some() && request.turns.is_some() {
+                    return Err(errors::invalid_params("give turnIndex or turns, not both"));
+                }
+                Self::Undo(request)
+            }
             other => return Err(errors::method_not_found(other)),
         })
     }

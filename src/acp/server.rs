@@ -33,6 +33,7 @@ use super::session::{AcpSession, Shared};
 use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorObject, Incoming, RequestId};
 use crate::session::fork::ForkError;
+use crate::session::rewind::{RewindError, UndoTarget};
 use crate::session::store::SessionChoice;
 
 pub struct AcpServer {
@@ -174,6 +175,36 @@ impl AcpServer {
             AcpRequest::Fork(request) => {
                 let cwd = absolute_dir(&request.cwd)?;
                 self.off_dispatcher(id, move |server, id| async move { server.fork(id, cwd, request).await });
+            }
+            AcpRequest::Undo(request) => {
+                let session = self.session(&request.session_id)?;
+                let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
+                self.off_dispatcher(id, move |server, id| async move {
+                    let target = match (request.turn_index, request.turns) {
+                        (Some(k), _) => UndoTarget::From(k),
+                        (None, Some(n)) => UndoTarget::Last(n),
+                        (None, None) => UndoTarget::Last(1),
+                    };
+                    let report = match driver.undo(target).await {
+                        Err(_) => {
+                            return Err(errors::internal("a prompt is running in this session; undo after the turn"));
+                        }
+                        Ok(Err(RewindError::Io(e))) => return Err(errors::internal(format!("Undo failed: {e}"))),
+                        Ok(Err(e)) => return Err(errors::invalid_params(e.to_string())),
+                        Ok(Ok(report)) => report,
+                    };
+                    let answer = json!({
+                        "turnIndex": report.turn_index,
+                        "turnsUndone": report.turns_undone,
+                        "restored": report.restored,
+                        "deleted": report.deleted,
+                        "notRestored": report.not_restored,
+                        "stateRestored": report.state_restored,
+                        "message": report.message(),
+                    });
+                    server.shared.outbound.respond(&id, &answer).await;
+                    Ok(())
+                });
             }
             AcpRequest::CloseSession(request) => {
                 let session = lock(&self.sessions).remove(&*request.session_id.0);
@@ -333,6 +364,10 @@ impl AcpServer {
             value.pointer_mut("/agentCapabilities/sessionCapabilities").and_then(|v| v.as_object_mut())
         {
             session.insert("fork".into(), json!({}));
+        }
+        // kiwi's extension method, named where ACP puts custom capabilities (`docs/acp.md` §4.17).
+        if let Some(caps) = value.pointer_mut("/agentCapabilities").and_then(|v| v.as_object_mut()) {
+            caps.insert("_meta".into(), json!({"kiwi": {"undo": {"method": super::methods::UNDO_METHOD}}}));
         }
         value
     }

@@ -244,6 +244,8 @@ mod tests {
         assert_eq!(budget.loop_control.max_session_tokens, Some(5000));
         assert!(load_text(r#"{"loop_control":{"max_session_tokens":0}}"#).is_err());
         assert_eq!(load_text("{}").unwrap().background.print_wait_ceiling_s, 3600);
+        assert_eq!(load_text("{}").unwrap().undo.max_bytes, 64 * 1024 * 1024);
+        assert_eq!(load_text("[undo]\nmax_bytes = 1000").unwrap().undo.max_bytes, 1000);
         assert_eq!(
             load_text(r#"{"loop_control":{"compaction_trigger_ratio":0.5}}"#)
                 .unwrap()

@@ -34,6 +34,29 @@ pub struct Config {
     /// Background tasks (`docs/protocol-1.10.md` §9).
     #[serde(default)]
     pub background: BackgroundSettings,
+    /// `/undo` and the undo methods (`docs/sessions.md` §9).
+    #[serde(default)]
+    pub undo: UndoSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UndoSettings {
+    /// Bytes of file before-images kept per session; past it the oldest turns' are dropped.
+    #[serde(default = "default_undo_max_bytes", deserialize_with = "lenient::u64")]
+    pub max_bytes: u64,
+}
+
+impl Default for UndoSettings {
+    fn default() -> Self {
+        Self { max_bytes: default_undo_max_bytes() }
+    }
+}
+
+/// `undo.max_bytes` when the config does not say: 64 MiB.
+pub const DEFAULT_UNDO_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+fn default_undo_max_bytes() -> u64 {
+    DEFAULT_UNDO_MAX_BYTES
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -324,7 +324,7 @@ fn copy_context(source: &Path, dir: &Path, turn: Option<u64>, cut: &WireCut) -> 
 }
 
 /// True when `path` holds at least `bytes` bytes and they end a line (or are none).
-fn ends_a_line(path: &Path, bytes: u64) -> bool {
+pub(crate) fn ends_a_line(path: &Path, bytes: u64) -> bool {
     use std::io::{Seek, SeekFrom};
     let Ok(mut file) = std::fs::File::open(path) else { return false };
     let Ok(len) = file.metadata().map(|m| m.len()) else { return false };

@@ -11,6 +11,7 @@ pub mod id;
 pub mod jsonl;
 pub mod pyjson;
 pub mod pyjson_ascii;
+pub mod rewind;
 pub mod state;
 pub mod store;
 pub mod uploads;

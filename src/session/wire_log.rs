@@ -47,15 +47,33 @@ pub struct WireLog {
     write_error: Option<String>,
     /// The context position to attach to the next `TurnBegin` record.
     next_mark: Option<ContextMark>,
+    /// Where the last `TurnBegin` record written starts (the undo store names turns by it).
+    last_turn_begin: Option<u64>,
+    /// Records are dropped until the next `TurnEnd` (the rest of a turn an undo cut away).
+    muted: bool,
 }
 
 impl WireLog {
     /// The file is created lazily, at the first record.
     pub fn new(path: &Path) -> Self {
-        Self { file: None, path: path.to_path_buf(), runs: RunAssembler::default(), write_error: None, next_mark: None }
+        Self {
+            file: None,
+            path: path.to_path_buf(),
+            runs: RunAssembler::default(),
+            write_error: None,
+            next_mark: None,
+            last_turn_begin: None,
+            muted: false,
+        }
     }
 
     pub fn record(&mut self, message: WireMessage) {
+        if self.muted {
+            if matches!(message, WireMessage::Event(crate::protocol::Event::TurnEnd {})) {
+                self.muted = false;
+            }
+            return;
+        }
         let message = match message {
             WireMessage::Event(event) => match Sorted::from(event) {
                 Sorted::Fragment(fragment) => {
@@ -77,6 +95,22 @@ impl WireLog {
         self.next_mark = Some(mark);
     }
 
+    /// Where the last `TurnBegin` record written starts in the file; taken once.
+    pub fn take_turn_begin(&mut self) -> Option<u64> {
+        self.last_turn_begin.take()
+    }
+
+    /// Cuts the file back to its first `len` bytes (an undo, `docs/sessions.md` §9); with
+    /// `mute_turn`, the rest of the running turn (up to its `TurnEnd`) is not recorded either.
+    pub fn cut(&mut self, len: u64, mute_turn: bool) -> std::io::Result<()> {
+        self.flush();
+        self.file = None;
+        self.last_turn_begin = None;
+        super::rewind::truncate_file(&self.path, len)?;
+        self.muted = mute_turn;
+        Ok(())
+    }
+
     /// Writes the open merged run, if any.
     pub fn flush(&mut self) {
         if let Some(done) = self.runs.close() {
@@ -89,6 +123,11 @@ impl WireLog {
     }
 
     fn write(&mut self, message: &WireMessage) {
+        let is_begin = matches!(message, WireMessage::Event(crate::protocol::Event::TurnBegin { .. }));
+        if is_begin {
+            // A begin that fails to land must not leave an earlier one's offset behind.
+            self.last_turn_begin = None;
+        }
         if self.file.is_none() {
             match self.open() {
                 Ok(file) => self.file = Some(file),
@@ -100,16 +139,16 @@ impl WireLog {
             }
         }
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-        let kiwi_context = match message {
-            WireMessage::Event(crate::protocol::Event::TurnBegin { .. }) => self.next_mark.take(),
-            _ => None,
-        };
+        let kiwi_context = if is_begin { self.next_mark.take() } else { None };
         match pyjson::to_line(&Record { timestamp, message, kiwi_context }) {
             Ok(line) => {
-                if let Some(file) = &mut self.file
-                    && let Err(e) = file.append(&line)
-                {
-                    self.failed(&e);
+                if let Some(file) = &mut self.file {
+                    let at = file.len();
+                    match file.append(&line) {
+                        Ok(()) if is_begin => self.last_turn_begin = Some(at),
+                        Ok(()) => {}
+                        Err(e) => self.failed(&e),
+                    }
                 }
             }
             Err(e) => tracing::warn!("cannot serialize a wire record: {e}"),
@@ -172,6 +211,36 @@ mod tests {
         let mut log = WireLog::new(&path);
         log.record(ev(Event::TurnEnd {}));
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 6);
+    }
+
+    /// Each `TurnBegin`'s offset is taken once; a cut truncates the file and, for an undo inside
+    /// a turn, keeps the rest of that turn out of it.
+    #[test]
+    fn turn_begins_are_located_and_a_cut_mutes_the_rest_of_the_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        let mut log = WireLog::new(&path);
+        let ev = |e| WireMessage::Event(e);
+        let begin = |t: &str| ev(Event::TurnBegin { user_input: crate::protocol::UserInput::Text(t.into()) });
+        log.record(begin("a"));
+        let first = log.take_turn_begin().expect("located");
+        assert_eq!(log.take_turn_begin(), None);
+        assert_eq!(first, r#"{"type": "metadata", "protocol_version": "1.10"}"#.len() as u64 + 1);
+        log.record(ev(Event::TurnEnd {}));
+        log.record(begin("/undo"));
+        let second = log.take_turn_begin().expect("located");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text[second as usize..].contains("/undo"));
+        log.record(ev(Event::ContentPart(ContentPart::text("partial"))));
+        log.cut(second, true).unwrap();
+        log.record(ev(Event::ContentPart(ContentPart::text("muted"))));
+        log.record(ev(Event::TurnEnd {}));
+        log.record(begin("c"));
+        log.flush();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(!text.contains("muted") && !text.contains("/undo") && !text.contains("partial"), "{text}");
+        assert!(text.lines().last().unwrap().contains("\"c\""), "{text}");
     }
 
     /// Failed writes (a file-size limit, in a child run of this test) are reported, cut back, and

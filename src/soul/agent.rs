@@ -9,6 +9,7 @@ use crate::blueprint::skills::{Skill, skill_commands};
 use crate::config::LoopControl;
 use crate::llm::{Capability, SharedProvider};
 use crate::mcp::McpManager;
+use crate::session::rewind::EditJournal;
 use crate::soul::approval::ApprovalHub;
 use crate::soul::client::ClientState;
 use crate::soul::dmail::DMailBox;
@@ -44,6 +45,9 @@ pub struct Agent {
     pub background: Arc<BackgroundTasks>,
     /// The session's MCP servers, when any are configured.
     pub mcp: Option<Arc<McpManager>>,
+    /// Before-images of the files the edit tools change, per turn (`docs/sessions.md` §9);
+    /// `None` for an agent without a session folder.
+    pub journal: Option<Arc<EditJournal>>,
 }
 
 /// Everything start-up decides about an agent.
@@ -73,6 +77,11 @@ impl Agent {
         }));
         let hooks = Arc::new(HookRegistry::new(parts.env.config.hooks.clone()));
         let background = BackgroundTasks::new(parts.env.config.background.clone(), parts.env.session_dir.clone());
+        let journal = parts
+            .env
+            .session_dir
+            .is_absolute()
+            .then(|| Arc::new(EditJournal::new(&parts.env.session_dir, parts.env.config.undo.max_bytes)));
         Self {
             env: parts.env,
             loop_control: parts.loop_control,
@@ -88,6 +97,7 @@ impl Agent {
             subagents: Arc::new(Subagents::new(parts.subagents, parts.models)),
             background,
             mcp: parts.mcp,
+            journal,
         }
     }
 
@@ -111,6 +121,7 @@ impl Agent {
             background: parent.background.clone(),
             // Subagents never get MCP tools (`docs/tools.md` §10).
             mcp: None,
+            journal: parent.journal.clone(),
         }
     }
 

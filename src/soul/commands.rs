@@ -75,6 +75,7 @@ impl Soul {
             "export" => self.export_command(args, sink).await,
             "import" => self.import_command(args, sink).await,
             "fork" => self.fork_command(sink).await,
+            "undo" => self.undo_command(args, sink).await,
             _ => {
                 if let Some(skill_name) = name.strip_prefix("skill:")
                     && let Some(skill) = self.agent.skill(skill_name).cloned()

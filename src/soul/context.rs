@@ -91,6 +91,11 @@ impl Context {
         }
     }
 
+    /// The file the context is mirrored to (empty for one kept in memory).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn history(&self) -> &[Message] {
         &self.history
     }

@@ -111,6 +111,20 @@ impl TurnDriver {
         Ok(BusyClaim { driver: self.clone(), cancel, done })
     }
 
+    /// Undoes `target` between turns (`docs/sessions.md` §9): the busy slot is taken for it, so
+    /// no turn can start meanwhile; `Busy` while a turn (or another claim) runs.
+    pub async fn undo(
+        self: &Arc<Self>,
+        target: crate::session::rewind::UndoTarget,
+    ) -> Result<Result<super::undo::UndoReport, crate::session::rewind::RewindError>, Busy> {
+        let claim = self.claim()?;
+        let mut soul = self.soul.lock().await;
+        let report = soul.undo(target, &self.sink, false).await;
+        drop(soul);
+        drop(claim);
+        Ok(report)
+    }
+
     /// Starts a turn on its own task. Its outcome reaches the projection's `turn_ended` with `tag`.
     pub fn start(self: &Arc<Self>, input: UserInput, tag: TurnTag) -> Result<(), Busy> {
         let turn = Arc::new(TurnShared::new());

@@ -44,6 +44,8 @@ pub struct SoulToolHost {
     /// Calls whose next approval is granted without asking (their rerun with edited arguments),
     /// by id and arguments.
     preapproved: Mutex<HashSet<(String, Option<String>)>>,
+    /// The session's before-image store for the edit tools.
+    journal: Option<Arc<crate::session::rewind::EditJournal>>,
 }
 
 /// One call: its id, its tool and its arguments as the model sent them.
@@ -71,7 +73,14 @@ impl SoulToolHost {
             plan_switched: AtomicBool::new(false),
             follow_ups: Mutex::default(),
             preapproved: Mutex::default(),
+            journal: None,
         }
+    }
+
+    /// Lets the edit tools keep before-images in `journal` (`docs/sessions.md` §9).
+    pub fn with_journal(mut self, journal: Option<Arc<crate::session::rewind::EditJournal>>) -> Self {
+        self.journal = journal;
+        self
     }
 
     /// Lets the tools start subagents of `agent` (the main agent only).
@@ -113,6 +122,10 @@ impl SoulToolHost {
 impl ToolHost for SoulToolHost {
     fn client_files(&self) -> Option<Arc<dyn crate::tools::client_files::ClientFiles>> {
         self.client.files()
+    }
+
+    fn edit_journal(&self) -> Option<Arc<crate::session::rewind::EditJournal>> {
+        self.journal.clone()
     }
 
     fn request_approval(&self, ask: ApprovalAsk) -> BoxFuture<'_, bool> {

@@ -34,6 +34,7 @@ pub mod tool_message;
 pub mod transfer;
 pub mod turn;
 pub mod turn_shared;
+pub mod undo;
 
 use std::sync::Arc;
 
@@ -55,6 +56,8 @@ pub struct Soul {
     pub(crate) repeats: repeats::RepeatTracker,
     /// Set when this soul runs as a subagent (`None`: the session's main agent).
     pub(crate) subagent: Option<subagent::SubagentRole>,
+    /// Where the running turn's `TurnBegin` starts in `wire.jsonl` (`docs/sessions.md` §9).
+    pub(crate) turn_start: Option<u64>,
 }
 
 impl Soul {
@@ -66,6 +69,7 @@ impl Soul {
             plan_reminders: None,
             repeats: Default::default(),
             subagent: None,
+            turn_start: None,
         };
         soul.sync_dmail_checkpoints();
         soul

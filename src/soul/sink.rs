@@ -142,6 +142,23 @@ impl EventSink {
         }
     }
 
+    /// Where the last recorded `TurnBegin` starts in `wire.jsonl`, taken once (`None`: not
+    /// recording, or taken already).
+    pub fn take_turn_begin(&self) -> Option<u64> {
+        let recorder = self.recorder.as_ref()?;
+        recorder.lock().unwrap_or_else(|p| p.into_inner()).take_turn_begin()
+    }
+
+    /// Cuts `wire.jsonl` back to `len` bytes with no message half-delivered (an undo); with
+    /// `mute_turn` the rest of the running turn is not recorded. Without a recorder: nothing.
+    pub async fn cut_record(&self, len: u64, mute_turn: bool) -> std::io::Result<()> {
+        let _all = self.seam.write().await;
+        match &self.recorder {
+            Some(recorder) => recorder.lock().unwrap_or_else(|p| p.into_inner()).cut(len, mute_turn),
+            None => Ok(()),
+        }
+    }
+
     /// Sends an event to the front end and the recorder.
     pub async fn emit(&self, event: Event) {
         let _seam = self.seam.read().await;

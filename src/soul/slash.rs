@@ -49,6 +49,11 @@ pub fn builtin_commands() -> Vec<CommandInfo> {
         cmd("export", "Export current session context to a markdown file", &[]),
         cmd("import", "Import context from a file or session ID", &[]),
         cmd("fork", "Fork the session: a new session with the same history, independent afterwards", &[]),
+        cmd(
+            "undo",
+            "Undo the last turn (or the last N: /undo N) and restore the files kiwi's edit tools changed in it",
+            &[],
+        ),
     ]
 }
 

@@ -271,6 +271,28 @@ impl SessionState {
         }
     }
 
+    /// Puts back the state a turn began with (an undo, `docs/sessions.md` §9): all of it but the
+    /// title and the web layer's members; this run's yolo and afk follow the saved flags where
+    /// those change. Approvals granted for the session in this run stay for the run.
+    pub fn restore(&self, mut saved: SessionStateFile) {
+        let mut s = self.lock();
+        saved.custom_title.clone_from(&s.file.custom_title);
+        saved.title_generated = s.file.title_generated;
+        saved.title_generate_attempts = s.file.title_generate_attempts;
+        saved.archived = s.file.archived;
+        saved.archived_at = s.file.archived_at;
+        saved.auto_archive_exempt = s.file.auto_archive_exempt;
+        saved.wire_mtime = s.file.wire_mtime;
+        if saved.approval.yolo != s.file.approval.yolo {
+            s.run.yolo = saved.approval.yolo;
+        }
+        if saved.approval.afk != s.file.approval.afk {
+            s.run.afk = saved.approval.afk;
+        }
+        s.file = saved;
+        self.save(&s);
+    }
+
     /// Drops added directories that no longer exist (on resume).
     pub fn prune_missing_dirs(&self) {
         let dirs = self.additional_dirs();

@@ -85,7 +85,8 @@ impl Soul {
             self.agent.client.clone(),
             sink.clone(),
             self.approval_origin(),
-        );
+        )
+        .with_journal(self.agent.journal.clone());
         let soul_host = Arc::new(match self.subagent {
             None => host.with_delegator(self.agent.clone()),
             Some(_) => host,

@@ -58,6 +58,7 @@ impl Soul {
         }
         sink.emit(Event::TurnBegin { user_input: input.clone() }).await;
         self.turn.mark_begun();
+        self.begin_undo_record(sink);
         let result = if submitted.blocked {
             let reason = if submitted.reason.is_empty() { "Prompt blocked by hook.".into() } else { submitted.reason };
             sink.emit(Event::ContentPart(ContentPart::text(reason))).await;
@@ -67,6 +68,7 @@ impl Soul {
         };
         // What the turn changed in state.json (its todo list) is on disk before the turn ends.
         self.agent.state.flush();
+        self.end_undo_record();
         sink.emit(Event::TurnEnd {}).await;
         self.turn.mark_ended();
         result

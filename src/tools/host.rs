@@ -131,6 +131,12 @@ pub trait ToolHost: Send + Sync {
 
     fn set_todos(&self, _todos: Vec<TodoItem>) {}
 
+    /// Where the edit tools keep what a file was before they changed it, for an undo
+    /// (`docs/sessions.md` §9); `None` keeps nothing.
+    fn edit_journal(&self) -> Option<std::sync::Arc<crate::session::rewind::EditJournal>> {
+        None
+    }
+
     /// The session's background tasks; `None` where tasks cannot be managed (a subagent).
     fn background(&self) -> Option<std::sync::Arc<super::background::BackgroundTasks>> {
         None

@@ -34,6 +34,7 @@ use super::write_file::common::{
 use super::write_file::disk::{self, DiskError, Snapshot};
 use super::{ToolCallContext, TypedTool};
 use crate::protocol::{DisplayBlock, ToolReturnValue};
+use crate::session::rewind::EditJournal;
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct Edit {
@@ -105,6 +106,7 @@ impl TypedTool for StrReplaceFile {
             };
             let edits = Arc::new(params.edit.into_vec());
             let client = ctx.host.client_files().map(ClientFileAccess::new);
+            let journal = ctx.host.edit_journal();
             let prepared = {
                 let (given, edits, client) = (given.clone(), Arc::clone(&edits), client.clone());
                 off_thread(move |stop| prepare(&work_dir, &lexical, &given, &edits, client.as_ref(), stop)).await
@@ -117,7 +119,9 @@ impl TypedTool for StrReplaceFile {
             if !ctx.approve("StrReplaceFile", prepared.action, description, prepared.blocks.clone()).await {
                 return ToolReturnValue::rejected();
             }
-            off_thread(move |stop| commit(prepared, &given, &edits, client.as_ref(), stop)).await.unwrap_or_else(|r| *r)
+            off_thread(move |stop| commit(prepared, &given, &edits, client.as_ref(), journal.as_deref(), stop))
+                .await
+                .unwrap_or_else(|r| *r)
         })
     }
 }
@@ -162,6 +166,7 @@ fn commit(
     given: &str,
     edits: &[Edit],
     client: Option<&ClientFileAccess>,
+    journal: Option<&EditJournal>,
     stop: &AtomicBool,
 ) -> Step<ToolReturnValue> {
     let current = match disk::read_through(&p.real, MAX_EDIT_BYTES, client) {
@@ -187,6 +192,10 @@ fn commit(
     disk::check_writable(&p.real).map_err(|e| Editor::Replace.write_failed(given, &e, true))?;
     disk::write_through(&p.real, text.as_bytes(), Some(&current.meta), client)
         .map_err(|e| Editor::Replace.write_failed(given, &e, true))?;
+    // What the file was, for an undo (`docs/sessions.md` §9).
+    if let Some(journal) = journal {
+        journal.record(&p.real, Some(&current.bytes), text.as_bytes());
+    }
     let blocks = match followed {
         None => p.blocks,
         Some(now) => {

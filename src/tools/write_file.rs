@@ -35,6 +35,7 @@ use super::diff::diff_blocks_until;
 use super::read_file::check_path;
 use super::{ToolCallContext, TypedTool};
 use crate::protocol::{DisplayBlock, ToolReturnValue};
+use crate::session::rewind::EditJournal;
 use crate::tools::client_files::ClientFileAccess;
 
 // `Serialize` lets schemars show the model `"default": "overwrite"` (docs/tools.md §6).
@@ -91,6 +92,7 @@ impl TypedTool for WriteFile {
             let mode = params.mode;
             let content = Arc::new(params.content);
             let client = ctx.host.client_files().map(ClientFileAccess::new);
+            let journal = ctx.host.edit_journal();
             let prepared = {
                 let (given, content, client) = (given.clone(), Arc::clone(&content), client.clone());
                 off_thread(move |stop| prepare(&work_dir, &lexical, &given, &content, mode, client.as_ref(), stop))
@@ -104,7 +106,7 @@ impl TypedTool for WriteFile {
             if !ctx.approve("WriteFile", prepared.action, description, prepared.blocks.clone()).await {
                 return ToolReturnValue::rejected();
             }
-            off_thread(move |stop| commit(prepared, &given, &content, mode, client.as_ref(), stop))
+            off_thread(move |stop| commit(prepared, &given, &content, mode, client.as_ref(), journal.as_deref(), stop))
                 .await
                 .unwrap_or_else(|r| *r)
         })
@@ -162,6 +164,7 @@ fn commit(
     content: &str,
     mode: WriteMode,
     client: Option<&ClientFileAccess>,
+    journal: Option<&EditJournal>,
     stop: &AtomicBool,
 ) -> Step<ToolReturnValue> {
     let current = disk::read_through(&p.real, MAX_EDIT_BYTES, client).map_err(|e| Editor::Write.refusal(e, given))?;
@@ -190,6 +193,10 @@ fn commit(
     }
     disk::write_through(&p.real, bytes, like, client)
         .map_err(|e| Editor::Write.write_failed(given, &e, current.is_some()))?;
+    // What the file was, for an undo (`docs/sessions.md` §9).
+    if let Some(journal) = journal {
+        journal.record(&p.real, current.as_ref().map(|s| s.bytes.as_slice()), bytes);
+    }
     let blocks = if unchanged {
         p.blocks
     } else {

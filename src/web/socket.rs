@@ -381,6 +381,10 @@ impl Connection {
                 Ok(result) => self.respond(&id, &result),
                 Err(error) => self.error(Some(&id), &error),
             },
+            ClientRequest::Undo(params) => match crate::wire::server::undo_session(&driver, params).await {
+                Ok(result) => self.respond(&id, &result),
+                Err(error) => self.error(Some(&id), &error),
+            },
             ClientRequest::Cancel => {
                 if !self.hosted.is_busy() {
                     // The server answers an idle cancel itself, to every socket.

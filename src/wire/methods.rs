@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::params::{ForkParams, InitializeParams, PromptParams, SetPlanModeParams, SteerParams};
+use super::params::{ForkParams, InitializeParams, PromptParams, SetPlanModeParams, SteerParams, UndoParams};
 use crate::protocol::UserInput;
 use crate::rpc::{ErrorCode, ErrorObject};
 
@@ -29,6 +29,8 @@ pub enum ClientRequest {
     Interrupt,
     /// kiwi's extension: fork the session (`docs/protocol-1.10.md` §2.8).
     Fork(ForkParams),
+    /// kiwi's extension: undo turns, restoring kiwi's file edits (`docs/protocol-1.10.md` §2.9).
+    Undo(UndoParams),
 }
 
 impl ClientRequest {
@@ -45,6 +47,16 @@ impl ClientRequest {
             "fork" => ClientRequest::Fork(match params {
                 None | Some(Value::Null) => ForkParams::default(),
                 params => typed(method, params)?,
+            }),
+            "undo" => ClientRequest::Undo(match params {
+                None | Some(Value::Null) => UndoParams::default(),
+                params => {
+                    let p: UndoParams = typed(method, params)?;
+                    if p.turn_index.is_some() && p.turns.is_some() {
+                        return Err(invalid_params(method));
+                    }
+                    p
+                }
             }),
             other => {
                 return Err(ErrorCode::MethodNotFound.with_message(format!("Unexpected method received: {other}")));
@@ -145,6 +157,14 @@ mod tests {
         assert_eq!(ClientNotification::parse("interrupt"), Some(ClientNotification::Interrupt));
         assert_eq!(ClientNotification::parse("prompt"), None);
         assert_eq!(ClientRequest::parse("fork", None), Ok(ClientRequest::Fork(ForkParams { turn_index: None })));
+        assert_eq!(ClientRequest::parse("undo", None), Ok(ClientRequest::Undo(UndoParams::default())));
+        assert_eq!(
+            parse("undo", json!({"turns": 2})),
+            Ok(ClientRequest::Undo(UndoParams { turn_index: None, turns: Some(2) }))
+        );
+        for bad in [json!({"turns": 1, "turn_index": 0}), json!({"turns": -1}), json!({"turn_index": "x"})] {
+            assert_eq!(parse("undo", bad).unwrap_err().message, "Invalid parameters for method `undo`");
+        }
         assert_eq!(
             parse("fork", json!({"turn_index": 2})),
             Ok(ClientRequest::Fork(ForkParams { turn_index: Some(2) }))

@@ -135,7 +135,7 @@ pub struct InitializeResult {
     pub external_tools: Option<ExternalToolsOutcome>,
     pub hooks: HooksInfo,
     pub capabilities: ServerCapabilities,
-    /// kiwi's extension methods (`["fork"]`), absent from the reference's answer.
+    /// kiwi's extension methods (`["fork", "undo"]`), absent from the reference's answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
 }
@@ -206,6 +206,37 @@ pub struct ForkParams {
 pub struct ForkResult {
     pub session_id: String,
     pub title: String,
+}
+
+/// `undo` (a kiwi extension, `docs/protocol-1.10.md` §2.9): undo turn `turn_index` and every
+/// turn after it, or the last `turns` turns; the last turn when both are absent. Not both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UndoParams {
+    #[serde(default)]
+    pub turn_index: Option<u64>,
+    #[serde(default)]
+    pub turns: Option<u64>,
+}
+
+/// A file an `undo` left as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UndoSkippedFile {
+    pub path: String,
+    pub reason: String,
+}
+
+/// What an `undo` did: the first turn undone, how many, the files restored (`restored`: the
+/// earlier content is back; `deleted`: kiwi had created them) and not restored, whether the
+/// session state is back, and the answer `/undo` shows (`message`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UndoResult {
+    pub turn_index: u64,
+    pub turns_undone: u64,
+    pub restored: Vec<String>,
+    pub deleted: Vec<String>,
+    pub not_restored: Vec<UndoSkippedFile>,
+    pub state_restored: bool,
+    pub message: String,
 }
 
 /// `{"status":"ok","plan_mode":bool}`.

@@ -13,7 +13,7 @@ use super::errors::WireError;
 use super::params::{
     ApprovalReply, Empty, ForkParams, ForkResult, HookReply, InitializeParams, InitializeResult, InterruptResult,
     PROTOCOL_VERSION, PromptParams, PromptResult, QuestionReply, ReplayResult, SetPlanModeParams, SetPlanModeResult,
-    SteerParams, SteerResult,
+    SteerParams, SteerResult, UndoParams, UndoResult,
 };
 use crate::protocol::{Event, Request, ToolResult, WireMessage};
 use crate::rpc::ErrorCode;
@@ -43,6 +43,7 @@ pub fn document() -> Value {
         "cancel": {"summary": "Cancels the running turn or replay.", "params": no_params.clone(), "result": reference::<Empty>(g)},
         "run": {"summary": "Legacy (pre-1.0 stdio server): like prompt, with params {\"input\"} or {\"prompt\"}.", "params": {"type": "object", "properties": {"input": {"type": "string"}, "prompt": {"type": "string"}}}, "result": reference::<PromptResult>(g), "legacy": true},
         "fork": method::<ForkParams, ForkResult>(g, "kiwi extension (advertised in initialize's `extensions`): forks the session after turn `turn_index` (or all of it) into a new session of the same work dir. Refused while busy."),
+        "undo": method::<UndoParams, UndoResult>(g, "kiwi extension (advertised in initialize's `extensions`): undoes turn `turn_index` and every later turn, or the last `turns` turns (the last turn when neither is given): the context, wire.jsonl and the session state go back to before it, and the files kiwi's WriteFile/StrReplaceFile changed in those turns are restored when nobody changed them since (Shell's effects are not undone). Refused while busy."),
         "interrupt": {"summary": "Legacy: like cancel; also acted on as a notification.", "params": no_params, "result": reference::<InterruptResult>(g), "legacy": true},
     });
     let server = json!({

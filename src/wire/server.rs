@@ -21,7 +21,7 @@ use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
     Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
     PROTOCOL_VERSION, RejectedTool, SERVER_NAME, ServerCapabilities, ServerInfo, SetPlanModeResult, SlashCommandInfo,
-    SteerResult,
+    SteerResult, UndoParams, UndoResult, UndoSkippedFile,
 };
 use super::replay::replay;
 use crate::live::{LiveSession, SHUTDOWN_GRACE};
@@ -30,6 +30,7 @@ use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
 use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, Peer, RequestId};
 use crate::session::fork::ForkError;
+use crate::session::rewind::{RewindError, UndoTarget};
 use crate::soul::hooks::Subscription;
 use crate::soul::{TurnDriver, TurnTag};
 use crate::tools::external::ExternalTool;
@@ -99,6 +100,10 @@ impl WireServer {
                 None => self.outbound.error(Some(&id), &idle()).await,
             },
             ClientRequest::Fork(params) => self.fork(id, params.turn_index).await,
+            ClientRequest::Undo(params) => match undo_session(&self.driver, params).await {
+                Ok(result) => self.outbound.respond(&id, &result).await,
+                Err(error) => self.outbound.error(Some(&id), &error).await,
+            },
             ClientRequest::Interrupt => {
                 let result = if self.driver.cancel() { InterruptResult::Ok } else { InterruptResult::Idle };
                 self.outbound.respond(&id, &result).await;
@@ -197,6 +202,37 @@ pub async fn fork_session(driver: &TurnDriver, turn: Option<u64>) -> Result<Fork
     }
 }
 
+/// The `undo` extension (`docs/protocol-1.10.md` §2.9): the session back to before a turn, with
+/// kiwi's file edits restored. Refused during a turn (the busy error of `prompt`).
+pub async fn undo_session(driver: &Arc<TurnDriver>, params: UndoParams) -> Result<UndoResult, ErrorObject> {
+    let target = match (params.turn_index, params.turns) {
+        (Some(k), _) => UndoTarget::From(k),
+        (None, Some(n)) => UndoTarget::Last(n),
+        (None, None) => UndoTarget::Last(1),
+    };
+    match driver.undo(target).await {
+        Err(_) => Err(busy()),
+        Ok(Ok(report)) => Ok(UndoResult {
+            message: report.message(),
+            turn_index: report.turn_index,
+            turns_undone: report.turns_undone,
+            restored: report.restored,
+            deleted: report.deleted,
+            not_restored: report
+                .not_restored
+                .into_iter()
+                .map(|n| UndoSkippedFile { path: n.path, reason: n.reason })
+                .collect(),
+            state_restored: report.state_restored,
+        }),
+        Ok(Err(RewindError::Io(e))) => {
+            tracing::error!("undo failed: {e}");
+            Err(ErrorCode::InternalError.with_message(format!("Undo failed: {e}")))
+        }
+        Ok(Err(e)) => Err(ErrorCode::InvalidParams.with_message(e.to_string())),
+    }
+}
+
 pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: &str) -> InitializeResult {
     let agent = driver.agent();
     let mut outcome = ExternalToolsOutcome::default();
@@ -259,7 +295,7 @@ pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: 
             configured,
         },
         capabilities: ServerCapabilities { supports_question: true },
-        extensions: vec!["fork".into()],
+        extensions: vec!["fork".into(), "undo".into()],
     }
 }
 

@@ -108,6 +108,18 @@ async function main() {
       const titles = () => updates.filter((u) => u.update.sessionUpdate === "session_info_update").map((u) => u.update.title);
       for (let i = 0; i < 250 && !titles().includes("Fork: hi"); i++) await new Promise((r) => setTimeout(r, 20));
       check("the fork is titled", titles().includes("Fork: hi"), titles());
+      // kiwi's `_kiwi/undo` extension method, named in the capabilities' `_meta`.
+      check("initialize names the undo extension", caps._meta?.kiwi?.undo?.method === "_kiwi/undo", caps);
+      let refused;
+      try {
+        await agent.request("_kiwi/undo", { sessionId: created.sessionId });
+      } catch (e) {
+        refused = e;
+      }
+      check("_kiwi/undo refuses a session without turns", refused?.code === -32602, String(refused));
+      const undone = await agent.request("_kiwi/undo", { sessionId: forked.sessionId });
+      check("_kiwi/undo takes the last turn back and says Shell is not undone",
+        undone.turnsUndone === 1 && /Shell/.test(undone.message), undone);
     });
     child.kill();
   }

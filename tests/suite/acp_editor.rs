@@ -264,7 +264,7 @@ fn wire_fork_extension_and_the_fork_command() {
     let config = env.scripted_config(&["text: re one", "text: re two"]);
     let mut k = env.spawn(&config, &["--session", "wire-fork-src"]);
     let init = k.initialize();
-    assert_eq!(init["result"]["extensions"], json!(["fork"]), "{init}");
+    assert_eq!(init["result"]["extensions"], json!(["fork", "undo"]), "{init}");
     let (_, r) = k.call("f0", "fork", json!({}));
     assert_eq!(r["error"]["message"], "wire.jsonl not found", "{r}");
     k.prompt("p1", json!("one"));

@@ -26,6 +26,7 @@ mod providers_others;
 mod providers_perf;
 mod providers_vertex;
 mod readme_configs;
+mod rewind;
 mod sdk_client;
 mod secrets;
 mod sessions;

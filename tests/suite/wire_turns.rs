@@ -30,7 +30,10 @@ fn initialize_lists_builtin_commands() {
     assert_eq!(keys, ["protocol_version", "server", "slash_commands", "hooks", "capabilities", "extensions"]);
     let names: Vec<&str> =
         result["slash_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import", "fork"]);
+    assert_eq!(
+        names,
+        ["init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import", "fork", "undo"]
+    );
     assert_eq!(result["slash_commands"][2]["aliases"], json!(["reset"]));
     assert_eq!(result["slash_commands"][3]["description"], "Toggle YOLO mode (auto-approve all actions)");
     assert_eq!(

@@ -300,6 +300,6 @@ fn schema_command_prints_the_committed_schema() {
     let methods: Vec<&String> = doc["methods"].as_object().unwrap().keys().collect();
     assert_eq!(
         methods,
-        ["initialize", "prompt", "steer", "replay", "set_plan_mode", "cancel", "run", "fork", "interrupt"]
+        ["initialize", "prompt", "steer", "replay", "set_plan_mode", "cancel", "run", "fork", "undo", "interrupt"]
     );
 }
