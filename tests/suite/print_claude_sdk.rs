@@ -342,9 +342,19 @@ fn control_queries_and_mode_changes() {
     k.send_raw(&control("model", json!({"subtype":"set_model","model":null})));
     let (_, model) = until(&mut k, is_response("model"));
     assert_eq!(model["response"]["response"], json!({"model": null}));
-    k.send_raw(&control("odd", json!({"subtype":"rewind_files"})));
-    let (_, odd) = until(&mut k, is_response("odd"));
-    assert_eq!(odd["response"]["error"], "Unsupported control request subtype: rewind_files");
+    // Requests kiwi does not serve are refused by name.
+    for (id, request) in [
+        ("odd", json!({"subtype":"rewind_files"})),
+        ("reconnect", json!({"subtype":"mcp_reconnect","serverName":"x"})),
+        ("toggle", json!({"subtype":"mcp_toggle","serverName":"x","enabled":false})),
+    ] {
+        k.send_raw(&control(id, request.clone()));
+        let (_, odd) = until(&mut k, is_response(id));
+        assert_eq!(
+            odd["response"]["error"],
+            format!("Unsupported control request subtype: {}", request["subtype"].as_str().unwrap())
+        );
+    }
 }
 
 #[test]
@@ -618,8 +628,31 @@ fn tasks_still_running_when_the_run_ends_are_stopped_and_reported() {
     assert!(shell_task["task_id"].as_str().unwrap().starts_with("bash-"), "{shell_task}");
     assert_eq!(shell_task["description"], "sleep a while");
     assert!(shell_task.get("subagent_type").is_none() && shell_task.get("prompt").is_none(), "{shell_task}");
-    // The input ends; the subagent never finishes: after the wait's ceiling both are stopped,
-    // and each one's terminal frames say so.
+    // The host stops the shell task; a task that does not exist or ended is refused.
+    let shell_id = shell_task["task_id"].clone();
+    k.send_raw(&control("stop", json!({"subtype":"stop_task","task_id":shell_id})));
+    let (before, stopped) = until(&mut k, is_response("stop"));
+    assert_eq!(stopped["response"]["subtype"], "success", "{stopped}");
+    // The terminal frames may come before the answer or after it.
+    let end = match before.into_iter().find(|m| m["subtype"] == "task_notification") {
+        Some(end) => end,
+        None => until(&mut k, |m| m["subtype"] == "task_notification").1,
+    };
+    assert_eq!((&end["task_id"], end["status"].as_str()), (&shell_id, Some("stopped")));
+    k.send_raw(&control("again", json!({"subtype":"stop_task","task_id":shell_id})));
+    let (_, again) = until(&mut k, is_response("again"));
+    assert_eq!(
+        again["response"]["error"],
+        format!("Task {} is not running (status: killed)", shell_id.as_str().unwrap())
+    );
+    k.send_raw(&control("none", json!({"subtype":"stop_task","task_id":"bash-nothere0"})));
+    let (_, none) = until(&mut k, is_response("none"));
+    assert_eq!(none["response"]["error"], "No task found with ID: bash-nothere0");
+    k.send_raw(&control("bad", json!({"subtype":"stop_task"})));
+    let (_, bad) = until(&mut k, is_response("bad"));
+    assert!(bad["response"]["error"].as_str().unwrap().starts_with("Invalid stop_task request"), "{bad}");
+    // The input ends; the subagent never finishes: after the wait's ceiling it is stopped, and
+    // its terminal frames say so.
     k.close_stdin();
     let mut ends = Vec::new();
     while let Some(line) = k.next_within(std::time::Duration::from_secs(20)) {
@@ -633,8 +666,7 @@ fn tasks_still_running_when_the_run_ends_are_stopped_and_reported() {
             assert_eq!(line["patch"], json!({"status":"killed"}));
         }
     }
-    ends.sort();
-    assert_eq!(ends, [("bg1".to_string(), "stopped".to_string()), ("sh1".to_string(), "stopped".to_string())]);
+    assert_eq!(ends, [("bg1".to_string(), "stopped".to_string())]);
     assert_eq!(k.wait_exit(std::time::Duration::from_secs(20)).and_then(|s| s.code()), Some(0));
 }
 

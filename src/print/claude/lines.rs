@@ -574,6 +574,10 @@ pub enum HostRequest {
     SetMaxThinkingTokens {},
     GetContextUsage {},
     McpStatus {},
+    /// Stops a background task the host saw start.
+    StopTask {
+        task_id: String,
+    },
 }
 
 /// One matcher of `initialize.hooks`: callbacks the host runs at the event.

@@ -229,10 +229,15 @@ impl Inner {
             tracing::warn!("no background task runs the subagent {agent_id}; its line is dropped");
             return;
         };
+        let ended = task.status.is_terminal();
         let task = BackgroundRef { task_id: task.id, description: task.description };
         let mut lines = Vec::new();
         let started = {
             let mut turn = lock(&self.turn);
+            // What a run's fire-and-forget hooks report after its end has no line.
+            if ended && !turn.open_background(false).contains(&task.task_id) {
+                return;
+            }
             turn.background_subagent(inner, task, &mut lines);
             turn.take_started_background()
         };

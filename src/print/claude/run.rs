@@ -306,7 +306,11 @@ impl RunLoop {
             }
             Ok(HostRequest::GetContextUsage {}) => Ok(self.context_usage()),
             Ok(HostRequest::McpStatus {}) => Ok(self.mcp_status()),
-            Err(e) if ["initialize", "interrupt", "set_permission_mode", "set_model"].contains(&subtype.as_str()) => {
+            Ok(HostRequest::StopTask { task_id }) => self.stop_task(&task_id).await,
+            Err(e)
+                if ["initialize", "interrupt", "set_permission_mode", "set_model", "stop_task"]
+                    .contains(&subtype.as_str()) =>
+            {
                 Err(format!("Invalid {subtype} request: {e}"))
             }
             Err(_) => Err(unsupported(&subtype)),
@@ -340,6 +344,22 @@ impl RunLoop {
             };
             respond_on(&out, id, result).await;
         })
+    }
+
+    /// `stop_task`: the background task is stopped; its terminal frames follow (from the task's
+    /// watcher, as for any end).
+    async fn stop_task(&self, task_id: &str) -> Result<Value, String> {
+        let background = self.driver.agent().background.clone();
+        match background.get(task_id) {
+            None => Err(format!("No task found with ID: {task_id}")),
+            Some(info) if info.status.is_terminal() => {
+                Err(format!("Task {task_id} is not running (status: {})", info.status.as_str()))
+            }
+            Some(_) => {
+                background.stop(task_id, "Stopped by the host").await;
+                Ok(Value::Object(Default::default()))
+            }
+        }
     }
 
     /// `get_context_usage`: what the context holds as of the last model call.
