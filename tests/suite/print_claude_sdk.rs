@@ -457,6 +457,34 @@ fn agents_flag_defines_subagent_types_whose_lines_carry_the_call() {
     assert_eq!((notified[0]["status"].as_str(), &notified[0]["task_id"]), (Some("completed"), &task_id));
     assert_eq!(notified[0]["usage"]["tool_uses"], 1);
     assert_eq!(lines.last().unwrap()["result"], "checked");
+    // A model that names none of the config's: said on stderr, and the type runs on the session's.
+    let config = d.scripted(&scripts);
+    let sonnet = r#"{"checker":{"description":"Checks files","prompt":"You check files.","model":"sonnet"}}"#;
+    let r = run(
+        d.command(
+            &config,
+            &[
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+                "--agents",
+                sonnet,
+                "go",
+            ],
+        ),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "kiwi: agent checker: model \"sonnet\" matches none of the config's models; it runs on the session's model"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.lines().last().unwrap()["result"], "checked");
     // Bad definitions are a usage error.
     let r = run(d.command(&config, &["-p", "--agents", "[1]", "q"]), "");
     assert_eq!(r.code, Some(2));

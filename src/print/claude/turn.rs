@@ -681,7 +681,9 @@ impl TurnLines {
     /// and is open (a background one ends on its own).
     fn end_task(&mut self, tool_call_id: &str, status: &'static str, out: &mut Vec<OutLine>) {
         if self.tasks.get(tool_call_id).is_some_and(|t| !t.background) {
-            self.close_task(tool_call_id, status, status, "", out);
+            // `task_updated` says `killed` where the notification says `stopped`.
+            let updated = if status == "stopped" { "killed" } else { status };
+            self.close_task(tool_call_id, updated, status, "", out);
         }
     }
 
