@@ -19,8 +19,9 @@ use serde_json::{Map, Value, json};
 use super::control::{AskError, HostAsk};
 use super::lines::McpServerStatus;
 use crate::llm::ToolSpec;
+use crate::mcp::tool::ToolShape;
 use crate::protocol::ToolReturnValue;
-use crate::tools::{Tool, ToolCallContext, invalid_arguments};
+use crate::tools::{Tool, ToolCallContext};
 
 /// The MCP protocol version kiwi offers the host's servers (what the real CLI sends them).
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -177,11 +178,10 @@ impl SdkServer {
 
 /// One tool of an SDK server.
 pub struct SdkTool {
-    spec: ToolSpec,
+    shape: ToolShape,
     /// The server's own name for it.
     tool: String,
     server: Arc<SdkServer>,
-    validator: Option<jsonschema::Validator>,
 }
 
 impl SdkTool {
@@ -191,48 +191,29 @@ impl SdkTool {
         if let Some(why) = crate::mcp::names::refusal(&offered) {
             return Err(format!("{}: {why}", crate::mcp::names::shown(name)));
         }
-        let parameters: Map<String, Value> = match tool.get("inputSchema") {
+        let schema: Map<String, Value> = match tool.get("inputSchema") {
             Some(Value::Object(schema)) => schema.clone(),
             _ => json!({"type": "object"}).as_object().cloned().unwrap_or_default(),
         };
-        let validator = jsonschema::validator_for(&Value::Object(parameters.clone()))
-            .inspect_err(|e| tracing::warn!("SDK MCP tool {offered} has a schema kiwi cannot check: {e}"))
-            .ok();
-        let described = tool
-            .get("description")
-            .and_then(Value::as_str)
-            .filter(|d| !d.trim().is_empty())
-            .unwrap_or("(The server gives no description for this tool.)");
-        let description = format!("This tool comes from the MCP server `{}`.\n\n{described}", server.name);
-        Ok(Self {
-            spec: ToolSpec { name: offered, description, parameters: parameters.into() },
-            tool: name.to_string(),
-            server,
-            validator,
-        })
+        let description = tool.get("description").and_then(Value::as_str);
+        let shape = ToolShape::new(&server.name, offered, schema, description);
+        Ok(Self { shape, tool: name.to_string(), server })
     }
 }
 
 impl Tool for SdkTool {
     fn spec(&self) -> &ToolSpec {
-        &self.spec
+        &self.shape.spec
     }
 
     fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            let name = &self.spec.name;
-            if let Some(validator) = &self.validator
-                && let Err(e) = validator.validate(&arguments)
-            {
-                return invalid_arguments(format!("Error validating JSON arguments: {e}"));
-            }
-            if !arguments.is_object() {
-                return invalid_arguments(format!(
-                    "Error validating JSON arguments: expected an object, got {}",
-                    crate::tools::json_kind(&arguments)
-                ));
-            }
-            if !ctx.approve(name, &format!("mcp:{name}"), format!("Call MCP tool `{name}`."), Vec::new()).await {
+            let name = &self.shape.spec.name;
+            let arguments = match self.shape.check(arguments) {
+                Ok(arguments) => arguments,
+                Err(refused) => return *refused,
+            };
+            if !self.shape.approve(ctx).await {
                 return ToolReturnValue::rejected();
             }
             let params = json!({
