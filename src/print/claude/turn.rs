@@ -1212,4 +1212,77 @@ mod tests {
         );
         assert_eq!(parse_input("{bad"), Value::String("{bad".into()));
     }
+
+    fn sub(parent: &str, event: Event) -> Event {
+        Event::SubagentEvent(SubagentEvent {
+            parent_tool_call_id: Some(parent.into()),
+            agent_id: Some("a00000001".into()),
+            subagent_type: Some("coder".into()),
+            event: Box::new(event),
+        })
+    }
+
+    fn agent_call(id: &str, background: bool) -> Vec<Event> {
+        let arguments =
+            format!(r#"{{"description":"d","prompt":"p","subagent_type":"coder","run_in_background":{background}}}"#);
+        vec![Event::StepBegin { n: 1 }, Event::ToolCall(ToolCall::new(id, "Agent", Some(arguments)))]
+    }
+
+    #[test]
+    fn a_cancelled_foreground_subagent_is_reported_stopped() {
+        let mut events = agent_call("ag1", false);
+        events.push(sub("ag1", Event::TurnBegin { user_input: crate::protocol::UserInput::Text("p".into()) }));
+        let out = lines(false, &events, Ok(TurnOutcome::Cancelled));
+        let started = out.iter().find(|l| l["subtype"] == "task_started").unwrap();
+        assert_eq!(
+            (started["task_id"].as_str(), started["is_backgrounded"].as_bool()),
+            (Some("a00000001"), Some(false))
+        );
+        let updated = out.iter().find(|l| l["subtype"] == "task_updated").unwrap();
+        assert_eq!(updated["patch"], serde_json::json!({"status": "killed"}));
+        let notified = out.iter().find(|l| l["subtype"] == "task_notification").unwrap();
+        assert_eq!(notified["status"], "stopped");
+    }
+
+    #[test]
+    fn a_background_subagent_outlives_its_turn_until_it_ends() {
+        let mut t = TurnLines::new(Identity { session_id: "S".into(), model: "m".into(), context_window: 100 }, false);
+        t.begin("go");
+        let mut out = Vec::new();
+        for e in agent_call("bg1", true) {
+            t.event(&e, &mut out);
+        }
+        let output = "task_id: agent-12345678\nkind: agent\nstatus: starting\ndescription: d\nagent_id: a00000001\nactual_subagent_type: coder";
+        let result = ToolResult {
+            tool_call_id: "bg1".into(),
+            return_value: ToolReturnValue::ok(output, "Background task started."),
+        };
+        t.event(&Event::ToolResult(result), &mut out);
+        assert_eq!(t.take_started_background(), [("bg1".to_string(), "agent-12345678".to_string())]);
+        assert!(t.take_started_background().is_empty());
+        t.finish(&Ok(TurnOutcome::Finished(None)), "", &mut out);
+        t.begin("next");
+        // A line of the run in a later turn still carries the call's id; the task is announced once.
+        let task = BackgroundRef { task_id: "agent-12345678".into(), description: "d".into() };
+        let Event::SubagentEvent(inner) = sub("bg1", Event::ContentPart(ContentPart::text("working"))) else {
+            unreachable!()
+        };
+        t.background_subagent(&inner, task, &mut out);
+        assert_eq!(t.open_background(true), ["agent-12345678"]);
+        let ending = TaskEnding { updated: "completed", notified: "completed", output_file: "/o".into() };
+        t.end_background("agent-12345678", &ending, &mut out);
+        t.end_background("agent-12345678", &ending, &mut out);
+        let out: Vec<Value> = out.iter().map(|l| serde_json::to_value(l).unwrap()).collect();
+        let frames: Vec<&str> = out.iter().filter_map(|l| l["subtype"].as_str()).collect();
+        assert_eq!(frames, ["task_started", "task_updated", "task_notification"], "{out:?}");
+        let started = &out.iter().find(|l| l["subtype"] == "task_started").unwrap();
+        assert_eq!(
+            (started["task_id"].as_str(), started["is_backgrounded"].as_bool()),
+            (Some("agent-12345678"), Some(true))
+        );
+        assert_eq!((started["subagent_type"].as_str(), started["prompt"].as_str()), (Some("coder"), Some("p")));
+        let text = out.iter().find(|l| l["type"] == "assistant" && l["parent_tool_use_id"] == "bg1").unwrap();
+        assert_eq!(text["message"]["content"][0]["text"], "working");
+        assert!(t.open_background(false).is_empty());
+    }
 }
