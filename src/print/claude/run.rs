@@ -7,7 +7,10 @@
 //! exactly one control response; at EOF the running turn and the messages already read run to
 //! their end, and open `can_use_tool` questions are denied; a signal cancels the running turn
 //! (its `result` says so) and ends the run; the exit status is 1 when the last `result` was an
-//! error, else 0.
+//! error, else 0. Background subagents (`docs/print-mode.md`, "Background tasks"): one that ends
+//! while no turn runs starts a follow-up turn; at EOF the run waits for those still running
+//! (bounded), and every background task still running when the run ends is stopped and its
+//! terminal frames written before kiwi exits.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

@@ -101,29 +101,33 @@ impl SdkServer {
 
     /// One JSON-RPC request to the server; the `result`, or the error text.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, String> {
+        self.exchange(method, params).await.map_err(|e| e.text(self.timeout))
+    }
+
+    async fn exchange(&self, method: &str, params: Value) -> Result<Value, RequestError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let answer = self.send(message).await?;
         let response = answer.get("mcp_response").cloned().unwrap_or(Value::Null);
         if let Some(error) = response.get("error") {
             let text = error.get("message").and_then(Value::as_str).unwrap_or("the server answered with an error");
-            return Err(text.to_string());
+            return Err(RequestError::Failed(text.to_string()));
         }
         match response.get("result") {
             Some(result) => Ok(result.clone()),
-            None => Err(format!("the host's answer to {method} has no mcp_response result")),
+            None => Err(RequestError::Failed(format!("the host's answer to {method} has no mcp_response result"))),
         }
     }
 
     async fn notify(&self, method: &str) -> Result<(), String> {
-        self.send(json!({"jsonrpc": "2.0", "method": method})).await.map(|_| ())
+        self.send(json!({"jsonrpc": "2.0", "method": method})).await.map(|_| ()).map_err(|e| e.text(self.timeout))
     }
 
-    async fn send(&self, message: Value) -> Result<Value, String> {
+    async fn send(&self, message: Value) -> Result<Value, RequestError> {
         let request = json!({"subtype": "mcp_message", "server_name": self.name, "message": message});
         self.host.ask(request, Some(self.timeout)).await.map_err(|e| match e {
-            AskError::TimedOut => format!("no answer within {} ms", self.timeout.as_millis()),
-            other => other.to_string(),
+            AskError::TimedOut => RequestError::TimedOut,
+            other => RequestError::Failed(other.to_string()),
         })
     }
 
@@ -176,6 +180,22 @@ impl SdkServer {
     }
 }
 
+/// Why a request to an SDK server has no result.
+enum RequestError {
+    /// No answer within the MCP tool call limit.
+    TimedOut,
+    Failed(String),
+}
+
+impl RequestError {
+    fn text(&self, limit: Duration) -> String {
+        match self {
+            RequestError::TimedOut => format!("no answer within {} ms", limit.as_millis()),
+            RequestError::Failed(text) => text.clone(),
+        }
+    }
+}
+
 /// One tool of an SDK server.
 pub struct SdkTool {
     shape: ToolShape,
@@ -221,9 +241,14 @@ impl Tool for SdkTool {
                 "arguments": arguments,
                 "_meta": {"claudecode/toolUseId": ctx.tool_call_id, "progressToken": ctx.tool_call_id},
             });
-            match self.server.request("tools/call", params).await {
+            // Failures read as a server kiwi connects itself would make them read.
+            match self.server.exchange("tools/call", params).await {
                 Ok(result) => crate::mcp::content::tool_result(&result),
-                Err(text) => {
+                Err(RequestError::TimedOut) => {
+                    tracing::warn!("SDK MCP tool {name}: no answer within {:?}", self.server.timeout);
+                    ToolReturnValue::error(crate::mcp::tool::timeout_message(name), "Timeout")
+                }
+                Err(RequestError::Failed(text)) => {
                     tracing::warn!("SDK MCP tool {name}: {text}");
                     ToolReturnValue::error(format!("Error running tool: {text}"), "MCP tool failed")
                 }
