@@ -14,35 +14,65 @@ use crate::llm::ToolSpec;
 use crate::protocol::ToolReturnValue;
 use crate::tools::{Tool, ToolCallContext, invalid_arguments};
 
-pub struct McpTool {
-    spec: ToolSpec,
+/// What every MCP tool shares, whatever carries its calls (a server kiwi connects, or an SDK
+/// host's in-process one): the spec the model sees, and the check of a call's arguments.
+pub struct ToolShape {
+    pub spec: ToolSpec,
     /// None when the server's schema does not compile: arguments then go to the server as they are.
     validator: Option<jsonschema::Validator>,
+}
+
+impl ToolShape {
+    /// The tool `name` of `server` (offered as `name`), with its input schema and description.
+    pub fn new(server: &str, name: String, schema: Map<String, Value>, description: Option<&str>) -> Self {
+        let validator = match jsonschema::validator_for(&Value::Object(schema.clone())) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!("MCP server {server}: tool {name} has a schema kiwi cannot check: {e}");
+                None
+            }
+        };
+        let described = description.filter(|d| !d.trim().is_empty()).unwrap_or(NO_DESCRIPTION);
+        let description = format!("This tool comes from the MCP server `{server}`.\n\n{described}");
+        Self { spec: ToolSpec { name, description, parameters: schema.into() }, validator }
+    }
+
+    /// The call's arguments as the object the server gets, or the result refusing them.
+    pub fn check(&self, arguments: Value) -> Result<Map<String, Value>, Box<ToolReturnValue>> {
+        if let Some(validator) = &self.validator
+            && let Err(e) = validator.validate(&arguments)
+        {
+            return Err(Box::new(invalid_arguments(format!("Error validating JSON arguments: {e}"))));
+        }
+        match arguments {
+            Value::Object(arguments) => Ok(arguments),
+            other => Err(Box::new(invalid_arguments(format!(
+                "Error validating JSON arguments: expected an object, got {}",
+                crate::tools::json_kind(&other)
+            )))),
+        }
+    }
+
+    /// Asks for the approval `mcp:<name>` of a call.
+    pub async fn approve(&self, ctx: &ToolCallContext) -> bool {
+        let name = &self.spec.name;
+        ctx.approve(name, &format!("mcp:{name}"), format!("Call MCP tool `{name}`."), Vec::new()).await
+    }
+}
+
+const NO_DESCRIPTION: &str = "(The server gives no description for this tool.)";
+
+pub struct McpTool {
+    shape: ToolShape,
     link: Arc<ServerLink>,
     timeout: Duration,
 }
 
 impl McpTool {
     pub fn new(link: Arc<ServerLink>, tool: &rmcp::model::Tool, timeout: Duration) -> Self {
-        let parameters: Map<String, Value> = (*tool.input_schema).clone();
-        let validator = match jsonschema::validator_for(&Value::Object(parameters.clone())) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::warn!("MCP server {}: tool {} has a schema kiwi cannot check: {e}", link.name, tool.name);
-                None
-            }
-        };
-        let described = match tool.description.as_deref().filter(|d| !d.trim().is_empty()) {
-            Some(d) => d.to_string(),
-            None => "(The server gives no description for this tool.)".to_string(),
-        };
-        let description = format!("This tool comes from the MCP server `{}`.\n\n{described}", link.name);
-        Self {
-            spec: ToolSpec { name: tool.name.to_string(), description, parameters: parameters.into() },
-            validator,
-            link,
-            timeout,
-        }
+        let schema: Map<String, Value> = (*tool.input_schema).clone();
+        let shape = ToolShape::new(&link.name, tool.name.to_string(), schema, tool.description.as_deref());
+        Self { shape, link, timeout }
     }
 }
 
@@ -54,24 +84,17 @@ pub fn timeout_message(name: &str) -> String {
 
 impl Tool for McpTool {
     fn spec(&self) -> &ToolSpec {
-        &self.spec
+        &self.shape.spec
     }
 
     fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            let name = &self.spec.name;
-            if let Some(validator) = &self.validator
-                && let Err(e) = validator.validate(&arguments)
-            {
-                return invalid_arguments(format!("Error validating JSON arguments: {e}"));
-            }
-            let Value::Object(arguments) = arguments else {
-                return invalid_arguments(format!(
-                    "Error validating JSON arguments: expected an object, got {}",
-                    crate::tools::json_kind(&arguments)
-                ));
+            let name = &self.shape.spec.name;
+            let arguments = match self.shape.check(arguments) {
+                Ok(arguments) => arguments,
+                Err(refused) => return *refused,
             };
-            if !ctx.approve(name, &format!("mcp:{name}"), format!("Call MCP tool `{name}`."), Vec::new()).await {
+            if !self.shape.approve(ctx).await {
                 return ToolReturnValue::rejected();
             }
             match tokio::time::timeout(self.timeout, self.link.call(name, arguments)).await {

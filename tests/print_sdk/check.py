@@ -36,7 +36,8 @@ WORK = os.environ["KIWI_WORK"]
 DIR = os.environ["KIWI_DIR"]
 
 
-def config(name, scripts):
+def config(name, scripts, helper=None):
+    """A scripted config; with `helper`, a second model `helper` with its own script queue."""
     scripts_path = os.path.join(DIR, f"{name}.scripts.json")
     with open(scripts_path, "w") as f:
         json.dump(scripts, f)
@@ -48,14 +49,22 @@ def config(name, scripts):
                   "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path}}
         },
     }
+    if helper is not None:
+        helper_path = os.path.join(DIR, f"{name}.helper.json")
+        with open(helper_path, "w") as f:
+            json.dump(helper, f)
+        cfg["models"]["helper"] = {"provider": "q", "model": "helper_echo", "max_context_size": 50000}
+        cfg["providers"]["q"] = {"type": "_scripted_echo", "base_url": "", "api_key": "",
+                                 "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": helper_path}}
     path = os.path.join(DIR, f"{name}.config.json")
     with open(path, "w") as f:
         json.dump(cfg, f)
     return path
 
 
-def options(name, scripts, **kw):
-    return ClaudeAgentOptions(cli_path=KIWI, cwd=WORK, extra_args={"config-file": config(name, scripts)}, **kw)
+def options(name, scripts, helper=None, **kw):
+    return ClaudeAgentOptions(cli_path=KIWI, cwd=WORK, extra_args={"config-file": config(name, scripts, helper)},
+                              **kw)
 
 
 def call(call_id, name, arguments):
@@ -253,6 +262,50 @@ async def agents():
     assert seen[-1].result == "reviewed", seen[-1]
 
 
+async def background_agent():
+    # The subagent runs on the model `helper` its definition names (its own script queue) and
+    # waits for a file the check writes once the first turn's result is in.
+    go = os.path.join(WORK, "go")
+    if os.path.exists(go):
+        os.remove(go)
+    long_news = "The wait is over and all is well. " * 8
+    scripts = [call("bg1", "Agent", {"description": "wait for go", "prompt": "Wait for go",
+                                     "subagent_type": "waiter", "run_in_background": True}),
+               "text: started it",
+               "text: got the news"]
+    helper = [shell("w1", "while [ ! -f go ]; do sleep 0.05; done; echo went"), "text: " + long_news]
+    waiter = AgentDefinition(description="Waits", prompt="You wait.", tools=["Bash"], model="helper")
+    after = []
+
+    async def watch(input_data, tool_use_id, context):
+        after.append(tool_use_id)
+        return {}
+
+    stderr = []
+    opts = options("background", scripts, helper, agents={"waiter": waiter}, permission_mode="bypassPermissions",
+                   hooks={"PostToolUse": [HookMatcher(matcher=None, hooks=[watch])]}, stderr=stderr.append)
+    seen = []
+    # A one-shot query with a hook: the SDK keeps kiwi's input open while the task runs (the
+    # subagent's call after the first result is still seen by the hook), and the task's end
+    # wakes the main agent for a second turn.
+    async for m in query(prompt="start a waiter", options=opts):
+        seen.append(m)
+        if isinstance(m, ResultMessage) and not os.path.exists(go):
+            open(go, "w").close()
+    started = [m for m in seen if isinstance(m, TaskStartedMessage)]
+    assert len(started) == 1 and started[0].tool_use_id == "bg1" and started[0].task_type == "local_agent", started
+    assert started[0].data["is_backgrounded"] is True, started[0].data
+    ended = [m for m in seen if isinstance(m, TaskNotificationMessage)]
+    assert len(ended) == 1 and ended[0].task_id == started[0].task_id and ended[0].status == "completed", ended
+    inside = [m for m in seen if isinstance(m, AssistantMessage) and m.parent_tool_use_id == "bg1"]
+    texts = [b.text for m in inside for b in m.content if isinstance(b, TextBlock)]
+    assert texts and texts[0].startswith("The wait is over"), [type(m).__name__ for m in seen]
+    results = [m.result for m in seen if isinstance(m, ResultMessage)]
+    assert results == ["started it", "got the news"], results
+    assert "w1" in after, after
+    assert not any("waiting for" in line for line in stderr), stderr
+
+
 async def control_queries():
     async with ClaudeSDKClient(options("control", ["text: counted"])) as client:
         await client.query("count")
@@ -276,7 +329,7 @@ async def control_queries():
 async def main():
     passed = failed = 0
     checks = [one_shot, multi_turn, can_use_tool, interrupt, sdk_mcp_tool, hooks, structured_output, agents,
-              control_queries]
+              background_agent, control_queries]
     only = os.environ.get("KIWI_SDK_CHECKS")
     if only:
         checks = [c for c in checks if c.__name__ in only.split(",")]

@@ -189,7 +189,7 @@ fn sdk_mcp_servers_are_served_over_the_control_channel() {
     );
     assert!(tool_results["m2"]["content"].as_str().unwrap().contains("the handler broke"), "{}", tool_results["m2"]);
     assert!(
-        tool_results["m3"]["content"].as_str().unwrap().contains("no answer within 1500 ms"),
+        tool_results["m3"]["content"].as_str().unwrap().contains("Timeout while calling MCP tool `mcp__calc__slow`."),
         "{}",
         tool_results["m3"]
     );
@@ -342,9 +342,19 @@ fn control_queries_and_mode_changes() {
     k.send_raw(&control("model", json!({"subtype":"set_model","model":null})));
     let (_, model) = until(&mut k, is_response("model"));
     assert_eq!(model["response"]["response"], json!({"model": null}));
-    k.send_raw(&control("odd", json!({"subtype":"rewind_files"})));
-    let (_, odd) = until(&mut k, is_response("odd"));
-    assert_eq!(odd["response"]["error"], "Unsupported control request subtype: rewind_files");
+    // Requests kiwi does not serve are refused by name.
+    for (id, request) in [
+        ("odd", json!({"subtype":"rewind_files"})),
+        ("reconnect", json!({"subtype":"mcp_reconnect","serverName":"x"})),
+        ("toggle", json!({"subtype":"mcp_toggle","serverName":"x","enabled":false})),
+    ] {
+        k.send_raw(&control(id, request.clone()));
+        let (_, odd) = until(&mut k, is_response(id));
+        assert_eq!(
+            odd["response"]["error"],
+            format!("Unsupported control request subtype: {}", request["subtype"].as_str().unwrap())
+        );
+    }
 }
 
 #[test]
@@ -447,6 +457,34 @@ fn agents_flag_defines_subagent_types_whose_lines_carry_the_call() {
     assert_eq!((notified[0]["status"].as_str(), &notified[0]["task_id"]), (Some("completed"), &task_id));
     assert_eq!(notified[0]["usage"]["tool_uses"], 1);
     assert_eq!(lines.last().unwrap()["result"], "checked");
+    // A model that names none of the config's: said on stderr, and the type runs on the session's.
+    let config = d.scripted(&scripts);
+    let sonnet = r#"{"checker":{"description":"Checks files","prompt":"You check files.","model":"sonnet"}}"#;
+    let r = run(
+        d.command(
+            &config,
+            &[
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+                "--agents",
+                sonnet,
+                "go",
+            ],
+        ),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "kiwi: agent checker: model \"sonnet\" matches none of the config's models; it runs on the session's model"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.lines().last().unwrap()["result"], "checked");
     // Bad definitions are a usage error.
     let r = run(d.command(&config, &["-p", "--agents", "[1]", "q"]), "");
     assert_eq!(r.code, Some(2));
@@ -491,4 +529,175 @@ fn claude_tool_names_rules_and_flags() {
     let r = run(d.command(&config, &["-p", "--fork-session", "--resume", "x", "q"]), "");
     assert_eq!(r.code, Some(2));
     assert!(r.stderr.contains("--fork-session is not supported"), "{}", r.stderr);
+}
+
+/// A config whose default model reads `main` and whose model `helper` (another provider, so
+/// another script queue) reads `helper`: a background subagent on `helper` takes its scripts in
+/// its own order, whatever the main agent does meanwhile.
+fn two_model_config(d: &Dirs, main: &[&str], helper: &[&str]) -> std::path::PathBuf {
+    let helper_path = d.dir.path().join(format!("helper-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&helper_path, serde_json::to_string(helper).unwrap()).unwrap();
+    scripted_with(
+        d,
+        main,
+        json!({"models": {"helper": {"provider": "q", "model": "helper_echo", "max_context_size": 50000}},
+               "providers": {"q": {"type": "_scripted_echo", "base_url": "", "api_key": "",
+                   "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": helper_path.to_str().unwrap()}}}}),
+    )
+}
+
+/// A subagent that waits until the test creates `go` in the work dir, then answers.
+const WAITER: &str = r#"{"waiter":{"description":"Waits","prompt":"You wait.","tools":["Bash"],"model":"helper"}}"#;
+
+fn background_agent_call(id: &str) -> String {
+    call(
+        id,
+        "Agent",
+        json!({"description":"wait for go","prompt":"Wait for go","subagent_type":"waiter","run_in_background":true}),
+    )
+}
+
+fn wait_for_go() -> String {
+    shell("w1", "while [ ! -f go ]; do sleep 0.05; done; echo went")
+}
+
+#[test]
+fn background_agents_show_their_lines_end_with_a_terminal_frame_and_wake_the_main_agent() {
+    let d = Dirs::new();
+    let long = "The wait is over and all is well. ".repeat(8);
+    let config = two_model_config(
+        &d,
+        &[&background_agent_call("bg1"), "text: started it", "text: got the news"],
+        &[&wait_for_go(), &format!("text: {long}")],
+    );
+    let mut cmd = d.command(&config, &args(&["--dangerously-skip-permissions", "--agents", WAITER]));
+    cmd.env("CLAUDE_CODE_SDK_READS_SESSION_STATE", "1");
+    let mut k = Kiwi::spawn(cmd);
+    k.send_raw(&user("start a waiter"));
+    let (first, result) = until(&mut k, |m| m["type"] == "result");
+    assert_eq!(result["result"], "started it");
+    let started: Vec<&Value> = first.iter().filter(|l| l["subtype"] == "task_started").collect();
+    assert_eq!(started.len(), 1, "{first:?}");
+    let task_id = started[0]["task_id"].as_str().unwrap().to_string();
+    assert!(task_id.starts_with("agent-"), "the background task's id: {task_id}");
+    assert_eq!(
+        (started[0]["tool_use_id"].as_str(), started[0]["task_type"].as_str(), started[0]["is_backgrounded"].as_bool()),
+        (Some("bg1"), Some("local_agent"), Some(true))
+    );
+    assert_eq!(
+        (started[0]["subagent_type"].as_str(), started[0]["prompt"].as_str()),
+        (Some("waiter"), Some("Wait for go"))
+    );
+    assert!(!first.iter().any(|l| l["subtype"] == "task_notification"), "the subagent still waits");
+    // With a subagent still running the session is not idle (the SDK keeps its input open).
+    assert!(!first.iter().any(|l| l["subtype"] == "session_state_changed" && l["state"] == "idle"));
+
+    std::fs::write(d.work().join("go"), "").unwrap();
+    let (later, result) = until(&mut k, |m| m["type"] == "result");
+    let all: Vec<&Value> = first.iter().chain(&later).collect();
+    let inside: Vec<String> = all
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "bg1")
+        .map(|l| {
+            format!("{}:{}", l["type"].as_str().unwrap(), l["message"]["content"][0]["type"].as_str().unwrap_or("text"))
+        })
+        .collect();
+    assert_eq!(inside, ["user:text", "assistant:tool_use", "user:tool_result", "assistant:text"], "{all:?}");
+    assert!(all.iter().filter(|l| l["parent_tool_use_id"] == "bg1").all(|l| l["subagent_type"] == "waiter"));
+    let progress = all.iter().find(|l| l["subtype"] == "task_progress").expect("a task_progress line");
+    assert_eq!(
+        (progress["task_id"].as_str(), progress["last_tool_name"].as_str()),
+        (Some(task_id.as_str()), Some("Shell"))
+    );
+    let updated = later.iter().find(|l| l["subtype"] == "task_updated").expect("a task_updated line");
+    assert_eq!(
+        (updated["task_id"].as_str(), &updated["patch"]),
+        (Some(task_id.as_str()), &json!({"status":"completed"}))
+    );
+    let notified = later.iter().position(|l| l["subtype"] == "task_notification").expect("a task_notification");
+    assert_eq!(
+        (later[notified]["task_id"].as_str(), later[notified]["status"].as_str()),
+        (Some(task_id.as_str()), Some("completed"))
+    );
+    assert!(later[notified]["output_file"].as_str().unwrap().ends_with("output.log"), "{}", later[notified]);
+    // The end woke the main agent: a follow-up turn whose input is the task's notification.
+    let init = later.iter().position(|l| l["subtype"] == "init").expect("the follow-up turn's init");
+    assert!(init > notified);
+    // (Its answers came from the `helper` model's queue: the one its definition names.)
+    assert_eq!(result["result"], "got the news");
+    let idle = k.next();
+    assert_eq!((idle["subtype"].as_str(), idle["state"].as_str()), (Some("session_state_changed"), Some("idle")));
+    k.close_stdin();
+    assert_eq!(k.wait_exit(std::time::Duration::from_secs(20)).and_then(|s| s.code()), Some(0));
+}
+
+#[test]
+fn tasks_still_running_when_the_run_ends_are_stopped_and_reported() {
+    let d = Dirs::new();
+    let background_shell = shell_in_background("sh1", "sleep 30", "sleep a while");
+    let config = two_model_config(
+        &d,
+        &[&background_agent_call("bg1"), &background_shell, "text: both started"],
+        &[&wait_for_go(), "text: never"],
+    );
+    let mut cmd = d.command(&config, &args(&["--dangerously-skip-permissions", "--agents", WAITER]));
+    cmd.env("CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS", "300");
+    let mut k = Kiwi::spawn(cmd);
+    k.send_raw(&user("start both"));
+    let (first, result) = until(&mut k, |m| m["type"] == "result");
+    assert_eq!(result["result"], "both started");
+    let started: Vec<(&str, &str)> = first
+        .iter()
+        .filter(|l| l["subtype"] == "task_started")
+        .map(|l| (l["tool_use_id"].as_str().unwrap(), l["task_type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(started, [("bg1", "local_agent"), ("sh1", "local_bash")]);
+    let shell_task = first.iter().find(|l| l["tool_use_id"] == "sh1" && l["subtype"] == "task_started").unwrap();
+    assert!(shell_task["task_id"].as_str().unwrap().starts_with("bash-"), "{shell_task}");
+    assert_eq!(shell_task["description"], "sleep a while");
+    assert!(shell_task.get("subagent_type").is_none() && shell_task.get("prompt").is_none(), "{shell_task}");
+    // The host stops the shell task; a task that does not exist or ended is refused.
+    let shell_id = shell_task["task_id"].clone();
+    k.send_raw(&control("stop", json!({"subtype":"stop_task","task_id":shell_id})));
+    let (before, stopped) = until(&mut k, is_response("stop"));
+    assert_eq!(stopped["response"]["subtype"], "success", "{stopped}");
+    // The terminal frames may come before the answer or after it.
+    let end = match before.into_iter().find(|m| m["subtype"] == "task_notification") {
+        Some(end) => end,
+        None => until(&mut k, |m| m["subtype"] == "task_notification").1,
+    };
+    assert_eq!((&end["task_id"], end["status"].as_str()), (&shell_id, Some("stopped")));
+    k.send_raw(&control("again", json!({"subtype":"stop_task","task_id":shell_id})));
+    let (_, again) = until(&mut k, is_response("again"));
+    assert_eq!(
+        again["response"]["error"],
+        format!("Task {} is not running (status: killed)", shell_id.as_str().unwrap())
+    );
+    k.send_raw(&control("none", json!({"subtype":"stop_task","task_id":"bash-nothere0"})));
+    let (_, none) = until(&mut k, is_response("none"));
+    assert_eq!(none["response"]["error"], "No task found with ID: bash-nothere0");
+    k.send_raw(&control("bad", json!({"subtype":"stop_task"})));
+    let (_, bad) = until(&mut k, is_response("bad"));
+    assert!(bad["response"]["error"].as_str().unwrap().starts_with("Invalid stop_task request"), "{bad}");
+    // The input ends; the subagent never finishes: after the wait's ceiling it is stopped, and
+    // its terminal frames say so.
+    k.close_stdin();
+    let mut ends = Vec::new();
+    while let Some(line) = k.next_within(std::time::Duration::from_secs(20)) {
+        if line["subtype"] == "task_notification" {
+            ends.push((
+                line["tool_use_id"].as_str().unwrap().to_string(),
+                line["status"].as_str().unwrap().to_string(),
+            ));
+        }
+        if line["subtype"] == "task_updated" {
+            assert_eq!(line["patch"], json!({"status":"killed"}));
+        }
+    }
+    assert_eq!(ends, [("bg1".to_string(), "stopped".to_string())]);
+    assert_eq!(k.wait_exit(std::time::Duration::from_secs(20)).and_then(|s| s.code()), Some(0));
+}
+
+fn shell_in_background(id: &str, command: &str, description: &str) -> String {
+    call(id, "Shell", json!({"command": command, "run_in_background": true, "description": description}))
 }

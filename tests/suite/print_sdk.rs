@@ -1,6 +1,7 @@
 //! kiwi driven by the official Python `claude-agent-sdk` through its CLI-path option
 //! (tests/print_sdk/check.py): a one-shot `query()`, a multi-turn client, a `can_use_tool`
-//! callback, an interrupt, an in-process MCP tool, hooks, structured output, a custom agent, and
+//! callback, an interrupt, an in-process MCP tool, hooks, structured output, a custom agent, a
+//! background agent (on its own model, waking the main agent when it ends), and
 //! the context-usage and MCP-status queries.
 //!
 //! The pinned SDK is installed with pip into a venv under `target/tmp/` on first use. Where
@@ -83,5 +84,5 @@ fn the_python_sdk_drives_kiwi() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "the SDK check failed:\n{stdout}");
-    assert!(stdout.contains("9 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("10 passed, 0 failed"), "{stdout}");
 }

@@ -40,6 +40,8 @@ pub enum SystemLine {
     Warning(WarningLine),
     /// A subagent started for an `Agent` call (`docs/print-mode.md` B.3a).
     TaskStarted(TaskStartedLine),
+    /// A subagent task went on: after each of its tool calls.
+    TaskProgress(TaskProgressLine),
     /// A task's state changed (`patch.status` terminal when it ended).
     TaskUpdated(TaskUpdatedLine),
     /// A task ended: its terminal frame.
@@ -55,10 +57,26 @@ pub struct TaskStartedLine {
     pub task_id: String,
     pub tool_use_id: String,
     pub description: String,
-    pub subagent_type: String,
+    /// A subagent's type (`local_agent` tasks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_type: Option<String>,
+    /// `local_agent` (a subagent) or `local_bash` (a background shell command).
     pub task_type: String,
     pub is_backgrounded: bool,
-    pub prompt: String,
+    /// A subagent's prompt (`local_agent` tasks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskProgressLine {
+    pub task_id: String,
+    pub tool_use_id: String,
+    pub description: String,
+    pub usage: TaskUsage,
+    pub last_tool_name: String,
     pub session_id: String,
     pub uuid: String,
 }
@@ -556,6 +574,10 @@ pub enum HostRequest {
     SetMaxThinkingTokens {},
     GetContextUsage {},
     McpStatus {},
+    /// Stops a background task the host saw start.
+    StopTask {
+        task_id: String,
+    },
 }
 
 /// One matcher of `initialize.hooks`: callbacks the host runs at the event.

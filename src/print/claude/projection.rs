@@ -7,8 +7,9 @@
 //! cancelled is withdrawn with `control_cancel_request`; a deny is recorded before the call's
 //! result can arrive, so its `tool_result` shows the deny message.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -22,7 +23,7 @@ use super::lines::{
 use super::permission::{Decision, Policy, denied_by_host, host_gone};
 use super::sdk::{Extras, HookVerdict};
 use super::structured::StructuredSlot;
-use super::turn::{Identity, TurnLines, fresh_uuid};
+use super::turn::{BackgroundRef, Identity, TaskEnding, TurnLines, fresh_uuid};
 use crate::print::common::{TurnReport, report_turn, stderr_line};
 use crate::protocol::{ApprovalDecision, ApprovalRequest, Event, HookRequest, Request, ToolReturnValue};
 use crate::rpc::Outbound;
@@ -30,6 +31,7 @@ use crate::rpc::peer::{IdTaken, Settled};
 use crate::rpc::writer::encode;
 use crate::rpc::{ErrorCode, Peer, RequestId};
 use crate::soul::{Agent, ClientAnswer, Projection, TurnDriver, TurnResult, TurnTag};
+use crate::tools::background::{TaskKind, TaskStatus};
 
 /// The Claude Code release whose headless protocol this dialect follows (what `docs/print-mode.md`
 /// describes was recorded from it).
@@ -67,6 +69,15 @@ struct Inner {
     /// Hook callbacks asked and not yet answered: a turn's `result` waits for them (each is
     /// bounded by its timeout), so none is left open when the host ends the run.
     hooks_in_flight: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// One per background task announced: writes its terminal frames when it ends.
+    task_waiters: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Signalled when a background task's terminal frames are out.
+    task_ended: tokio::sync::Notify,
+    /// A background subagent ended since the run loop last looked (the main agent may owe it a
+    /// follow-up turn).
+    agent_ended: AtomicBool,
+    /// A turn ended with a background subagent still running: `idle` is owed once none is.
+    idle_withheld: AtomicBool,
 }
 
 pub struct ClaudeProjection {
@@ -103,8 +114,54 @@ impl ClaudeProjection {
                 extras,
                 context_tokens: AtomicU64::new(0),
                 hooks_in_flight: Mutex::default(),
+                task_waiters: Mutex::default(),
+                task_ended: tokio::sync::Notify::new(),
+                agent_ended: AtomicBool::new(false),
+                idle_withheld: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// What shows background subagent runs' events (`Subagents::show_background`).
+    pub fn background_view(&self) -> Arc<dyn Projection> {
+        Arc::new(BackgroundView { inner: Arc::downgrade(&self.inner) })
+    }
+
+    /// The background tasks announced and still running; `agents_only`: subagents only.
+    pub fn open_tasks(&self, agents_only: bool) -> Vec<String> {
+        lock(&self.inner.turn).open_background(agents_only)
+    }
+
+    /// Completes when a background task's terminal frames were written (at once if one was
+    /// since the last wait).
+    pub async fn task_ended(&self) {
+        self.inner.task_ended.notified().await;
+    }
+
+    /// Whether a background subagent ended since the last call.
+    pub fn take_agent_ended(&self) -> bool {
+        self.inner.agent_ended.swap(false, Ordering::SeqCst)
+    }
+
+    /// Writes the `idle` a turn held back, once no background subagent runs.
+    pub async fn release_idle(&self) {
+        if self.open_tasks(true).is_empty() && self.inner.idle_withheld.swap(false, Ordering::SeqCst) {
+            self.inner.state(SessionState::Idle).await;
+        }
+    }
+
+    /// Stops every background task still running (`reason`), and waits until each one's
+    /// terminal frames are out.
+    pub async fn stop_tasks(&self, reason: &str) {
+        let background = self.inner.agent.background.clone();
+        for task_id in self.open_tasks(false) {
+            background.stop(&task_id, reason).await;
+        }
+        let waiters = std::mem::take(&mut *lock(&self.inner.task_waiters));
+        for waiter in waiters {
+            let _ = waiter.await;
+        }
+        self.release_idle().await;
     }
 
     pub fn set_driver(&self, driver: &Arc<TurnDriver>) {
@@ -128,6 +185,66 @@ impl ClaudeProjection {
 }
 
 impl Inner {
+    /// Watches the background tasks just announced: each one's end writes its terminal frames.
+    fn watch(self: &Arc<Self>, started: Vec<(String, String)>) {
+        for (_, task_id) in started {
+            let me = self.clone();
+            let waiter = tokio::spawn(async move {
+                let background = me.agent.background.clone();
+                let info = loop {
+                    match background.wait(&task_id, Duration::from_secs(3600)).await {
+                        Some(info) if !info.status.is_terminal() => continue,
+                        found => break found,
+                    }
+                };
+                let agent = info.as_ref().is_some_and(|i| i.kind == TaskKind::Agent);
+                let (updated, notified) = match info.as_ref().map(|i| i.status) {
+                    Some(TaskStatus::Completed) => ("completed", "completed"),
+                    Some(TaskStatus::Failed) => ("failed", "failed"),
+                    _ => ("killed", "stopped"),
+                };
+                let output_file = info.map(|i| i.output_path.to_string_lossy().into_owned()).unwrap_or_default();
+                let mut lines = Vec::new();
+                lock(&me.turn).end_background(&task_id, &TaskEnding { updated, notified, output_file }, &mut lines);
+                me.write_all(lines).await;
+                if agent {
+                    me.agent_ended.store(true, Ordering::SeqCst);
+                }
+                me.task_ended.notify_one();
+            });
+            let mut waiters = lock(&self.task_waiters);
+            waiters.retain(|w| !w.is_finished());
+            waiters.push(waiter);
+        }
+    }
+
+    /// An event of a background subagent run, wrapped (`SubagentEvent`).
+    async fn background_event(self: &Arc<Self>, event: &Event) {
+        let Event::SubagentEvent(inner) = event else { return };
+        let Some(agent_id) = inner.agent_id.as_deref() else { return };
+        // The newest task of that instance (an instance may be resumed in a later task).
+        let task =
+            self.agent.background.list(false, usize::MAX).into_iter().find(|t| t.agent_id.as_deref() == Some(agent_id));
+        let Some(task) = task else {
+            tracing::warn!("no background task runs the subagent {agent_id}; its line is dropped");
+            return;
+        };
+        let ended = task.status.is_terminal();
+        let task = BackgroundRef { task_id: task.id, description: task.description };
+        let mut lines = Vec::new();
+        let started = {
+            let mut turn = lock(&self.turn);
+            // What a run's fire-and-forget hooks report after its end has no line.
+            if ended && !turn.open_background(false).contains(&task.task_id) {
+                return;
+            }
+            turn.background_subagent(inner, task, &mut lines);
+            turn.take_started_background()
+        };
+        self.write_all(lines).await;
+        self.watch(started);
+    }
+
     fn streaming(&self) -> bool {
         self.settings.format == OutputFormat::StreamJson
     }
@@ -428,8 +545,13 @@ impl Projection for ClaudeProjection {
                 inner.context_tokens.store(tokens, Ordering::Relaxed);
             }
             let mut lines = Vec::new();
-            lock(&inner.turn).event(event, &mut lines);
+            let started = {
+                let mut turn = lock(&inner.turn);
+                turn.event(event, &mut lines);
+                turn.take_started_background()
+            };
             inner.write_all(lines).await;
+            inner.watch(started);
         })
     }
 
@@ -488,9 +610,41 @@ impl Projection for ClaudeProjection {
                     }
                 }
             }
-            inner.state(SessionState::Idle).await;
+            // A background subagent still running will wake the main agent: the session is not
+            // idle until it ended (the SDK keeps its input open meanwhile).
+            if lock(&inner.turn).open_background(true).is_empty() {
+                inner.state(SessionState::Idle).await;
+            } else {
+                inner.idle_withheld.store(true, Ordering::SeqCst);
+            }
             report_turn(tag, TurnReport { failed, exit_code: u8::from(failed) });
         })
+    }
+}
+
+/// The session's view of its background subagent runs: their wrapped events become lines (with
+/// the `Agent` call's id) at once, whatever turn runs.
+struct BackgroundView {
+    inner: Weak<Inner>,
+}
+
+impl Projection for BackgroundView {
+    fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(inner) = self.inner.upgrade() {
+                inner.background_event(event).await;
+            }
+        })
+    }
+
+    // Questions of a background run go to the session's own projection, never here.
+    #[allow(clippy::async_yields_async)]
+    fn request(&self, _request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+        Box::pin(async { oneshot::channel().1 })
+    }
+
+    fn turn_ended(&self, _tag: TurnTag, _result: TurnResult) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
     }
 }
 

@@ -7,7 +7,10 @@
 //! exactly one control response; at EOF the running turn and the messages already read run to
 //! their end, and open `can_use_tool` questions are denied; a signal cancels the running turn
 //! (its `result` says so) and ends the run; the exit status is 1 when the last `result` was an
-//! error, else 0.
+//! error, else 0. Background subagents (`docs/print-mode.md`, "Background tasks"): one that ends
+//! while no turn runs starts a follow-up turn; at EOF the run waits for those still running
+//! (bounded), and every background task still running when the run ends is stopped and its
+//! terminal frames written before kiwi exits.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -85,23 +88,45 @@ impl RunLoop {
         // `initialize` is served on a task of its own: the host's answers to kiwi's questions
         // (its MCP servers') come back through this loop.
         let mut init: Option<JoinHandle<()>> = None;
+        // After the input ended: when the wait for background subagents gives up.
+        let mut give_up: Option<tokio::time::Instant> = None;
+        let mut stop_reason = "Stopped at exit";
         loop {
             if running.is_none() && !stopping && init.is_none() {
-                if let Some(next) = queue.pop_front() {
+                let next = queue.pop_front().or_else(|| self.follow_up());
+                if let Some(next) = next {
                     running = self.start(next);
                     if running.is_none() {
                         last_failed = true;
                     }
                     continue;
                 }
+                self.projection.release_idle().await;
                 if lines.is_none() {
-                    break;
+                    let open = self.projection.open_tasks(true);
+                    if open.is_empty() {
+                        break;
+                    }
+                    if give_up.is_none() {
+                        let ceiling = self.background_ceiling();
+                        stderr_line(&format!(
+                            "kiwi: waiting for {} background agent(s) to finish (at most {} s)",
+                            open.len(),
+                            ceiling.as_secs()
+                        ));
+                        give_up = Some(tokio::time::Instant::now() + ceiling);
+                    }
                 }
             }
             if running.is_none() && stopping {
                 break;
             }
             tokio::select! {
+                () = self.projection.task_ended() => {}
+                () = sleep_until(give_up), if running.is_none() && lines.is_none() => {
+                    stop_reason = "Stopped: the run ended before the task";
+                    break;
+                }
                 line = recv(&mut lines) => match line {
                     Some(line) => {
                         if let Some(task) = self.take(line, &mut queue, &mut last_failed).await {
@@ -128,9 +153,38 @@ impl RunLoop {
                 }
             }
         }
+        // Every task the host saw start gets its terminal frame.
+        self.projection.stop_tasks(stop_reason).await;
         self.driver.shutdown(SHUTDOWN_GRACE).await;
         self.peer.fail_all();
         u8::from(last_failed)
+    }
+
+    /// A follow-up turn for the main agent after a background subagent ended while no turn ran:
+    /// its input is the tasks' notifications (what the next step would have delivered).
+    fn follow_up(&self) -> Option<Queued> {
+        if !self.projection.take_agent_ended() {
+            return None;
+        }
+        let notices = self.driver.agent().background.take_notices();
+        if notices.is_empty() {
+            // A running turn took them already.
+            return None;
+        }
+        let text = notices.into_iter().map(|n| n.model_text).collect::<Vec<_>>().join("\n\n");
+        Some(Queued { input: UserInput::Text(text), echo: None })
+    }
+
+    /// How long, after the input ended, the run waits for background subagents:
+    /// `CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS` when set, else the config's
+    /// `background.print_wait_ceiling_s`.
+    fn background_ceiling(&self) -> std::time::Duration {
+        let from_env =
+            std::env::var("CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS").ok().and_then(|v| v.trim().parse::<u64>().ok());
+        match from_env {
+            Some(ms) => std::time::Duration::from_millis(ms),
+            None => std::time::Duration::from_secs(self.driver.agent().background.settings().print_wait_ceiling_s),
+        }
     }
 
     fn start(&self, next: Queued) -> Option<TurnWaiter> {
@@ -255,7 +309,11 @@ impl RunLoop {
             }
             Ok(HostRequest::GetContextUsage {}) => Ok(self.context_usage()),
             Ok(HostRequest::McpStatus {}) => Ok(self.mcp_status()),
-            Err(e) if ["initialize", "interrupt", "set_permission_mode", "set_model"].contains(&subtype.as_str()) => {
+            Ok(HostRequest::StopTask { task_id }) => self.stop_task(&task_id).await,
+            Err(e)
+                if ["initialize", "interrupt", "set_permission_mode", "set_model", "stop_task"]
+                    .contains(&subtype.as_str()) =>
+            {
                 Err(format!("Invalid {subtype} request: {e}"))
             }
             Err(_) => Err(unsupported(&subtype)),
@@ -289,6 +347,22 @@ impl RunLoop {
             };
             respond_on(&out, id, result).await;
         })
+    }
+
+    /// `stop_task`: the background task is stopped; its terminal frames follow (from the task's
+    /// watcher, as for any end).
+    async fn stop_task(&self, task_id: &str) -> Result<Value, String> {
+        let background = self.driver.agent().background.clone();
+        match background.get(task_id) {
+            None => Err(format!("No task found with ID: {task_id}")),
+            Some(info) if info.status.is_terminal() => {
+                Err(format!("Task {task_id} is not running (status: {})", info.status.as_str()))
+            }
+            Some(_) => {
+                background.stop(task_id, "Stopped by the host").await;
+                Ok(Value::Object(Default::default()))
+            }
+        }
     }
 
     /// `get_context_usage`: what the context holds as of the last model call.
@@ -399,6 +473,13 @@ async fn joined(task: &mut Option<JoinHandle<()>>) {
 
 fn to_value<T: Serialize>(value: &T) -> Result<Value, String> {
     serde_json::to_value(value).map_err(|e| format!("cannot encode the answer: {e}"))
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn recv(lines: &mut Option<InputLines>) -> Option<Input> {

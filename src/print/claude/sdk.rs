@@ -257,6 +257,40 @@ pub fn subscriptions(hooks: BTreeMap<String, Vec<HookMatcherIn>>) -> (Vec<Subscr
     (subs, warnings)
 }
 
+/// The config's model alias an agent definition's `model` names (`docs/print-mode.md`, "Agents"):
+/// `inherit` is the session's model (`None`); a key of the config's `models` is that model; else
+/// the one model whose key or API name equals it, or — for Claude's family aliases `sonnet`,
+/// `opus`, `haiku` — contains it. No match or more than one: `Err` says why.
+pub fn subagent_model(
+    models: &BTreeMap<String, crate::config::schema::ModelConfig>,
+    wanted: &str,
+) -> Result<Option<String>, String> {
+    if wanted == "inherit" {
+        return Ok(None);
+    }
+    if models.contains_key(wanted) {
+        return Ok(Some(wanted.to_string()));
+    }
+    let lower = wanted.to_ascii_lowercase();
+    let family = ["sonnet", "opus", "haiku"].contains(&lower.as_str());
+    let matches: Vec<&String> = models
+        .iter()
+        .filter(|(key, m)| {
+            let (key, api) = (key.to_ascii_lowercase(), m.model.to_ascii_lowercase());
+            api == lower || (family && (key.contains(&lower) || api.contains(&lower)))
+        })
+        .map(|(key, _)| key)
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(Some((*one).clone())),
+        [] => Err(format!("model {wanted:?} matches none of the config's models")),
+        many => Err(format!(
+            "model {wanted:?} matches more than one of the config's models ({})",
+            many.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
 /// The host's subagent types: the definition's prompt as system prompt, its tools (Claude's
 /// names or kiwi's) taken from the session's, never the `Agent` tool (subagents do not nest).
 fn subagent_defs(agent: &Agent, defs: BTreeMap<String, AgentDefinitionIn>) -> (Vec<SubagentDef>, Vec<String>) {
@@ -282,17 +316,19 @@ fn subagent_defs(agent: &Agent, defs: BTreeMap<String, AgentDefinitionIn>) -> (V
         for unknown in wanted.iter().flatten().filter(|n| all.get(n).is_none() && *n != "Agent") {
             warnings.push(format!("agent {name}: no kiwi tool is called {unknown:?}; it is not offered"));
         }
-        if let Some(model) = def.model.as_deref().filter(|m| *m != "inherit") {
-            warnings.push(format!(
-                "agent {name}: model {model:?} is not used; subagents run on the session's model unless the Agent \
-                 call names one of the config's models"
-            ));
-        }
+        let model = match def.model.as_deref() {
+            None => None,
+            Some(wanted) => subagent_model(&agent.env.config.models, wanted).unwrap_or_else(|why| {
+                warnings.push(format!("agent {name}: {why}; it runs on the session's model"));
+                None
+            }),
+        };
         out.push(SubagentDef {
             name,
             description: def.description,
             system_prompt: def.prompt,
             toolset: Arc::new(Toolset::new(tools)),
+            model,
         });
     }
     (out, warnings)
@@ -337,6 +373,35 @@ mod tests {
         assert_eq!(ids, [("hook_2", 60, ""), ("hook_0", 3, "Bash|Shell"), ("hook_1", 3, "Bash|Shell")]);
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("PermissionRequest"), "{warnings:?}");
+    }
+
+    #[test]
+    fn agent_models_map_onto_the_configs() {
+        let model = |api: &str| crate::config::schema::ModelConfig {
+            provider: "p".into(),
+            model: api.into(),
+            max_context_size: 1000,
+            capabilities: Vec::new(),
+            display_name: None,
+        };
+        let models: BTreeMap<String, _> = [
+            ("fast".to_string(), model("claude-haiku-4-5")),
+            ("big".to_string(), model("claude-opus-4-5")),
+            ("opus-alt".to_string(), model("other")),
+            ("k2".to_string(), model("kimi-k2")),
+        ]
+        .into();
+        assert_eq!(subagent_model(&models, "inherit"), Ok(None));
+        assert_eq!(subagent_model(&models, "k2"), Ok(Some("k2".into())));
+        assert_eq!(subagent_model(&models, "kimi-k2"), Ok(Some("k2".into())));
+        assert_eq!(subagent_model(&models, "haiku"), Ok(Some("fast".into())));
+        assert_eq!(subagent_model(&models, "claude-haiku-4-5"), Ok(Some("fast".into())));
+        let ambiguous = subagent_model(&models, "opus").unwrap_err();
+        assert!(ambiguous.contains("big, opus-alt"), "{ambiguous}");
+        let none = subagent_model(&models, "sonnet").unwrap_err();
+        assert!(none.contains("matches none"), "{none}");
+        // Only the family aliases match by part of a name.
+        assert!(subagent_model(&models, "kimi").is_err());
     }
 
     #[test]

@@ -19,8 +19,9 @@ use serde_json::{Map, Value, json};
 use super::control::{AskError, HostAsk};
 use super::lines::McpServerStatus;
 use crate::llm::ToolSpec;
+use crate::mcp::tool::ToolShape;
 use crate::protocol::ToolReturnValue;
-use crate::tools::{Tool, ToolCallContext, invalid_arguments};
+use crate::tools::{Tool, ToolCallContext};
 
 /// The MCP protocol version kiwi offers the host's servers (what the real CLI sends them).
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -100,29 +101,33 @@ impl SdkServer {
 
     /// One JSON-RPC request to the server; the `result`, or the error text.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, String> {
+        self.exchange(method, params).await.map_err(|e| e.text(self.timeout))
+    }
+
+    async fn exchange(&self, method: &str, params: Value) -> Result<Value, RequestError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let answer = self.send(message).await?;
         let response = answer.get("mcp_response").cloned().unwrap_or(Value::Null);
         if let Some(error) = response.get("error") {
             let text = error.get("message").and_then(Value::as_str).unwrap_or("the server answered with an error");
-            return Err(text.to_string());
+            return Err(RequestError::Failed(text.to_string()));
         }
         match response.get("result") {
             Some(result) => Ok(result.clone()),
-            None => Err(format!("the host's answer to {method} has no mcp_response result")),
+            None => Err(RequestError::Failed(format!("the host's answer to {method} has no mcp_response result"))),
         }
     }
 
     async fn notify(&self, method: &str) -> Result<(), String> {
-        self.send(json!({"jsonrpc": "2.0", "method": method})).await.map(|_| ())
+        self.send(json!({"jsonrpc": "2.0", "method": method})).await.map(|_| ()).map_err(|e| e.text(self.timeout))
     }
 
-    async fn send(&self, message: Value) -> Result<Value, String> {
+    async fn send(&self, message: Value) -> Result<Value, RequestError> {
         let request = json!({"subtype": "mcp_message", "server_name": self.name, "message": message});
         self.host.ask(request, Some(self.timeout)).await.map_err(|e| match e {
-            AskError::TimedOut => format!("no answer within {} ms", self.timeout.as_millis()),
-            other => other.to_string(),
+            AskError::TimedOut => RequestError::TimedOut,
+            other => RequestError::Failed(other.to_string()),
         })
     }
 
@@ -175,13 +180,28 @@ impl SdkServer {
     }
 }
 
+/// Why a request to an SDK server has no result.
+enum RequestError {
+    /// No answer within the MCP tool call limit.
+    TimedOut,
+    Failed(String),
+}
+
+impl RequestError {
+    fn text(&self, limit: Duration) -> String {
+        match self {
+            RequestError::TimedOut => format!("no answer within {} ms", limit.as_millis()),
+            RequestError::Failed(text) => text.clone(),
+        }
+    }
+}
+
 /// One tool of an SDK server.
 pub struct SdkTool {
-    spec: ToolSpec,
+    shape: ToolShape,
     /// The server's own name for it.
     tool: String,
     server: Arc<SdkServer>,
-    validator: Option<jsonschema::Validator>,
 }
 
 impl SdkTool {
@@ -191,48 +211,29 @@ impl SdkTool {
         if let Some(why) = crate::mcp::names::refusal(&offered) {
             return Err(format!("{}: {why}", crate::mcp::names::shown(name)));
         }
-        let parameters: Map<String, Value> = match tool.get("inputSchema") {
+        let schema: Map<String, Value> = match tool.get("inputSchema") {
             Some(Value::Object(schema)) => schema.clone(),
             _ => json!({"type": "object"}).as_object().cloned().unwrap_or_default(),
         };
-        let validator = jsonschema::validator_for(&Value::Object(parameters.clone()))
-            .inspect_err(|e| tracing::warn!("SDK MCP tool {offered} has a schema kiwi cannot check: {e}"))
-            .ok();
-        let described = tool
-            .get("description")
-            .and_then(Value::as_str)
-            .filter(|d| !d.trim().is_empty())
-            .unwrap_or("(The server gives no description for this tool.)");
-        let description = format!("This tool comes from the MCP server `{}`.\n\n{described}", server.name);
-        Ok(Self {
-            spec: ToolSpec { name: offered, description, parameters: parameters.into() },
-            tool: name.to_string(),
-            server,
-            validator,
-        })
+        let description = tool.get("description").and_then(Value::as_str);
+        let shape = ToolShape::new(&server.name, offered, schema, description);
+        Ok(Self { shape, tool: name.to_string(), server })
     }
 }
 
 impl Tool for SdkTool {
     fn spec(&self) -> &ToolSpec {
-        &self.spec
+        &self.shape.spec
     }
 
     fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
-            let name = &self.spec.name;
-            if let Some(validator) = &self.validator
-                && let Err(e) = validator.validate(&arguments)
-            {
-                return invalid_arguments(format!("Error validating JSON arguments: {e}"));
-            }
-            if !arguments.is_object() {
-                return invalid_arguments(format!(
-                    "Error validating JSON arguments: expected an object, got {}",
-                    crate::tools::json_kind(&arguments)
-                ));
-            }
-            if !ctx.approve(name, &format!("mcp:{name}"), format!("Call MCP tool `{name}`."), Vec::new()).await {
+            let name = &self.shape.spec.name;
+            let arguments = match self.shape.check(arguments) {
+                Ok(arguments) => arguments,
+                Err(refused) => return *refused,
+            };
+            if !self.shape.approve(ctx).await {
                 return ToolReturnValue::rejected();
             }
             let params = json!({
@@ -240,9 +241,14 @@ impl Tool for SdkTool {
                 "arguments": arguments,
                 "_meta": {"claudecode/toolUseId": ctx.tool_call_id, "progressToken": ctx.tool_call_id},
             });
-            match self.server.request("tools/call", params).await {
+            // Failures read as a server kiwi connects itself would make them read.
+            match self.server.exchange("tools/call", params).await {
                 Ok(result) => crate::mcp::content::tool_result(&result),
-                Err(text) => {
+                Err(RequestError::TimedOut) => {
+                    tracing::warn!("SDK MCP tool {name}: no answer within {:?}", self.server.timeout);
+                    ToolReturnValue::error(crate::mcp::tool::timeout_message(name), "Timeout")
+                }
+                Err(RequestError::Failed(text)) => {
                     tracing::warn!("SDK MCP tool {name}: {text}");
                     ToolReturnValue::error(format!("Error running tool: {text}"), "MCP tool failed")
                 }

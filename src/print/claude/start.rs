@@ -366,6 +366,10 @@ async fn run(
     let live = LiveSession::open(built, projection.clone(), shell.sessions);
     let driver = live.driver().clone();
     projection.set_driver(&driver);
+    // Background subagents' lines reach the host too (`docs/print-mode.md`, "Background tasks").
+    if let Err(e) = agent.subagents.show_background(projection.background_view()) {
+        tracing::warn!("{e}");
+    }
     for warning in &warnings {
         stderr_line(&format!("kiwi: {warning}"));
         if streaming && let Some(frame) = encode(&warning_line(&session_id, warning)) {

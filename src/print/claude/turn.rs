@@ -19,8 +19,8 @@ use serde_json::Value;
 use super::lines::{
     AssistantLine, AssistantMessage, Block, CompactBoundaryLine, CompactMetadata, Delta, ImageSource, MessageDeltaBody,
     ModelUsage, OutLine, OutputUsage, PermissionDenial, ResultLine, ResultSubtype, StreamEvent, StreamEventLine,
-    SystemLine, TaskNotificationLine, TaskStartedLine, TaskUpdatedLine, TaskUsage, ToolResultContent, ToolUseResult,
-    Usage, UserContent, UserLine, UserMessage, error_class,
+    SystemLine, TaskNotificationLine, TaskProgressLine, TaskStartedLine, TaskUpdatedLine, TaskUsage, ToolResultContent,
+    ToolUseResult, Usage, UserContent, UserLine, UserMessage, error_class,
 };
 use crate::llm::{ChatError, ModelStop};
 use crate::protocol::assembly::is_fragment;
@@ -82,13 +82,19 @@ pub struct TurnLines {
     manual_compaction: bool,
     /// Totals over the whole process, by model.
     model_usage: BTreeMap<String, ModelUsage>,
-    /// The subagents of this turn, by the `Agent` call that runs each.
+    /// The tasks of this turn and the background ones still running, by the call that started
+    /// each (`Agent`, or `Shell` for a background command).
     tasks: HashMap<String, Task>,
+    /// Background tasks announced since the projection last looked: (call id, task id).
+    started_background: Vec<(String, String)>,
 }
 
-/// A subagent run for an `Agent` call: its lines carry the call's id (`docs/print-mode.md` B.3a).
+/// A task: a subagent run for an `Agent` call, its lines carrying the call's id, or a background
+/// shell command (`docs/print-mode.md` B.3a).
 #[derive(Debug)]
 struct Task {
+    task_id: String,
+    /// The subagent's (empty for a shell command).
     agent_id: String,
     subagent_type: String,
     description: String,
@@ -97,6 +103,32 @@ struct Task {
     tool_uses: u64,
     tokens: u64,
     ended: bool,
+    /// Runs on after its call returned: ended by [`TurnLines::end_background`].
+    background: bool,
+    task_type: &'static str,
+    /// Its `system/task_started` is out.
+    announced: bool,
+}
+
+/// Claude's `task_type` of a subagent run.
+pub const LOCAL_AGENT: &str = "local_agent";
+/// Claude's `task_type` of a background shell command.
+pub const LOCAL_BASH: &str = "local_bash";
+
+/// A background subagent's task, as the session's task manager knows it.
+#[derive(Debug, Clone)]
+pub struct BackgroundRef {
+    pub task_id: String,
+    pub description: String,
+}
+
+/// How a background task ended: the `task_updated` status (`completed`, `failed`, `killed`) and
+/// the `task_notification` one (`completed`, `failed`, `stopped`).
+#[derive(Debug, Clone)]
+pub struct TaskEnding {
+    pub updated: &'static str,
+    pub notified: &'static str,
+    pub output_file: String,
 }
 
 impl TurnLines {
@@ -116,6 +148,7 @@ impl TurnLines {
             manual_compaction: false,
             model_usage: BTreeMap::new(),
             tasks: HashMap::new(),
+            started_background: Vec::new(),
         }
     }
 
@@ -132,7 +165,11 @@ impl TurnLines {
     /// Starts a new turn (`TurnBegin`); process-wide totals are kept.
     pub fn begin(&mut self, user_input_text: &str) {
         let model_usage = std::mem::take(&mut self.model_usage);
-        *self = Self { model_usage, ..Self::new(self.id.clone(), self.partial) };
+        // Background tasks outlive the turn that started them.
+        let mut tasks = std::mem::take(&mut self.tasks);
+        tasks.retain(|_, t| t.background && !t.ended);
+        let started_background = std::mem::take(&mut self.started_background);
+        *self = Self { model_usage, tasks, started_background, ..Self::new(self.id.clone(), self.partial) };
         self.manual_compaction = user_input_text.trim_start().starts_with("/compact");
     }
 
@@ -235,8 +272,10 @@ impl TurnLines {
                 out.push(self.tool_result_line(result, None));
                 let failed = result.return_value.is_error;
                 self.end_task(&result.tool_call_id, if failed { "failed" } else { "completed" }, out);
+                self.background_start(result);
+                self.task_lines(&result.tool_call_id, out);
             }
-            Event::SubagentEvent(inner) => self.subagent(inner, out),
+            Event::SubagentEvent(inner) => self.subagent(inner, None, out),
             Event::StepInterrupted {} | Event::TurnEnd {} => self.end_step(out),
             Event::StepRetry(retry) => out.push(super::retry::api_retry_line(retry, &self.id.session_id)),
             Event::CompactionEnd {} => {
@@ -413,38 +452,159 @@ impl TurnLines {
         }
     }
 
+    /// The background tasks announced since the last call: (call id, task id).
+    pub fn take_started_background(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.started_background)
+    }
+
+    /// The ids of the background tasks announced and not ended; `agents_only`: subagents only.
+    pub fn open_background(&self, agents_only: bool) -> Vec<String> {
+        let open = self.tasks.values().filter(|t| t.background && !t.ended);
+        open.filter(|t| !agents_only || t.task_type == LOCAL_AGENT).map(|t| t.task_id.clone()).collect()
+    }
+
+    /// A line from inside a background subagent run (the task `task`).
+    pub fn background_subagent(&mut self, inner: &SubagentEvent, task: BackgroundRef, out: &mut Vec<OutLine>) {
+        self.subagent(inner, Some(task), out);
+    }
+
+    /// A task the call of `result` started in the background, announced: a subagent (the
+    /// `Agent` result names its task, `docs/protocol-1.10.md` §8.4) as `local_agent` unless its
+    /// first line came first, a shell command (its result shows the task's block) as
+    /// `local_bash`.
+    fn background_start(&mut self, result: &ToolResult) {
+        let name = self.inputs.get(&result.tool_call_id).map(|(name, _)| name.as_str()).unwrap_or_default();
+        if result.return_value.is_error || self.tasks.contains_key(&result.tool_call_id) {
+            return;
+        }
+        if name == "Agent" {
+            return self.background_agent(result);
+        }
+        if name != "Shell" && name != "Bash" {
+            return;
+        }
+        let started = result.return_value.display.iter().find_map(|block| match block {
+            crate::protocol::DisplayBlock::BackgroundTask { task_id, kind, status, description }
+                if *kind == crate::protocol::display::TaskKind::Bash
+                    && (status == "starting" || status == "running") =>
+            {
+                Some((task_id.clone(), description.clone()))
+            }
+            _ => None,
+        });
+        let Some((task_id, description)) = started else { return };
+        self.tasks.insert(
+            result.tool_call_id.clone(),
+            Task {
+                task_id,
+                agent_id: String::new(),
+                subagent_type: String::new(),
+                description,
+                message_id: String::new(),
+                started: Instant::now(),
+                tool_uses: 0,
+                tokens: 0,
+                ended: false,
+                background: true,
+                task_type: LOCAL_BASH,
+                announced: false,
+            },
+        );
+    }
+
+    /// A background subagent's task, from its `Agent` call's result; announced by
+    /// [`Self::task_lines`].
+    fn background_agent(&mut self, result: &ToolResult) {
+        let ToolOutput::Text(text) = &result.return_value.output else { return };
+        let field = |key: &str| {
+            text.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix(": "))).map(str::to_string)
+        };
+        let (Some(task_id), Some(agent_id)) = (field("task_id"), field("agent_id")) else { return };
+        let input = self.inputs.get(&result.tool_call_id).map(|(_, v)| v.clone()).unwrap_or(Value::Null);
+        let description = input.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
+        let task = Task {
+            task_id,
+            agent_id,
+            subagent_type: field("actual_subagent_type").unwrap_or_default(),
+            description,
+            message_id: fresh_message_id(),
+            started: Instant::now(),
+            tool_uses: 0,
+            tokens: 0,
+            ended: false,
+            background: true,
+            task_type: LOCAL_AGENT,
+            announced: false,
+        };
+        self.tasks.insert(result.tool_call_id.clone(), task);
+    }
+
+    /// `system/task_started` for the task of the call `parent`, once.
+    fn task_lines(&mut self, parent: &str, out: &mut Vec<OutLine>) {
+        let input = self.inputs.get(parent).map(|(_, v)| v.clone()).unwrap_or(Value::Null);
+        let Some(task) = self.tasks.get_mut(parent).filter(|t| !t.announced) else { return };
+        task.announced = true;
+        let agent = task.task_type == LOCAL_AGENT;
+        let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_string();
+        out.push(OutLine::System(SystemLine::TaskStarted(TaskStartedLine {
+            task_id: task.task_id.clone(),
+            tool_use_id: parent.to_string(),
+            description: task.description.clone(),
+            subagent_type: agent.then(|| task.subagent_type.clone()),
+            task_type: task.task_type.into(),
+            is_backgrounded: task.background,
+            prompt: agent.then_some(prompt),
+            session_id: self.id.session_id.clone(),
+            uuid: fresh_uuid(),
+        })));
+        if task.background {
+            self.started_background.push((parent.to_string(), task.task_id.clone()));
+        }
+    }
+
+    /// The terminal frames of the background task `task_id`, if it was announced and is open.
+    pub fn end_background(&mut self, task_id: &str, ending: &TaskEnding, out: &mut Vec<OutLine>) {
+        let call = self.tasks.iter().find(|(_, t)| t.task_id == task_id && t.background).map(|(call, _)| call.clone());
+        if let Some(call) = call {
+            self.close_task(&call, ending.updated, ending.notified, &ending.output_file, out);
+        }
+    }
+
     /// A line from inside a subagent: with the `Agent` call's id (and the subagent's), its
-    /// start announced by `system/task_started` the first time.
-    fn subagent(&mut self, inner: &SubagentEvent, out: &mut Vec<OutLine>) {
+    /// start announced by `system/task_started` the first time. `background`: the run is a
+    /// background task (else it runs inside its call).
+    fn subagent(&mut self, inner: &SubagentEvent, background: Option<BackgroundRef>, out: &mut Vec<OutLine>) {
         let Some(parent) = inner.parent_tool_call_id.clone() else { return };
-        // The main agent's blocks so far come first (the Agent call among them).
-        self.flush(out);
-        if !self.tasks.contains_key(&parent) {
+        // The main agent's blocks so far come first (the Agent call among them, when it is of
+        // this turn: a background run may speak while a later turn streams).
+        if background.is_none() || self.inputs.contains_key(&parent) {
+            self.flush(out);
+        }
+        if self.tasks.get(&parent).is_none_or(|t| t.ended) {
             let input = self.inputs.get(&parent).map(|(_, v)| v.clone()).unwrap_or(Value::Null);
             let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+            let agent_id = inner.agent_id.clone().unwrap_or_default();
+            let (task_id, description) = match &background {
+                Some(task) => (task.task_id.clone(), task.description.clone()),
+                None => (agent_id.clone(), text("description")),
+            };
             let task = Task {
-                agent_id: inner.agent_id.clone().unwrap_or_default(),
+                task_id,
+                agent_id,
                 subagent_type: inner.subagent_type.clone().unwrap_or_default(),
-                description: text("description"),
+                description,
                 message_id: fresh_message_id(),
                 started: Instant::now(),
                 tool_uses: 0,
                 tokens: 0,
                 ended: false,
+                background: background.is_some(),
+                task_type: LOCAL_AGENT,
+                announced: false,
             };
-            out.push(OutLine::System(SystemLine::TaskStarted(TaskStartedLine {
-                task_id: task.agent_id.clone(),
-                tool_use_id: parent.clone(),
-                description: task.description.clone(),
-                subagent_type: task.subagent_type.clone(),
-                task_type: "local_agent".into(),
-                is_backgrounded: false,
-                prompt: text("prompt"),
-                session_id: self.id.session_id.clone(),
-                uuid: fresh_uuid(),
-            })));
             self.tasks.insert(parent.clone(), task);
         }
+        self.task_lines(&parent, out);
         let Some(task) = self.tasks.get_mut(&parent) else { return };
         let block = match &*inner.event {
             Event::TurnBegin { user_input } => {
@@ -470,7 +630,27 @@ impl TurnLines {
             Event::ToolCall(call) => {
                 task.tool_uses += 1;
                 let input = parse_input(call.function.arguments.as_deref().unwrap_or_default());
-                Block::ToolUse { id: call.id.clone(), name: call.function.name.clone(), input }
+                let line = self.sub_assistant_line(
+                    &parent,
+                    Block::ToolUse { id: call.id.clone(), name: call.function.name.clone(), input },
+                );
+                out.extend(line);
+                if let Some(task) = self.tasks.get(&parent) {
+                    out.push(OutLine::System(SystemLine::TaskProgress(TaskProgressLine {
+                        task_id: task.task_id.clone(),
+                        tool_use_id: parent.clone(),
+                        description: task.description.clone(),
+                        usage: TaskUsage {
+                            total_tokens: task.tokens,
+                            tool_uses: task.tool_uses,
+                            duration_ms: millis(task.started.elapsed()),
+                        },
+                        last_tool_name: call.function.name.clone(),
+                        session_id: self.id.session_id.clone(),
+                        uuid: fresh_uuid(),
+                    })));
+                }
+                return;
             }
             Event::ToolResult(result) => {
                 let line = self.tool_result_line(result, Some(&parent));
@@ -479,36 +659,56 @@ impl TurnLines {
             }
             _ => return,
         };
-        let message_id = task.message_id.clone();
-        let (agent_id, subagent_type) = (task.agent_id.clone(), task.subagent_type.clone());
-        out.push(OutLine::Assistant(AssistantLine {
-            message: self.assistant_message(&message_id, vec![block], Usage::default()),
-            parent_tool_use_id: Some(parent),
+        out.extend(self.sub_assistant_line(&parent, block));
+    }
+
+    /// An assistant line of the subagent run for the call `parent`.
+    fn sub_assistant_line(&self, parent: &str, block: Block) -> Option<OutLine> {
+        let task = self.tasks.get(parent)?;
+        Some(OutLine::Assistant(AssistantLine {
+            message: self.assistant_message(&task.message_id, vec![block], Usage::default()),
+            parent_tool_use_id: Some(parent.to_string()),
             session_id: self.id.session_id.clone(),
             uuid: fresh_uuid(),
             error: None,
             api_error_status: None,
-            agent_id: Some(agent_id),
-            subagent_type: Some(subagent_type),
-        }));
+            agent_id: Some(task.agent_id.clone()),
+            subagent_type: Some(task.subagent_type.clone()),
+        }))
     }
 
-    /// The terminal frames of the task run for `tool_call_id`, if one was started and is open.
-    fn end_task(&mut self, tool_call_id: &str, status: &str, out: &mut Vec<OutLine>) {
+    /// The terminal frames of the foreground task run for `tool_call_id`, if one was started
+    /// and is open (a background one ends on its own).
+    fn end_task(&mut self, tool_call_id: &str, status: &'static str, out: &mut Vec<OutLine>) {
+        if self.tasks.get(tool_call_id).is_some_and(|t| !t.background) {
+            // `task_updated` says `killed` where the notification says `stopped`.
+            let updated = if status == "stopped" { "killed" } else { status };
+            self.close_task(tool_call_id, updated, status, "", out);
+        }
+    }
+
+    fn close_task(
+        &mut self,
+        tool_call_id: &str,
+        updated: &str,
+        notified: &str,
+        output_file: &str,
+        out: &mut Vec<OutLine>,
+    ) {
         let Some(task) = self.tasks.get_mut(tool_call_id).filter(|t| !t.ended) else { return };
         task.ended = true;
         let session_id = self.id.session_id.clone();
         out.push(OutLine::System(SystemLine::TaskUpdated(TaskUpdatedLine {
-            task_id: task.agent_id.clone(),
-            patch: serde_json::json!({"status": status}),
+            task_id: task.task_id.clone(),
+            patch: serde_json::json!({"status": updated}),
             session_id: session_id.clone(),
             uuid: fresh_uuid(),
         })));
         out.push(OutLine::System(SystemLine::TaskNotification(TaskNotificationLine {
-            task_id: task.agent_id.clone(),
+            task_id: task.task_id.clone(),
             tool_use_id: tool_call_id.to_string(),
-            status: status.to_string(),
-            output_file: String::new(),
+            status: notified.to_string(),
+            output_file: output_file.to_string(),
             summary: task.description.clone(),
             usage: TaskUsage {
                 total_tokens: task.tokens,
@@ -1011,5 +1211,78 @@ mod tests {
             serde_json::json!([{"type":"text","text":"Loaded"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}])
         );
         assert_eq!(parse_input("{bad"), Value::String("{bad".into()));
+    }
+
+    fn sub(parent: &str, event: Event) -> Event {
+        Event::SubagentEvent(SubagentEvent {
+            parent_tool_call_id: Some(parent.into()),
+            agent_id: Some("a00000001".into()),
+            subagent_type: Some("coder".into()),
+            event: Box::new(event),
+        })
+    }
+
+    fn agent_call(id: &str, background: bool) -> Vec<Event> {
+        let arguments =
+            format!(r#"{{"description":"d","prompt":"p","subagent_type":"coder","run_in_background":{background}}}"#);
+        vec![Event::StepBegin { n: 1 }, Event::ToolCall(ToolCall::new(id, "Agent", Some(arguments)))]
+    }
+
+    #[test]
+    fn a_cancelled_foreground_subagent_is_reported_stopped() {
+        let mut events = agent_call("ag1", false);
+        events.push(sub("ag1", Event::TurnBegin { user_input: crate::protocol::UserInput::Text("p".into()) }));
+        let out = lines(false, &events, Ok(TurnOutcome::Cancelled));
+        let started = out.iter().find(|l| l["subtype"] == "task_started").unwrap();
+        assert_eq!(
+            (started["task_id"].as_str(), started["is_backgrounded"].as_bool()),
+            (Some("a00000001"), Some(false))
+        );
+        let updated = out.iter().find(|l| l["subtype"] == "task_updated").unwrap();
+        assert_eq!(updated["patch"], serde_json::json!({"status": "killed"}));
+        let notified = out.iter().find(|l| l["subtype"] == "task_notification").unwrap();
+        assert_eq!(notified["status"], "stopped");
+    }
+
+    #[test]
+    fn a_background_subagent_outlives_its_turn_until_it_ends() {
+        let mut t = TurnLines::new(Identity { session_id: "S".into(), model: "m".into(), context_window: 100 }, false);
+        t.begin("go");
+        let mut out = Vec::new();
+        for e in agent_call("bg1", true) {
+            t.event(&e, &mut out);
+        }
+        let output = "task_id: agent-12345678\nkind: agent\nstatus: starting\ndescription: d\nagent_id: a00000001\nactual_subagent_type: coder";
+        let result = ToolResult {
+            tool_call_id: "bg1".into(),
+            return_value: ToolReturnValue::ok(output, "Background task started."),
+        };
+        t.event(&Event::ToolResult(result), &mut out);
+        assert_eq!(t.take_started_background(), [("bg1".to_string(), "agent-12345678".to_string())]);
+        assert!(t.take_started_background().is_empty());
+        t.finish(&Ok(TurnOutcome::Finished(None)), "", &mut out);
+        t.begin("next");
+        // A line of the run in a later turn still carries the call's id; the task is announced once.
+        let task = BackgroundRef { task_id: "agent-12345678".into(), description: "d".into() };
+        let Event::SubagentEvent(inner) = sub("bg1", Event::ContentPart(ContentPart::text("working"))) else {
+            unreachable!()
+        };
+        t.background_subagent(&inner, task, &mut out);
+        assert_eq!(t.open_background(true), ["agent-12345678"]);
+        let ending = TaskEnding { updated: "completed", notified: "completed", output_file: "/o".into() };
+        t.end_background("agent-12345678", &ending, &mut out);
+        t.end_background("agent-12345678", &ending, &mut out);
+        let out: Vec<Value> = out.iter().map(|l| serde_json::to_value(l).unwrap()).collect();
+        let frames: Vec<&str> = out.iter().filter_map(|l| l["subtype"].as_str()).collect();
+        assert_eq!(frames, ["task_started", "task_updated", "task_notification"], "{out:?}");
+        let started = &out.iter().find(|l| l["subtype"] == "task_started").unwrap();
+        assert_eq!(
+            (started["task_id"].as_str(), started["is_backgrounded"].as_bool()),
+            (Some("agent-12345678"), Some(true))
+        );
+        assert_eq!((started["subagent_type"].as_str(), started["prompt"].as_str()), (Some("coder"), Some("p")));
+        let text = out.iter().find(|l| l["type"] == "assistant" && l["parent_tool_use_id"] == "bg1").unwrap();
+        assert_eq!(text["message"]["content"][0]["text"], "working");
+        assert!(t.open_background(false).is_empty());
     }
 }

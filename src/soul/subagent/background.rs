@@ -1,6 +1,7 @@
 //! A subagent run as a background task (`docs/protocol-1.10.md` §8.4): the call returns at once with the
-//! task id; the run goes on inside the server, its events only in its own files, its approvals
-//! to the client marked `background_agent` with the task id as their source.
+//! task id; the run goes on inside the server, its events only in its own files (and a front end's
+//! background view, when the session has one), its approvals to the client marked
+//! `background_agent` with the task id as their source.
 //!
 //! Invariants: the run is the task's future, so `TaskStop`, its timeout and exit drop it (its
 //! processes die with their calls); its pending approvals are rejected when it ends that way.
@@ -12,6 +13,7 @@ use tokio::sync::oneshot;
 
 use super::SubagentRole;
 use super::run::{Instance, open_instance, run_to_summary};
+use super::wrap::WrapProjection;
 use crate::protocol::{ApprovalSource, Event, Request, ToolReturnValue};
 use crate::session::wire_log::WireLog;
 use crate::soul::Agent;
@@ -41,7 +43,11 @@ pub fn start_background(parent: &Arc<Agent>, d: Delegation, parent_sink: &EventS
     };
     let (agent_id, subagent_type) = (instance.agent_id.clone(), instance.subagent_type.clone());
     let timeout_s = d.timeout.unwrap_or(tasks.settings().agent_task_timeout_s);
-    let projection = ApprovalsOnly { parent: parent_sink.clone() };
+    let view = parent
+        .subagents
+        .background_view()
+        .map(|view| WrapProjection::new(EventSink::new(view, None), &d.tool_call_id, &agent_id, &subagent_type));
+    let projection = ApprovalsOnly { parent: parent_sink.clone(), view };
     let sink = EventSink::new(Arc::new(projection), Some(WireLog::new(&instance.dir.join("wire.jsonl"))));
     let cleanup = RejectOnDrop { hub: parent.approvals.clone(), owner: task_id.clone(), sink: sink.clone() };
     let run = run(instance, d.prompt.clone(), sink, cleanup);
@@ -109,17 +115,20 @@ impl Drop for RejectOnDrop {
     }
 }
 
-/// A background run's front end: its events stay in its own files; approvals (and their
-/// resolutions) reach the client.
+/// A background run's front end: its events stay in its own files (and reach the session's
+/// background view, if it has one, wrapped); approvals (and their resolutions) reach the client.
 struct ApprovalsOnly {
     parent: EventSink,
+    view: Option<WrapProjection>,
 }
 
 impl Projection for ApprovalsOnly {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            if let Event::ApprovalResponse(_) = event {
-                self.parent.emit_unrecorded(event.clone()).await;
+            match (event, &self.view) {
+                (Event::ApprovalResponse(_), _) => self.parent.emit_unrecorded(event.clone()).await,
+                (_, Some(view)) => view.event(event).await,
+                (_, None) => {}
             }
         })
     }
@@ -128,6 +137,10 @@ impl Projection for ApprovalsOnly {
     #[allow(clippy::async_yields_async)]
     fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
         Box::pin(async move {
+            // What the run showed so far comes before its question.
+            if let Some(view) = &self.view {
+                view.flush().await;
+            }
             match request {
                 Request::ApprovalRequest(_) | Request::HookRequest(_) => self.parent.request_unrecorded(request).await,
                 other => self.parent.request(other).await,

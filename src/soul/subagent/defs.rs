@@ -46,6 +46,7 @@ pub fn load_defs(
                 description: sub.description.clone(),
                 system_prompt,
                 toolset: Arc::new(Toolset::new(tools)),
+                model: None,
             })
         })
         .collect()

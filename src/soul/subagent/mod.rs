@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::agent_env::{AgentEnv, ModelSource};
 use crate::protocol::ApprovalSource;
+use crate::soul::sink::Projection;
 use crate::tools::Toolset;
 
 /// One subagent type.
@@ -29,6 +30,9 @@ pub struct SubagentDef {
     pub description: String,
     pub system_prompt: String,
     pub toolset: Arc<Toolset>,
+    /// The config's model alias this type runs on (none: the session's model, or the one the
+    /// `Agent` call names).
+    pub model: Option<String>,
 }
 
 /// The session's subagent types, and which instances run right now (an instance runs at most
@@ -57,6 +61,9 @@ pub struct Subagents {
     /// Types a front end adds for the run (a Claude SDK host's `agents`); set once, found
     /// before the agent file's types of the same name.
     added: OnceLock<Vec<SubagentDef>>,
+    /// A front end that shows background runs' events (the Claude dialect, `docs/print-mode.md`
+    /// B.3a); without one they stay in the run's own files (`docs/protocol-1.10.md` §8.4).
+    background_view: OnceLock<Arc<dyn Projection>>,
 }
 
 impl Subagents {
@@ -72,7 +79,19 @@ impl Subagents {
             models,
             other_models: Mutex::default(),
             added: OnceLock::new(),
+            background_view: OnceLock::new(),
         }
+    }
+
+    /// Shows background runs' events, wrapped as a foreground run's are, to `view` (once per
+    /// session).
+    pub fn show_background(&self, view: Arc<dyn Projection>) -> Result<(), String> {
+        self.background_view.set(view).map_err(|_| "background runs are already shown to a front end".to_string())
+    }
+
+    /// Where background runs' events are shown, if anywhere.
+    pub fn background_view(&self) -> Option<Arc<dyn Projection>> {
+        self.background_view.get().cloned()
     }
 
     /// Adds types for this run (once per session).
@@ -205,6 +224,7 @@ mod tests {
             description: String::new(),
             system_prompt: String::new(),
             toolset: Arc::new(Toolset::default()),
+            model: None,
         }
     }
 

@@ -62,10 +62,6 @@ pub fn open_instance(
     d: &Delegation,
     role_of: impl FnOnce(&str, &str) -> SubagentRole,
 ) -> Result<Instance, Failure> {
-    let env = match &d.model {
-        Some(alias) => env_for_model(parent, alias)?,
-        None => parent.env.clone(),
-    };
     let subagents = &parent.subagents;
     let (agent_id, subagent_type, resumed) = match &d.resume {
         Some(id) => {
@@ -81,6 +77,11 @@ pub fn open_instance(
         .def(&subagent_type)
         .map_err(|e| failed(format!("Failed to run agent: {e}")))?
         .ok_or_else(|| failed(format!("Failed to run agent: 'Builtin subagent type not found: {subagent_type}'")))?;
+    // The call's model first, then the type's own (a host-defined type may name one).
+    let env = match d.model.as_ref().or(def.model.as_ref()) {
+        Some(alias) => env_for_model(parent, alias)?,
+        None => parent.env.clone(),
+    };
     let claim = subagents.claim(&agent_id).map_err(|status| {
         failed(format!("Agent instance {agent_id} is still {status} and cannot be resumed concurrently."))
     })?;

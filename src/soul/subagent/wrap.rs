@@ -50,7 +50,7 @@ impl WrapProjection {
     }
 
     /// Emits the merged run, if any.
-    async fn flush(&self) {
+    pub async fn flush(&self) {
         let done = self.lock().close();
         self.emit_run(done).await;
     }
