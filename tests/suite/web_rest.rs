@@ -397,6 +397,8 @@ async fn uploads_are_stored_bounded_and_served() {
     match resp {
         Ok(r) => {
             assert_eq!(r.status().as_u16(), 413);
+            // The body was not read to its end: the connection must not be reused.
+            assert_eq!(r.headers()["connection"], "close");
             let v: Value = r.json().await.unwrap();
             assert_eq!(detail(&v), "File too large (max 100MB)");
         }

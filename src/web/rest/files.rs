@@ -39,6 +39,23 @@ fn too_large() -> ApiError {
 
 /// `POST /api/sessions/{id}/files` (multipart, field `file`).
 async fn upload(
+    state: State<AppState>,
+    id: Path<String>,
+    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+) -> Response {
+    match receive(state, id, multipart).await {
+        Ok(stored) => stored,
+        Err(refused) => {
+            // A refusal leaves the rest of the body unread, so the connection closes after the
+            // answer; saying so keeps a client from sending its next request down it.
+            let mut response = refused.into_response();
+            response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            response
+        }
+    }
+}
+
+async fn receive(
     State(state): State<AppState>,
     Path(id): Path<String>,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
