@@ -38,7 +38,11 @@ impl McpTool {
         };
         let description = format!("This tool comes from the MCP server `{}`.\n\n{described}", link.name);
         Self {
-            spec: ToolSpec { name: tool.name.to_string(), description, parameters: parameters.into() },
+            spec: ToolSpec {
+                name: tool.name.to_string(),
+                description: description.into(),
+                parameters: parameters.into(),
+            },
             validator,
             link,
             timeout,

@@ -205,7 +205,7 @@ impl SdkTool {
             .unwrap_or("(The server gives no description for this tool.)");
         let description = format!("This tool comes from the MCP server `{}`.\n\n{described}", server.name);
         Ok(Self {
-            spec: ToolSpec { name: offered, description, parameters: parameters.into() },
+            spec: ToolSpec { name: offered, description: description.into(), parameters: parameters.into() },
             tool: name.to_string(),
             server,
             validator,

@@ -27,7 +27,8 @@ use crate::tools::Toolset;
 pub struct SubagentDef {
     pub name: String,
     pub description: String,
-    pub system_prompt: String,
+    /// Shared by every session of the process that renders the same prompt.
+    pub system_prompt: Arc<str>,
     pub toolset: Arc<Toolset>,
 }
 
@@ -203,7 +204,7 @@ mod tests {
         SubagentDef {
             name: name.into(),
             description: String::new(),
-            system_prompt: String::new(),
+            system_prompt: "".into(),
             toolset: Arc::new(Toolset::default()),
         }
     }
