@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 /// The schema of `T`, derived once per process and shared by every tool that takes `T` (every
 /// session's toolsets, `docs/web.md` §9: hundreds of sessions in one process).
 pub fn shared_parameters_schema<T: schemars::JsonSchema + 'static>() -> Arc<Map<String, Value>> {
-    static SCHEMAS: LazyLock<Mutex<HashMap<TypeId, Arc<Map<String, Value>>>>> = LazyLock::new(Default::default);
+    type Schemas = HashMap<TypeId, Arc<Map<String, Value>>>;
+    static SCHEMAS: LazyLock<Mutex<Schemas>> = LazyLock::new(Default::default);
     let mut schemas = SCHEMAS.lock().unwrap_or_else(|p| p.into_inner());
     schemas.entry(TypeId::of::<T>()).or_insert_with(|| Arc::new(parameters_schema::<T>())).clone()
 }
