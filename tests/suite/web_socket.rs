@@ -3,8 +3,8 @@
 //! answer, idle), the handshake refusals, a second client joining mid-turn (history once, then
 //! live, the pending approval re-sent), two clients answering one approval (first wins), the
 //! busy prompt, the idle cancel, a malformed frame, a client that never reads, a session made
-//! over REST starting as a new one, REST changes refused while a turn runs, and a config change
-//! restarting the running sessions under their sockets.
+//! over REST starting as a new one, REST changes refused while a turn runs, a config change
+//! restarting the running sessions under their sockets, and a socket that dies mid-turn.
 
 use std::time::Duration;
 
@@ -384,4 +384,30 @@ fn a_config_change_restarts_running_sessions_under_their_sockets() {
     busy.send(json!({"jsonrpc": "2.0", "id": asked_id, "result": {"request_id": asked_id, "response": "approve"}}));
     let (_, answer) = busy.until(|m| m["id"] == "p3" && m.get("method").is_none());
     assert_eq!(answer["result"], json!({"status": "finished"}), "{answer}");
+}
+
+#[test]
+fn a_socket_that_dies_mid_turn_never_holds_up_the_others() {
+    let home = home_with(&[shell_script("tc-1", "echo hi"), "text: done".to_string()]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut live, _) = server.join(&id);
+    live.initialize("i1");
+    let (mut dead, _) = server.join(&id);
+    prompt(&mut live, "p1", "run it");
+    let (_, request) = live.until(|m| m["method"] == "request");
+    let (_, asked) = dead.until(|m| m["method"] == "request");
+    assert_eq!(asked["id"], request["id"], "both were asked");
+    // The second client's connection goes away without a close handshake while it is asked.
+    let _ = dead.socket.get_mut().shutdown(std::net::Shutdown::Both);
+    drop(dead);
+    let request_id = request["id"].clone();
+    live.send(json!({"jsonrpc": "2.0", "id": request_id, "result": {"request_id": request_id, "response": "approve"}}));
+    let (events, answer) = live.until(|m| m["id"] == "p1" && m.get("method").is_none());
+    assert_eq!(answer["result"], json!({"status": "finished"}), "{answer}");
+    assert!(events.iter().any(|m| m["params"]["type"] == "ToolResult"), "{events:?}");
+    assert_eq!(status(&live.next()).1, "prompt_complete");
+    // The session goes on for a new client, which replays the whole turn.
+    let (_, history) = server.join(&id);
+    assert_eq!(kinds(&history).iter().filter(|k| *k == "TurnEnd").count(), 1);
 }
