@@ -371,13 +371,20 @@ impl Ws {
     /// Reads text frames without parsing them until one contains `marker`; how many came
     /// before it and their bytes (the benchmark's client).
     pub fn raw_until(&mut self, marker: &str) -> (usize, usize) {
+        self.raw_count_until(marker, "")
+    }
+
+    /// [`Self::raw_until`], counting only the frames that contain `counted`.
+    pub fn raw_count_until(&mut self, marker: &str, counted: &str) -> (usize, usize) {
         let (mut count, mut bytes) = (0, 0);
         let deadline = Instant::now() + WAIT;
         while Instant::now() < deadline {
             match self.socket.read() {
                 Ok(Message::Text(text)) if text.as_str().contains(marker) => return (count, bytes),
                 Ok(Message::Text(text)) => {
-                    count += 1;
+                    if text.as_str().contains(counted) {
+                        count += 1;
+                    }
                     bytes += text.len();
                 }
                 Ok(Message::Close(_)) => break,
