@@ -24,9 +24,11 @@ use crate::protocol::{ContentPart, TokenUsage, ToolCall, ToolCallPart};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
     pub name: String,
-    pub description: String,
+    /// Shared, like `parameters`: the same text in every session of the process (`kiwi web`
+    /// hosts hundreds) is stored once.
+    pub description: std::sync::Arc<str>,
     /// JSON Schema of the arguments object; shared, because every toolset that offers the tool
-    /// (the session's, each subagent type's) lists the same schema.
+    /// (the session's, each subagent type's, every session's) lists the same schema.
     pub parameters: std::sync::Arc<Map<String, Value>>,
 }
 

@@ -34,7 +34,7 @@ impl ToolShape {
         };
         let described = description.filter(|d| !d.trim().is_empty()).unwrap_or(NO_DESCRIPTION);
         let description = format!("This tool comes from the MCP server `{server}`.\n\n{described}");
-        Self { spec: ToolSpec { name, description, parameters: schema.into() }, validator }
+        Self { spec: ToolSpec { name, description: description.into(), parameters: schema.into() }, validator }
     }
 
     /// The call's arguments as the object the server gets, or the result refusing them.

@@ -121,6 +121,7 @@ pub fn copy_web_members(from: &SessionStateFile, into: &mut SessionStateFile) {
 /// from `state`; the one exception is the agent's automatic title, kept when the disk has no
 /// title. `state` is updated to what was written. A missing file keeps `state`'s own values.
 pub fn save_keeping_web_members(session_dir: &Path, state: &mut SessionStateFile) -> std::io::Result<()> {
+    let _turn = one_writer(session_dir);
     if state_path(session_dir).is_file() {
         let disk = load(session_dir);
         let own_title = state.custom_title.take();
@@ -132,9 +133,27 @@ pub fn save_keeping_web_members(session_dir: &Path, state: &mut SessionStateFile
     save(session_dir, state)
 }
 
+/// Holds off every other read-modify-write of the same folder's state file in this process (the
+/// agent's [`save_keeping_web_members`], the web layer's [`update_file`]) until dropped, so
+/// neither loses what the other wrote between its read and its rename. `kiwi web` runs both in
+/// one process, which is where they meet. Another process writing the same session's file (a
+/// CLI run of a session the web server renames) is not held off: an advisory lock would need a
+/// lock file in the session folder, which the reference's folders do not have, and the folder's
+/// own lock is held by whoever runs the session (`docs/sessions.md`).
+fn one_writer(session_dir: &Path) -> std::sync::MutexGuard<'static, ()> {
+    use std::hash::{Hash as _, Hasher as _};
+    const STRIPES: usize = 64;
+    static LOCKS: [std::sync::Mutex<()>; STRIPES] = [const { std::sync::Mutex::new(()) }; STRIPES];
+    // The folder's name is the session id: the same however the path to it was spelled.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    session_dir.file_name().unwrap_or(session_dir.as_os_str()).hash(&mut hasher);
+    LOCKS[(hasher.finish() % STRIPES as u64) as usize].lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Reads the file, lets `change` edit it, and writes it back (the web layer's writes: it owns
 /// the web members and leaves the agent's as they are on disk).
 pub fn update_file<T>(session_dir: &Path, change: impl FnOnce(&mut SessionStateFile) -> T) -> std::io::Result<T> {
+    let _turn = one_writer(session_dir);
     let mut state = load(session_dir);
     let out = change(&mut state);
     save(session_dir, &state)?;
@@ -145,6 +164,40 @@ pub fn update_file<T>(session_dir: &Path, change: impl FnOnce(&mut SessionStateF
 mod tests {
     use super::*;
     use crate::protocol::TodoStatus;
+
+    #[test]
+    fn web_and_agent_writes_never_lose_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        let web: Vec<_> = (0..2)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..25 {
+                        update_file(&path, |s| s.title_generate_attempts += 1).unwrap();
+                    }
+                })
+            })
+            .collect();
+        // The agent's own member grows with each of its saves, from what it holds in memory.
+        let agent = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut held = SessionStateFile::default();
+                for n in 0..25 {
+                    held.todos.push(TodoItem { title: format!("t{n}"), status: TodoStatus::Pending });
+                    save_keeping_web_members(&path, &mut held).unwrap();
+                }
+            })
+        };
+        for t in web {
+            t.join().unwrap();
+        }
+        agent.join().unwrap();
+        let disk = load(&path);
+        assert_eq!(disk.title_generate_attempts, 50, "no web write was lost");
+        assert_eq!(disk.todos.len(), 25, "the agent's last write is on disk");
+    }
 
     #[test]
     fn the_agent_never_clobbers_web_members() {

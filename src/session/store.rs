@@ -361,6 +361,10 @@ pub enum SessionChoice {
     New,
     Id(String),
     Continue,
+    /// A stored session `kiwi web` opens (`docs/web.md` §3): resumed only when its `state.json`
+    /// exists, so a session made by `POST /api/sessions/` (an empty `context.jsonl`) starts as
+    /// a new one (`default_plan_mode`, `SessionStart` with `startup`).
+    Hosted(String),
 }
 
 /// An open session: its folder and the lock that keeps other servers out.
@@ -394,6 +398,11 @@ impl Session {
                 // Checked before the id touches the file system (the lookup may migrate files).
                 super::id::check_session_id(id).map_err(SessionError::InvalidId)?;
                 (id.clone(), found(id))
+            }
+            SessionChoice::Hosted(id) => {
+                super::id::check_session_id(id).map_err(SessionError::InvalidId)?;
+                let stateful = base.join(id).join(super::state::STATE_FILE).is_file();
+                (id.clone(), found(id) && stateful)
             }
             SessionChoice::Continue => {
                 let last = meta.entry(&work).and_then(|e| e.last_session_id.clone()).ok_or(SessionError::NoPrevious)?;
@@ -556,6 +565,26 @@ mod tests {
         let empty = Session::open(share.path(), work, &SessionChoice::New).unwrap();
         empty.finish();
         assert!(!empty.dir.exists());
+    }
+
+    #[test]
+    fn a_hosted_session_is_resumed_only_with_its_state_file() {
+        let share = tempfile::tempdir().unwrap();
+        let work = Path::new("/tmp/some/work");
+        let hosted = || SessionChoice::Hosted("web-1".into());
+        let s = Session::open(share.path(), work, &hosted()).unwrap();
+        assert!(!s.resumed, "a folder nothing knows of is new");
+        let dir = s.dir.clone();
+        drop(s);
+        // As `POST /api/sessions/` leaves it: an empty context.jsonl, no state.json.
+        assert!(dir.join("context.jsonl").is_file());
+        let s = Session::open(share.path(), work, &hosted()).unwrap();
+        assert!(!s.resumed);
+        drop(s);
+        std::fs::write(dir.join(super::super::state::STATE_FILE), "{}").unwrap();
+        assert!(Session::open(share.path(), work, &hosted()).unwrap().resumed);
+        let r = Session::open(share.path(), work, &SessionChoice::Hosted("../x".into()));
+        assert!(matches!(r, Err(SessionError::InvalidId(_))));
     }
 
     #[test]

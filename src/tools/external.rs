@@ -32,7 +32,10 @@ impl ExternalTool {
         })?;
         let description =
             if description.is_empty() { "No description provided.".to_string() } else { description.to_string() };
-        Ok(Self { spec: ToolSpec { name: name.to_string(), description, parameters: parameters.into() }, validator })
+        Ok(Self {
+            spec: ToolSpec { name: name.to_string(), description: description.into(), parameters: parameters.into() },
+            validator,
+        })
     }
 
     pub fn into_tool(self) -> Arc<dyn Tool> {
@@ -81,7 +84,7 @@ mod tests {
     fn valid_schema_is_accepted_and_empty_description_filled() {
         let t =
             ExternalTool::new("t", "", schema(r#"{"type":"object","properties":{"a":{"type":"string"}}}"#)).unwrap();
-        assert_eq!(t.spec().description, "No description provided.");
+        assert_eq!(&*t.spec().description, "No description provided.");
     }
 
     #[test]

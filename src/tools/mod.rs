@@ -79,8 +79,8 @@ impl<T: TypedTool> Typed<T> {
     pub fn new(tool: T) -> Self {
         let spec = ToolSpec {
             name: T::NAME.to_string(),
-            description: tool.description(),
-            parameters: schema::parameters_schema::<T::Params>().into(),
+            description: schema::shared_text(tool.description()),
+            parameters: schema::shared_parameters_schema::<T::Params>(),
         };
         Self { tool, spec }
     }
@@ -312,7 +312,7 @@ mod dispatch_tests {
 
     #[tokio::test]
     async fn a_panicking_tool_is_an_error_result() {
-        let spec = ToolSpec { name: "P".into(), description: String::new(), parameters: Default::default() };
+        let spec = ToolSpec { name: "P".into(), description: "".into(), parameters: Default::default() };
         let set = Toolset::new(vec![Arc::new(Panics(spec))]);
         let env = Arc::new(crate::agent_env::AgentEnv {
             work_dir: std::env::temp_dir(),

@@ -2,8 +2,35 @@
 //!
 //! The model gets a plain inline object schema: no `$schema`, no `title`, no `$defs` indirection.
 
+use std::any::TypeId;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex};
+
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
+
+/// The schema of `T`, derived once per process and shared by every tool that takes `T` (every
+/// session's toolsets, `docs/web.md` §9: hundreds of sessions in one process).
+pub fn shared_parameters_schema<T: schemars::JsonSchema + 'static>() -> Arc<Map<String, Value>> {
+    type Schemas = HashMap<TypeId, Arc<Map<String, Value>>>;
+    static SCHEMAS: LazyLock<Mutex<Schemas>> = LazyLock::new(Default::default);
+    let mut schemas = SCHEMAS.lock().unwrap_or_else(|p| p.into_inner());
+    schemas.entry(TypeId::of::<T>()).or_insert_with(|| Arc::new(parameters_schema::<T>())).clone()
+}
+
+/// `text` as a shared string: equal texts (a tool's description, a subagent type's system
+/// prompt: the same in every session of a work dir) are stored once. Texts no tool holds any more are let go when a new one comes in.
+pub fn shared_text(text: String) -> Arc<str> {
+    static TEXTS: LazyLock<Mutex<HashSet<Arc<str>>>> = LazyLock::new(Default::default);
+    let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(shared) = texts.get(text.as_str()) {
+        return shared.clone();
+    }
+    texts.retain(|t| Arc::strong_count(t) > 1);
+    let shared: Arc<str> = text.into();
+    texts.insert(shared.clone());
+    shared
+}
 
 pub fn parameters_schema<T: schemars::JsonSchema>() -> Map<String, Value> {
     let settings = SchemaSettings::draft2020_12().with(|s| {

@@ -408,7 +408,7 @@ impl Hosted {
             setup
                 .build(SessionRequest {
                     work_dir: place.work_dir.clone(),
-                    session: SessionChoice::Id(place.id.clone()),
+                    session: SessionChoice::Hosted(place.id.clone()),
                     trace: None,
                 })
                 .map_err(|e| e.to_string())

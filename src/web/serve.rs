@@ -86,6 +86,13 @@ pub fn run(args: &WebArgs) -> ExitCode {
         let app = super::router::app(state).into_make_service_with_connect_info::<SocketAddr>();
         let stop = process.stop.clone();
         let closing = hosting.clone();
+        // Frames are small and written as they come: without TCP_NODELAY a frame written while
+        // the previous one is unacknowledged waits for the client's delayed ACK (~40 ms).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             stop.cancelled().await;
             tracing::info!("shutting down: closing every WebSocket");

@@ -26,8 +26,7 @@ use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt as _, StreamExt as _};
-use serde::Deserialize as _;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::guard::token_matches;
@@ -250,23 +249,84 @@ fn read_history(history: History) -> mpsc::Receiver<Vec<String>> {
     rx
 }
 
+/// The `type`s a `wire.jsonl` record's message may have (`docs/web.md` §4.3.1): the events
+/// (with the legacy `ApprovalRequestResolved`) and the requests of the wire protocol.
+const EVENT_TYPES: &[&str] = &[
+    "TurnBegin",
+    "TurnEnd",
+    "StepBegin",
+    "StepInterrupted",
+    "StepRetry",
+    "SteerInput",
+    "CompactionBegin",
+    "CompactionEnd",
+    "StatusUpdate",
+    "ContentPart",
+    "ToolCall",
+    "ToolCallPart",
+    "ToolResult",
+    "ApprovalResponse",
+    "ApprovalRequestResolved",
+    "PlanDisplay",
+    "HookTriggered",
+    "HookResolved",
+    "MCPLoadingBegin",
+    "MCPLoadingEnd",
+    "Notification",
+    "SubagentEvent",
+    "BtwBegin",
+    "BtwEnd",
+];
+const REQUEST_TYPES: &[&str] = &["ApprovalRequest", "ToolCallRequest", "QuestionRequest", "HookRequest"];
+
+/// A `wire.jsonl` record, its message kept as the bytes it was stored as.
+#[derive(serde::Deserialize)]
+struct StoredRecord<'a> {
+    #[serde(borrow)]
+    message: &'a serde_json::value::RawValue,
+}
+
+/// What the replay needs of a stored message: its type, and a request's payload id.
+#[derive(serde::Deserialize)]
+struct StoredMessage<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    payload: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct StoredRequest<'a> {
+    #[serde(borrow)]
+    id: std::borrow::Cow<'a, str>,
+}
+
 /// One `wire.jsonl` record as the socket's replay sends it (`docs/web.md` §4.3.1): the stored
-/// message as it is (not upgraded), as an `event`, or as a `request` with its payload's id;
-/// `None` for the header, blank lines and records that do not read as a message.
+/// message as it is (not upgraded, its bytes spliced in, never parsed into a tree) as an
+/// `event`, or as a `request` with its payload's id; `None` for the header, blank lines and
+/// records whose message has no wire message `type`.
 pub fn history_frame(line: &str) -> Option<String> {
     let line = line.trim();
     if line.is_empty() {
         return None;
     }
-    let record: Value = serde_json::from_str(line).ok()?;
-    let message = record.get("message").filter(|m| m.is_object())?;
-    let frame = match WireMessage::deserialize(message).ok()? {
-        WireMessage::Event(_) => json!({"jsonrpc": "2.0", "method": "event", "params": message}),
-        WireMessage::Request(request) => {
-            json!({"jsonrpc": "2.0", "method": "request", "params": message, "id": request.id()})
-        }
-    };
-    Some(frame.to_string())
+    let record: StoredRecord = serde_json::from_str(line).ok()?;
+    let raw = record.message.get();
+    let message: StoredMessage = serde_json::from_str(raw).ok()?;
+    let mut frame = String::with_capacity(raw.len() + 64);
+    if EVENT_TYPES.contains(&message.kind.as_ref()) {
+        frame.push_str(r#"{"jsonrpc":"2.0","method":"event","params":"#);
+    } else if REQUEST_TYPES.contains(&message.kind.as_ref()) {
+        let request: StoredRequest = serde_json::from_str(message.payload?.get()).ok()?;
+        frame.push_str(r#"{"jsonrpc":"2.0","method":"request","id":"#);
+        frame.push_str(&serde_json::to_string(&request.id).ok()?);
+        frame.push_str(r#","params":"#);
+    } else {
+        return None;
+    }
+    frame.push_str(raw);
+    frame.push('}');
+    Some(frame)
 }
 
 /// The busy answer to a second `prompt` (`docs/web.md` §4.4).
@@ -526,6 +586,8 @@ async fn remember_last_session(share: PathBuf, hosted: &Hosted) {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     #[test]
@@ -541,9 +603,59 @@ mod tests {
             history_frame(event).unwrap(),
             r#"{"jsonrpc":"2.0","method":"event","params":{"type":"ContentPart","payload":{"type":"text","text":"Hello web"}}}"#
         );
-        let question = r#"{"timestamp":2,"message":{"type":"QuestionRequest","payload":{"id":"q1","tool_call_id":"t","questions":[]}}}"#;
-        let frame: Value = serde_json::from_str(&history_frame(question).unwrap()).unwrap();
-        assert_eq!((frame["method"].as_str(), frame["id"].as_str()), (Some("request"), Some("q1")));
+        let question = r#"{"timestamp":2,"message":{"type":"QuestionRequest","payload":{"id":"q\"1","tool_call_id":"t","questions":[]}}}"#;
+        assert_eq!(
+            history_frame(question).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"request","id":"q\"1","params":{"type":"QuestionRequest","payload":{"id":"q\"1","tool_call_id":"t","questions":[]}}}"#
+        );
+        // The stored bytes go out as they are, spaces and member order included.
+        let spaced =
+            r#"{"timestamp": 1.5, "message": {"payload": {"type": "text", "text": "a\u00e9"}, "type": "ContentPart"}}"#;
+        let frame = history_frame(spaced).unwrap();
+        assert_eq!(
+            frame,
+            r#"{"jsonrpc":"2.0","method":"event","params":{"payload": {"type": "text", "text": "a\u00e9"}, "type": "ContentPart"}}"#
+        );
+        let value: Value = serde_json::from_str(&frame).unwrap();
+        assert_eq!(value["params"]["payload"]["text"], "a\u{e9}");
+        // A request without an id, a message that is not an object, a record without one.
+        assert_eq!(history_frame(r#"{"message":{"type":"ApprovalRequest","payload":{}}}"#), None);
+        assert_eq!(history_frame(r#"{"message":"ContentPart"}"#), None);
+        assert_eq!(history_frame(r#"{"timestamp":1}"#), None);
+        assert_eq!(history_frame(r#"{"message":{"type":"TurnEnd","payload":{}}"#), None, "cut short");
+    }
+
+    /// Every message type of the protocol's schema is known to the replay, as an event or a
+    /// request, and nothing else is.
+    #[test]
+    fn the_replay_knows_every_message_type() {
+        fn names(schema: &Value, out: &mut Vec<String>) {
+            for key in ["oneOf", "anyOf"] {
+                for variant in schema[key].as_array().into_iter().flatten() {
+                    let kind = &variant["properties"]["type"];
+                    if let Some(name) = kind["const"].as_str() {
+                        out.push(name.to_string());
+                    }
+                    for name in kind["enum"].as_array().into_iter().flatten() {
+                        out.push(name.as_str().unwrap().to_string());
+                    }
+                }
+            }
+        }
+        let mut events = Vec::new();
+        names(&serde_json::to_value(schemars::schema_for!(crate::protocol::Event)).unwrap(), &mut events);
+        let mut requests = Vec::new();
+        names(&serde_json::to_value(schemars::schema_for!(crate::protocol::Request)).unwrap(), &mut requests);
+        assert!(events.len() > 10 && requests.len() == 4, "{events:?} {requests:?}");
+        let known: Vec<&str> = EVENT_TYPES.iter().copied().filter(|n| *n != "ApprovalRequestResolved").collect();
+        events.sort();
+        let mut known: Vec<String> = known.iter().map(|n| n.to_string()).collect();
+        known.sort();
+        assert_eq!(events, known);
+        requests.sort();
+        let mut known_requests: Vec<String> = REQUEST_TYPES.iter().map(|n| n.to_string()).collect();
+        known_requests.sort();
+        assert_eq!(requests, known_requests);
     }
 
     #[test]

@@ -285,7 +285,10 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
         text.push_str(&format!("{k}: {v}\r\n"));
     }
     if let Some(body) = body {
-        text.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+            text.push_str("Content-Type: application/json\r\n");
+        }
+        text.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     text.push_str("\r\n");
     text.push_str(body.unwrap_or(""));
@@ -363,6 +366,35 @@ impl Ws {
             }
         }
         None
+    }
+
+    /// Reads text frames without parsing them until one contains `marker`; how many came
+    /// before it and their bytes (the benchmark's client).
+    pub fn raw_until(&mut self, marker: &str) -> (usize, usize) {
+        self.raw_count_until(marker, "")
+    }
+
+    /// [`Self::raw_until`], counting only the frames that contain `counted`.
+    pub fn raw_count_until(&mut self, marker: &str, counted: &str) -> (usize, usize) {
+        let (mut count, mut bytes) = (0, 0);
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            match self.socket.read() {
+                Ok(Message::Text(text)) if text.as_str().contains(marker) => return (count, bytes),
+                Ok(Message::Text(text)) => {
+                    if text.as_str().contains(counted) {
+                        count += 1;
+                    }
+                    bytes += text.len();
+                }
+                Ok(Message::Close(_)) => break,
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(_) => break,
+            }
+        }
+        panic!("`{marker}` never came ({count} frames before)")
     }
 
     pub fn next(&mut self) -> Value {

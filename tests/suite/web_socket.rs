@@ -2,7 +2,9 @@
 //! transcript (history_complete, the status snapshot, initialize, prompt, the live events, the
 //! answer, idle), the handshake refusals, a second client joining mid-turn (history once, then
 //! live, the pending approval re-sent), two clients answering one approval (first wins), the
-//! busy prompt, the idle cancel, a malformed frame, and a client that never reads.
+//! busy prompt, the idle cancel, a malformed frame, a client that never reads, a session made
+//! over REST starting as a new one, REST changes refused while a turn runs, a config change
+//! restarting the running sessions under their sockets, and a socket that dies mid-turn.
 
 use std::time::Duration;
 
@@ -225,4 +227,187 @@ fn web_settings_never_reach_a_tool() {
     let output = result["params"]["payload"]["return_value"]["output"].as_str().unwrap_or_default().to_string();
     assert!(output.contains("tok= depth="), "{output}");
     assert!(!output.contains("secret"), "{output}");
+}
+
+/// The reference's config file of the kit with `default_plan_mode` on.
+fn plan_mode_home(scripts: &[String]) -> Home {
+    let home = home_with(scripts);
+    let config = home.share().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("default_plan_mode = true\n{text}")).unwrap();
+    home
+}
+
+/// The `plan_mode` of the last `StatusUpdate` among `messages`.
+fn plan_mode(messages: &[Value]) -> Option<bool> {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m["params"]["type"] == "StatusUpdate")
+        .and_then(|m| m["params"]["payload"]["plan_mode"].as_bool())
+}
+
+#[test]
+fn a_session_made_over_rest_starts_as_a_new_one() {
+    let home = plan_mode_home(&["text: hi".to_string()]);
+    let server = home.serve(&[]);
+    let work = home.work();
+    let body = json!({"work_dir": work}).to_string();
+    let created = server.http("POST", "/api/sessions/", &[], Some(&body));
+    assert_eq!(created.status, 200, "{}", created.body);
+    let id = created.json()["session_id"].as_str().unwrap().to_string();
+    let (mut ws, _) = server.join(&id);
+    ws.initialize("i1");
+    prompt(&mut ws, "p1", "hello");
+    let (events, answer) = ws.until(|m| m["id"] == "p1");
+    assert_eq!(answer["result"], json!({"status": "finished"}), "{answer}");
+    assert_eq!(plan_mode(&events), Some(true), "default_plan_mode applies to a new session: {events:?}");
+    // A session with a state file is a resumed one: the default leaves it alone.
+    let resumed = home.new_session();
+    std::fs::write(home.session_dir(&resumed).join("state.json"), "{}").unwrap();
+    let (mut ws, _) = server.join(&resumed);
+    ws.initialize("i2");
+    prompt(&mut ws, "p2", "hello");
+    let (events, _) = ws.until(|m| m["id"] == "p2");
+    assert_eq!(plan_mode(&events), Some(false), "{events:?}");
+}
+
+fn upload(server: &super::web_kit::Server, id: &str) -> super::web_kit::Response {
+    let body = "--XBOUNDX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\
+                Content-Type: text/plain\r\n\r\nhello\r\n--XBOUNDX--\r\n";
+    let headers = [("Content-Type", "multipart/form-data; boundary=XBOUNDX")];
+    server.http("POST", &format!("/api/sessions/{id}/files"), &headers, Some(body))
+}
+
+#[test]
+fn rest_changes_are_refused_while_a_turn_runs() {
+    let home = home_with(&[shell_script("tc-1", "echo hi"), "text: done".to_string()]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut ws, _) = server.join(&id);
+    ws.initialize("i1");
+    prompt(&mut ws, "p1", "run it");
+    let (_, request) = ws.until(|m| m["method"] == "request");
+    let busy = "Session is busy. Please wait for it to complete before modifying.";
+    let path = format!("/api/sessions/{id}");
+    let refused = [
+        ("PATCH", path.clone(), Some(r#"{"title": "x"}"#)),
+        ("DELETE", path.clone(), None),
+        ("POST", format!("{path}/fork"), Some(r#"{"turn_index": 0}"#)),
+        ("POST", format!("{path}/generate-title"), Some("{}")),
+    ];
+    for (method, url, body) in &refused {
+        let r = server.http(method, url, &[], *body);
+        assert_eq!((r.status, r.json()["detail"].as_str()), (400, Some(busy)), "{method} {url}: {}", r.body);
+    }
+    let r = upload(&server, &id);
+    assert_eq!((r.status, r.json()["detail"].as_str()), (400, Some(busy)), "upload: {}", r.body);
+    // Reading is fine while busy; the session is untouched.
+    let (st, got) = server.get_json(&path);
+    assert_eq!(
+        (st, got["session_id"].as_str(), got["status"]["state"].as_str()),
+        (200, Some(id.as_str()), Some("busy"))
+    );
+    assert_ne!(got["title"], "x");
+    assert!(home.session_dir(&id).is_dir());
+    // Once the turn is over the same changes go through.
+    let request_id = request["id"].clone();
+    ws.send(json!({"jsonrpc": "2.0", "id": request_id, "result": {"request_id": request_id, "response": "approve"}}));
+    let (_, answer) = ws.until(|m| m["id"] == "p1");
+    assert_eq!(answer["result"], json!({"status": "finished"}));
+    assert_eq!(status(&ws.next()).0, "idle");
+    let r = server.http("PATCH", &path, &[], Some(r#"{"title": "Renamed"}"#));
+    assert_eq!((r.status, r.json()["title"].as_str()), (200, Some("Renamed")), "{}", r.body);
+    assert_eq!(upload(&server, &id).status, 200);
+}
+
+#[test]
+fn a_config_change_restarts_running_sessions_under_their_sockets() {
+    let home = home_with(&[shell_script("tc-1", "echo hi"), "text: done".to_string()]);
+    let idle_id = home.new_session();
+    let busy_id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut idle, _) = server.join(&idle_id);
+    idle.initialize("i1");
+    let (mut busy, _) = server.join(&busy_id);
+    busy.initialize("i2");
+    prompt(&mut busy, "p1", "run it");
+    let (_, request) = busy.until(|m| m["method"] == "request");
+
+    let r = server.http("PATCH", "/api/config/", &[], Some("{}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["restarted_session_ids"], json!([idle_id]));
+    assert_eq!(v["skipped_busy_session_ids"], json!([busy_id]));
+    // The idle session's socket stays open and hears the restart.
+    let restarting = idle.next();
+    assert_eq!(status(&restarting).0, "restarting");
+    assert_eq!(status(&restarting).1, "config_update");
+    let done = idle.next();
+    let (state, reason, _) = status(&done);
+    assert_eq!((state.as_str(), reason.as_str()), ("idle", "config_update"));
+    assert!(done["params"]["detail"].as_str().unwrap().starts_with("restart_ms="), "{done}");
+    assert_ne!(done["params"]["worker_id"], restarting["params"]["worker_id"], "a new run");
+    let notice = idle.next();
+    assert_eq!(notice["params"]["type"], "SessionNotice", "{notice}");
+    assert_eq!(notice["params"]["payload"]["reason"], "config_update");
+    assert!(
+        notice["params"]["payload"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Session restarted due to config update \u{b7} ")
+    );
+    // The restarted session answers prompts on the same socket (each session reads its scripts
+    // from the first: this one is asked to run a command again).
+    prompt(&mut idle, "p2", "again");
+    let (_, again) = idle.until(|m| m["method"] == "request");
+    assert_eq!(again["params"]["type"], "ApprovalRequest", "the restarted session was initialized again");
+
+    // A forced change restarts the busy one too: its prompt is lost, its socket stays.
+    let r = server.http("PATCH", "/api/config/", &[], Some(r#"{"force_restart_busy_sessions": true}"#));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut restarted = r.json()["restarted_session_ids"].as_array().unwrap().clone();
+    restarted.sort_by_key(|v| v.as_str().unwrap().to_string());
+    let mut both = vec![json!(idle_id), json!(busy_id)];
+    both.sort_by_key(|v| v.as_str().unwrap().to_string());
+    assert_eq!(restarted, both);
+    let (_, done) = busy.until(|m| m["method"] == "session_status" && m["params"]["state"] == "idle");
+    assert_eq!(done["params"]["reason"], "config_update");
+    assert_eq!(busy.next()["params"]["type"], "SessionNotice");
+    assert!(!busy.seen.iter().any(|m| m["id"] == "p1" && m.get("method").is_none()), "the lost prompt gets no answer");
+    assert!(!busy.seen.iter().any(|m| m["params"]["type"] == "ApprovalResponse"), "{request}");
+    let r = server.http("GET", &format!("/api/sessions/{busy_id}"), &[], None);
+    assert_eq!(r.json()["status"]["state"], "idle");
+    prompt(&mut busy, "p3", "hello");
+    let (_, asked) = busy.until(|m| m["method"] == "request");
+    let asked_id = asked["id"].clone();
+    busy.send(json!({"jsonrpc": "2.0", "id": asked_id, "result": {"request_id": asked_id, "response": "approve"}}));
+    let (_, answer) = busy.until(|m| m["id"] == "p3" && m.get("method").is_none());
+    assert_eq!(answer["result"], json!({"status": "finished"}), "{answer}");
+}
+
+#[test]
+fn a_socket_that_dies_mid_turn_never_holds_up_the_others() {
+    let home = home_with(&[shell_script("tc-1", "echo hi"), "text: done".to_string()]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut live, _) = server.join(&id);
+    live.initialize("i1");
+    let (mut dead, _) = server.join(&id);
+    prompt(&mut live, "p1", "run it");
+    let (_, request) = live.until(|m| m["method"] == "request");
+    let (_, asked) = dead.until(|m| m["method"] == "request");
+    assert_eq!(asked["id"], request["id"], "both were asked");
+    // The second client's connection goes away without a close handshake while it is asked.
+    let _ = dead.socket.get_mut().shutdown(std::net::Shutdown::Both);
+    drop(dead);
+    let request_id = request["id"].clone();
+    live.send(json!({"jsonrpc": "2.0", "id": request_id, "result": {"request_id": request_id, "response": "approve"}}));
+    let (events, answer) = live.until(|m| m["id"] == "p1" && m.get("method").is_none());
+    assert_eq!(answer["result"], json!({"status": "finished"}), "{answer}");
+    assert!(events.iter().any(|m| m["params"]["type"] == "ToolResult"), "{events:?}");
+    assert_eq!(status(&live.next()).1, "prompt_complete");
+    // The session goes on for a new client, which replays the whole turn.
+    let (_, history) = server.join(&id);
+    assert_eq!(kinds(&history).iter().filter(|k| *k == "TurnEnd").count(), 1);
 }

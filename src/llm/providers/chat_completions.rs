@@ -355,7 +355,7 @@ impl Serialize for Tools<'_> {
                     kind: "function",
                     function: FunctionDef {
                         name: &t.name,
-                        description: Some(&t.description),
+                        description: Some(&*t.description),
                         parameters: Some(&t.parameters),
                     },
                 }

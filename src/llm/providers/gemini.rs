@@ -431,7 +431,7 @@ fn declarations(tools: &[ToolSpec]) -> Vec<Value> {
         .iter()
         .map(|t| {
             let mut decl = Map::new();
-            decl.insert("description".into(), Value::String(t.description.clone()));
+            decl.insert("description".into(), Value::String(t.description.to_string()));
             decl.insert("name".into(), Value::String(t.name.clone()));
             decl.insert("parameters".into(), convert_schema(&t.parameters));
             Value::Object(decl)

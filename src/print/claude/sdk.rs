@@ -326,7 +326,7 @@ fn subagent_defs(agent: &Agent, defs: BTreeMap<String, AgentDefinitionIn>) -> (V
         out.push(SubagentDef {
             name,
             description: def.description,
-            system_prompt: def.prompt,
+            system_prompt: def.prompt.into(),
             toolset: Arc::new(Toolset::new(tools)),
             model,
         });

@@ -46,7 +46,7 @@ impl StructuredOutput {
              Call it exactly once, at the end, with the whole answer as its input."
             .to_string();
         Ok(Self {
-            spec: ToolSpec { name: TOOL_NAME.into(), description, parameters: parameters.into() },
+            spec: ToolSpec { name: TOOL_NAME.into(), description: description.into(), parameters: parameters.into() },
             validator,
             slot,
         })

@@ -44,7 +44,7 @@ pub fn load_defs(
             Ok(SubagentDef {
                 name: sub.name.clone(),
                 description: sub.description.clone(),
-                system_prompt,
+                system_prompt: crate::tools::schema::shared_text(system_prompt),
                 toolset: Arc::new(Toolset::new(tools)),
                 model: None,
             })

@@ -28,7 +28,8 @@ use crate::tools::Toolset;
 pub struct SubagentDef {
     pub name: String,
     pub description: String,
-    pub system_prompt: String,
+    /// Shared by every session of the process that renders the same prompt.
+    pub system_prompt: Arc<str>,
     pub toolset: Arc<Toolset>,
     /// The config's model alias this type runs on (none: the session's model, or the one the
     /// `Agent` call names).
@@ -222,7 +223,7 @@ mod tests {
         SubagentDef {
             name: name.into(),
             description: String::new(),
-            system_prompt: String::new(),
+            system_prompt: "".into(),
             toolset: Arc::new(Toolset::default()),
             model: None,
         }

@@ -104,7 +104,7 @@ pub fn open_instance(
         // A fresh file of a fresh folder: written plainly (no temp file and fsync, which would
         // cost the start-up milliseconds; a lost instance folder only loses a resumable run).
         std::fs::write(&context_path, context_prompt::record_line(&def.system_prompt)).map_err(io)?;
-        def.system_prompt.clone()
+        def.system_prompt.to_string()
     };
     let context = Context::restore(&context_path).map_err(io)?;
     let agent = Arc::new(Agent::for_subagent(parent, def, system_prompt, env));
