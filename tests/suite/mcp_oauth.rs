@@ -432,8 +432,10 @@ fn a_failed_refresh_leaves_the_server_unauthorized_and_the_turn_goes_on() {
     // The stored tokens are left for `kiwi mcp auth` to replace.
     let after = std::fs::read_to_string(share.join("mcp-oauth").join(&stored_files(&share)[1])).unwrap();
     assert_eq!(before, after);
-    let log = std::fs::read_to_string(share.join("logs/kiwi.log")).unwrap_or_default();
-    assert!(log.contains("MCP server srv is unauthorized"), "{log}");
+    // The log is written behind the turn, by the logger's own thread.
+    let read_log = || std::fs::read_to_string(share.join("logs/kiwi.log")).unwrap_or_default();
+    let logged = common::wait_until(Duration::from_secs(10), || read_log().contains("MCP server srv is unauthorized"));
+    assert!(logged, "{}", read_log());
     // `kiwi mcp test` says the same, without a browser.
     let o = kiwi_with(&share, &["mcp", "test", "srv"], &[("BROWSER", "false")]);
     assert_eq!(o.status.code(), Some(1));

@@ -190,8 +190,11 @@ fn messages_that_are_not_json_rpc_are_skipped() {
     assert_eq!(response["result"]["status"], "finished", "{events:?}");
     assert_eq!(states(&events), ["connected"]);
     assert_eq!(tool_results(&events)[0]["output"][0]["text"], "pong:clean");
-    let log = std::fs::read_to_string(env.share().join("logs/kiwi.log")).unwrap();
-    assert!(log.contains("skipped a message that is not JSON-RPC"), "{log}");
+    // The log is written behind the turn, by the logger's own thread.
+    let read_log = || std::fs::read_to_string(env.share().join("logs/kiwi.log")).unwrap_or_default();
+    let logged =
+        common::wait_until(Duration::from_secs(10), || read_log().contains("skipped a message that is not JSON-RPC"));
+    assert!(logged, "{}", read_log());
 }
 
 #[test]
