@@ -28,19 +28,7 @@ fn main() {
     let config = env.scripted_config(&scripts);
     let (mut init, mut new, mut first) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
-        let mut cmd = env.acp_command(&config, &[]);
-        if std::env::var("KIWI_BIN").is_ok() {
-            let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
-            let envs: Vec<_> = cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
-            cmd = std::process::Command::new(&bin);
-            cmd.args(args);
-            for (k, v) in envs {
-                match v {
-                    Some(v) => cmd.env(k, v),
-                    None => cmd.env_remove(k),
-                };
-            }
-        }
+        let cmd = common::with_kiwi_bin(env.acp_command(&config, &[]));
         let t0 = Instant::now();
         let mut k = common::Kiwi::spawn(cmd);
         k.send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}));

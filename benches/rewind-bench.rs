@@ -81,19 +81,7 @@ fn main() {
     let dir = env.session_dir(id);
     write_session(&dir, &work);
     let source = size(&dir.join("wire.jsonl")) + size(&dir.join("context.jsonl"));
-    let mut cmd = env.command(&config, &["--session", id]);
-    if std::env::var("KIWI_BIN").is_ok() {
-        let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
-        let envs: Vec<_> = cmd.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
-        cmd = std::process::Command::new(&bin);
-        cmd.args(args);
-        for (k, v) in envs {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-    }
+    let cmd = common::with_kiwi_bin(env.command(&config, &["--session", id]));
     let mut k = common::Kiwi::spawn(cmd);
     k.initialize();
     let pid = k.child.id();

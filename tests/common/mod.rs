@@ -316,3 +316,18 @@ pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
     done()
 }
+
+/// `cmd` run by the kiwi binary named in `$KIWI_BIN` when it is set, with the same arguments and
+/// environment: the benchmarks time another build of kiwi that way.
+pub fn with_kiwi_bin(cmd: Command) -> Command {
+    let Ok(bin) = std::env::var("KIWI_BIN") else { return cmd };
+    let mut other = Command::new(bin);
+    other.args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => other.env(key, value),
+            None => other.env_remove(key),
+        };
+    }
+    other
+}
