@@ -110,6 +110,26 @@ struct Task {
     announced: bool,
 }
 
+impl Task {
+    /// A task that starts now, not yet announced.
+    fn new(task_id: String, task_type: &'static str, description: String, background: bool) -> Self {
+        Task {
+            task_id,
+            agent_id: String::new(),
+            subagent_type: String::new(),
+            description,
+            message_id: String::new(),
+            started: Instant::now(),
+            tool_uses: 0,
+            tokens: 0,
+            ended: false,
+            background,
+            task_type,
+            announced: false,
+        }
+    }
+}
+
 /// Claude's `task_type` of a subagent run.
 pub const LOCAL_AGENT: &str = "local_agent";
 /// Claude's `task_type` of a background shell command.
@@ -493,23 +513,7 @@ impl TurnLines {
             _ => None,
         });
         let Some((task_id, description)) = started else { return };
-        self.tasks.insert(
-            result.tool_call_id.clone(),
-            Task {
-                task_id,
-                agent_id: String::new(),
-                subagent_type: String::new(),
-                description,
-                message_id: String::new(),
-                started: Instant::now(),
-                tool_uses: 0,
-                tokens: 0,
-                ended: false,
-                background: true,
-                task_type: LOCAL_BASH,
-                announced: false,
-            },
-        );
+        self.tasks.insert(result.tool_call_id.clone(), Task::new(task_id, LOCAL_BASH, description, true));
     }
 
     /// A background subagent's task, from its `Agent` call's result; announced by
@@ -523,18 +527,10 @@ impl TurnLines {
         let input = self.inputs.get(&result.tool_call_id).map(|(_, v)| v.clone()).unwrap_or(Value::Null);
         let description = input.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
         let task = Task {
-            task_id,
             agent_id,
             subagent_type: field("actual_subagent_type").unwrap_or_default(),
-            description,
             message_id: fresh_message_id(),
-            started: Instant::now(),
-            tool_uses: 0,
-            tokens: 0,
-            ended: false,
-            background: true,
-            task_type: LOCAL_AGENT,
-            announced: false,
+            ..Task::new(task_id, LOCAL_AGENT, description, true)
         };
         self.tasks.insert(result.tool_call_id.clone(), task);
     }
@@ -589,18 +585,10 @@ impl TurnLines {
                 None => (agent_id.clone(), text("description")),
             };
             let task = Task {
-                task_id,
                 agent_id,
                 subagent_type: inner.subagent_type.clone().unwrap_or_default(),
-                description,
                 message_id: fresh_message_id(),
-                started: Instant::now(),
-                tool_uses: 0,
-                tokens: 0,
-                ended: false,
-                background: background.is_some(),
-                task_type: LOCAL_AGENT,
-                announced: false,
+                ..Task::new(task_id, LOCAL_AGENT, description, background.is_some())
             };
             self.tasks.insert(parent.clone(), task);
         }
