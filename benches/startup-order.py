@@ -54,8 +54,10 @@ def text_symbols(path):
     return symbols
 
 
-def ran(workdir):
-    """Addresses of the functions that ran in kiwi's own code, from callgrind."""
+def ran(workdir, with_turn, toml=False):
+    """Addresses of the functions that ran in kiwi's own code, from callgrind: a start-up
+    (`initialize` answered), and with `with_turn` a first turn after it; the config is JSON (as
+    the tests and benches write it) or with `toml` TOML (as people write it)."""
     home, share, work = (os.path.join(workdir, d) for d in ("home", "share", "work"))
     for d in (home, share, work):
         os.makedirs(d)
@@ -70,14 +72,20 @@ def ran(workdir):
         "providers": {"p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
                             "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path}}},
     }
-    config_path = os.path.join(workdir, "config.json")
+    config_path = os.path.join(workdir, "config.toml" if toml else "config.json")
     with open(config_path, "w") as f:
-        json.dump(config, f)
+        if toml:
+            provider = config["providers"]["p"]
+            f.write('default_model = "scripted"\n[models.scripted]\nprovider = "p"\nmodel = "scripted_echo"\n'
+                    'max_context_size = 100000\n[providers.p]\ntype = "_scripted_echo"\nbase_url = ""\n'
+                    f'api_key = ""\nenv = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = {json.dumps(provider["env"]["KIMI_SCRIPTED_ECHO_SCRIPTS"])} }}\n')
+        else:
+            json.dump(config, f)
     out = os.path.join(workdir, "callgrind.out")
     frames = [
         {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocol_version": "1.10"}},
         {"jsonrpc": "2.0", "id": "p", "method": "prompt", "params": {"user_input": "go"}},
-    ]
+    ][: 2 if with_turn else 1]
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--dump-instr=yes", "--callgrind-out-file=" + out, BINARY, "--wire",
          "--config-file", config_path, "--work-dir", work],
@@ -116,19 +124,31 @@ def main():
     if not symbols:
         sys.exit("the link map lists no .text symbols")
     starts = [a for a, _ in symbols]
+
+    def functions(addresses):
+        names = []
+        for address in sorted(addresses):
+            i = bisect.bisect_right(starts, address) - 1
+            if i >= 0 and (not names or names[-1] != symbols[i][1]):
+                names.append(symbols[i][1])
+        return names
+
     with tempfile.TemporaryDirectory() as workdir:
-        addresses = ran(workdir)
-    names = []
-    seen = set()
-    # Kept in the order the current build has them (a crate's code stays together).
-    for address in sorted(addresses):
-        i = bisect.bisect_right(starts, address) - 1
-        if i >= 0 and symbols[i][1] not in seen:
-            seen.add(symbols[i][1])
-            names.append(symbols[i][1])
+        start_up = functions(ran(os.path.join(workdir, "json"), with_turn=False))
+        start_up += functions(ran(os.path.join(workdir, "toml"), with_turn=False, toml=True))
+    with tempfile.TemporaryDirectory() as workdir:
+        with_turn = functions(ran(os.path.join(workdir, "turn"), with_turn=True))
+    # What a start-up runs (with either kind of config) first, side by side (an idle server touches only these pages), then
+    # what the first turn adds; each part in the order the current build has it (a crate's code
+    # stays together).
+    names, seen = [], set()
+    for name in start_up + with_turn:
+        if name not in seen:
+            seen.add(name)
+            names.append(name)
     with open(os.path.join(ROOT, "startup.order"), "w") as f:
         f.write("\n".join(names) + "\n")
-    print(f"startup.order: {len(names)} functions (of {len(addresses)} addresses callgrind saw)")
+    print(f"startup.order: {len(names)} functions ({len(set(start_up))} of them at start-up)")
 
 
 if __name__ == "__main__":
