@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes startup.order: the functions a start-up and a first turn of the release `kiwi` run, for
-LLD to lay out side by side (see build.rs for why).
+"""Writes startup.order: the functions a start-up of the release `kiwi` runs, then those a first
+turn adds, for LLD to lay out side by side in that order (see build.rs for why): an idle server
+touches only the first part.
 
 Run after `cargo build --release`, then build again:
     python3 benches/startup-order.py && cargo build --release
