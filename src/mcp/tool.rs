@@ -37,8 +37,18 @@ impl ToolShape {
         Self { spec: ToolSpec { name, description: description.into(), parameters: schema.into() }, validator }
     }
 
+    /// The call's arguments as the object the server gets, once they fit the schema and the call
+    /// is approved; otherwise the result for the model.
+    pub async fn admit(&self, arguments: Value, ctx: &ToolCallContext) -> Result<Map<String, Value>, ToolReturnValue> {
+        let arguments = self.check(arguments).map_err(|refused| *refused)?;
+        if !self.approve(ctx).await {
+            return Err(ToolReturnValue::rejected());
+        }
+        Ok(arguments)
+    }
+
     /// The call's arguments as the object the server gets, or the result refusing them.
-    pub fn check(&self, arguments: Value) -> Result<Map<String, Value>, Box<ToolReturnValue>> {
+    fn check(&self, arguments: Value) -> Result<Map<String, Value>, Box<ToolReturnValue>> {
         if let Some(validator) = &self.validator
             && let Err(e) = validator.validate(&arguments)
         {
@@ -54,7 +64,7 @@ impl ToolShape {
     }
 
     /// Asks for the approval `mcp:<name>` of a call.
-    pub async fn approve(&self, ctx: &ToolCallContext) -> bool {
+    async fn approve(&self, ctx: &ToolCallContext) -> bool {
         let name = &self.spec.name;
         ctx.approve(name, &format!("mcp:{name}"), format!("Call MCP tool `{name}`."), Vec::new()).await
     }
@@ -90,13 +100,10 @@ impl Tool for McpTool {
     fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
             let name = &self.shape.spec.name;
-            let arguments = match self.shape.check(arguments) {
+            let arguments = match self.shape.admit(arguments, ctx).await {
                 Ok(arguments) => arguments,
-                Err(refused) => return *refused,
+                Err(refused) => return refused,
             };
-            if !self.shape.approve(ctx).await {
-                return ToolReturnValue::rejected();
-            }
             match tokio::time::timeout(self.timeout, self.link.call(name, arguments)).await {
                 Ok(Ok(result)) => tool_result(&result),
                 Ok(Err(CallError::Failed(text))) => {

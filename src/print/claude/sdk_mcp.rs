@@ -229,13 +229,10 @@ impl Tool for SdkTool {
     fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         Box::pin(async move {
             let name = &self.shape.spec.name;
-            let arguments = match self.shape.check(arguments) {
+            let arguments = match self.shape.admit(arguments, ctx).await {
                 Ok(arguments) => arguments,
-                Err(refused) => return *refused,
+                Err(refused) => return refused,
             };
-            if !self.shape.approve(ctx).await {
-                return ToolReturnValue::rejected();
-            }
             let params = json!({
                 "name": self.tool,
                 "arguments": arguments,
