@@ -18,6 +18,7 @@
 //! Each module, bottom layer first (a module only uses the ones above it in this list;
 //! `tests/suite/layout.rs` checks it):
 //!
+//! - [`browser`]: opening a page in the user's browser.
 //! - [`net`]: the one place HTTP clients are built.
 //! - [`protocol`]: the core's vocabulary: content parts, display blocks, tool calls and results,
 //!   events and requests, in the shape the wire and `wire.jsonl` use.
@@ -64,6 +65,7 @@ pub mod agent_env;
 pub mod app;
 pub mod auth;
 pub mod blueprint;
+pub mod browser;
 pub mod builder;
 pub mod cli;
 pub mod commands;

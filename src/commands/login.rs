@@ -43,7 +43,7 @@ pub(super) async fn run(share: &Path, out: &mut Reporter) {
             &format!("Verification URL: {url}"),
             Some(json!({"verification_url": url, "user_code": auth.user_code})),
         );
-        open_browser(url);
+        crate::browser::open(url);
         match poll(&client, &auth, out).await {
             Polled::Granted(c) => break c,
             Polled::Expired => out.info("Device code expired, restarting login..."),
@@ -93,48 +93,5 @@ async fn poll(client: &reqwest::Client, auth: &DeviceAuthorization, out: &mut Re
             Err(e) => return Polled::Failed(e),
         }
         tokio::time::sleep(Duration::from_secs(auth.interval)).await;
-    }
-}
-
-/// Tries to open the verification page: `$BROWSER` (the first of a `:`-separated list; `%s`
-/// stands for the URL), else the desktop's opener when there is a display. Failures only log:
-/// the URL is printed anyway. The browser never sees our stdio (stdout is the command's answer).
-fn open_browser(url: &str) {
-    let browser = std::env::var("BROWSER").ok().filter(|b| !b.trim().is_empty());
-    let mut words: Vec<String> = match &browser {
-        Some(list) => list
-            .split(':')
-            .find(|s| !s.trim().is_empty())
-            .unwrap_or_default()
-            .split_whitespace()
-            .map(String::from)
-            .collect(),
-        None if cfg!(target_os = "macos") => vec!["open".into()],
-        None if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some() => {
-            vec!["xdg-open".into()]
-        }
-        None => return,
-    };
-    if words.is_empty() {
-        return;
-    }
-    let program = words.remove(0);
-    if words.iter().any(|w| w.contains("%s")) {
-        words.iter_mut().for_each(|w| *w = w.replace("%s", url));
-    } else {
-        words.push(url.to_string());
-    }
-    let spawned = std::process::Command::new(&program)
-        .args(&words)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    match spawned {
-        // Reaped on a thread so the login never waits for the browser.
-        Ok(mut child) => {
-            std::thread::spawn(move || child.wait());
-        }
-        Err(e) => tracing::info!(program, error = %e, "cannot open a browser"),
     }
 }

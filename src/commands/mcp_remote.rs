@@ -166,7 +166,7 @@ async fn authorize_and_list(name: &str, remote: RemoteEntry, share: &Path) -> Re
         let show = |authorization_url: &str| {
             print_line("If no browser opens (on a machine without a display, say), open this URL yourself:");
             print_line(authorization_url);
-            flow::open_browser(authorization_url);
+            crate::browser::open(authorization_url);
         };
         flow::authorize(share, &url, Some(&challenge), callback_limit(), &show).await?;
         use_store = true;

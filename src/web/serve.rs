@@ -80,7 +80,7 @@ pub fn run(args: &WebArgs) -> ExitCode {
             let url = browser_url(&plan, &state.settings);
             tokio::spawn(async move {
                 tokio::time::sleep(OPEN_DELAY).await;
-                open_browser(&url);
+                crate::browser::open(&url);
             });
         }
         let app = super::router::app(state).into_make_service_with_connect_info::<SocketAddr>();
@@ -314,31 +314,6 @@ fn browser_url(plan: &Plan, settings: &Settings) -> String {
         Some(token) => format!("{url}/?token={}", percent_encode(token)),
         None => url,
     }
-}
-
-/// Opens `url` with `xdg-open` (or macOS's `open`) when one is on PATH; never fails the server.
-fn open_browser(url: &str) {
-    let Some(program) = ["xdg-open", "open"].into_iter().find(|p| on_path(p)) else {
-        tracing::info!("no xdg-open or open on PATH; not opening a browser");
-        return;
-    };
-    let spawned = std::process::Command::new(program)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    match spawned {
-        // Reaped on a thread of its own so it never lingers as a zombie.
-        Ok(mut child) => {
-            std::thread::spawn(move || child.wait());
-        }
-        Err(e) => tracing::info!("cannot run {program}: {e}"),
-    }
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Percent-encodes everything but unreserved characters (RFC 3986).

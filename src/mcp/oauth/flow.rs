@@ -196,39 +196,6 @@ fn authorization_url(
     Ok(url.to_string())
 }
 
-/// Opens `url` in the user's browser: `$BROWSER` when set (commands separated by `:`, `%s`
-/// replaced by the URL or the URL appended, as Python's `webbrowser` reads it), else the
-/// desktop's opener. Failures are ignored: the URL is printed too.
-pub fn open_browser(url: &str) {
-    let commands: Vec<String> = match std::env::var("BROWSER") {
-        Ok(list) if !list.trim().is_empty() => list.split(':').map(str::to_string).collect(),
-        _ if cfg!(target_os = "macos") => vec!["open".into()],
-        _ => vec!["xdg-open".into()],
-    };
-    for command in commands {
-        let mut words: Vec<String> = command.split_whitespace().map(str::to_string).collect();
-        if words.is_empty() {
-            continue;
-        }
-        if words.iter().any(|w| w.contains("%s")) {
-            words = words.iter().map(|w| w.replace("%s", url)).collect();
-        } else {
-            words.push(url.to_string());
-        }
-        let spawned = std::process::Command::new(&words[0])
-            .args(&words[1..])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
-        if let Ok(mut child) = spawned {
-            // Reaped in the background: the opener may outlive the flow's wait.
-            std::thread::spawn(move || child.wait());
-            return;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
