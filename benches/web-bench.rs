@@ -10,6 +10,8 @@
 //!
 //! Numbers go to stdout, one line each. `WEB_BENCH_SESSIONS` changes the session count of 1.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
 #[path = "../tests/suite/web_kit.rs"]
 mod web_kit;
 

@@ -18,6 +18,8 @@ mod mock_routes;
 #[path = "common/npm.rs"]
 mod npm;
 mod print_support;
+#[path = "common/pypi.rs"]
+mod pypi;
 mod tools_support;
 
 mod suite;

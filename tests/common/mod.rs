@@ -17,8 +17,8 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Variables a spawned server must not inherit: the provider settings would point it away from
 /// the config (and the mock), a proxy would route the mock's 127.0.0.1 through itself, and the
-/// scripted-echo trace would add lines to its stdout.
-const SCRUBBED_ENV: &[&str] = &[
+/// scripted-echo trace would add lines to its stdout. The `kiwi web` kit scrubs the same.
+pub const SCRUBBED_ENV: &[&str] = &[
     "KIMI_BASE_URL",
     "KIMI_API_KEY",
     "KIMI_MODEL_NAME",

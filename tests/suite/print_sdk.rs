@@ -8,18 +8,12 @@
 //! Python or the registry is not available the test is skipped with the reason printed, unless
 //! `KIWI_REQUIRE_SDK_TESTS=1` (CI sets it), where a skip is a failure.
 
+use crate::pypi;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The SDK version whose command line and control protocol kiwi was checked against.
 const SDK_VERSION: &str = "0.2.187";
-
-fn skip(reason: &str) {
-    if std::env::var("KIWI_REQUIRE_SDK_TESTS").is_ok_and(|v| v == "1") {
-        panic!("the claude-agent-sdk check cannot run, and KIWI_REQUIRE_SDK_TESTS=1: {reason}");
-    }
-    eprintln!("SKIPPED the claude-agent-sdk check: {reason}");
-}
 
 fn sdk_ready(python: &Path) -> bool {
     Command::new(python)
@@ -30,39 +24,14 @@ fn sdk_ready(python: &Path) -> bool {
 
 /// The venv's python with the pinned SDK, installing it if needed; `Err` says why not.
 fn python_with_sdk() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("print-sdk-venv");
-    let python = venv.join("bin/python");
-    if sdk_ready(&python) {
-        return Ok(python);
-    }
-    let created = Command::new("python3").args(["-m", "venv"]).arg(&venv).output();
-    match created {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => return Err(format!("python3 -m venv failed: {}", String::from_utf8_lossy(&o.stderr))),
-        Err(e) => return Err(format!("python3 is not available: {e}")),
-    }
-    let pip = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-        .arg(format!("claude-agent-sdk=={SDK_VERSION}"))
-        .output()
-        .map_err(|e| format!("cannot run pip: {e}"))?;
-    if !pip.status.success() {
-        return Err(format!(
-            "pip could not install claude-agent-sdk=={SDK_VERSION}: {}",
-            String::from_utf8_lossy(&pip.stderr)
-        ));
-    }
-    if !sdk_ready(&python) {
-        return Err("claude-agent-sdk installed but does not import".into());
-    }
-    Ok(python)
+    pypi::venv_with("print-sdk-venv", &format!("claude-agent-sdk=={SDK_VERSION}"), sdk_ready)
 }
 
 #[test]
 fn the_python_sdk_drives_kiwi() {
     let python = match python_with_sdk() {
         Ok(p) => p,
-        Err(reason) => return skip(&reason),
+        Err(reason) => return crate::npm::skip("the claude-agent-sdk check", &reason),
     };
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use crate::npm;
+use crate::{npm, pypi};
 
 /// The reference release whose browser UI is loaded against `kiwi web`.
 const REFERENCE_VERSION: &str = "1.49.0";
@@ -47,32 +47,7 @@ fn playwright_ready(python: &Path) -> bool {
 fn python_with_playwright() -> Result<PathBuf, String> {
     static INSTALL: Mutex<()> = Mutex::new(());
     let _one_at_a_time = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-browser-venv");
-    let python = venv.join("bin/python");
-    if playwright_ready(&python) {
-        return Ok(python);
-    }
-    let created = Command::new("python3").args(["-m", "venv"]).arg(&venv).output();
-    match created {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => return Err(format!("python3 -m venv failed: {}", String::from_utf8_lossy(&o.stderr))),
-        Err(e) => return Err(format!("python3 is not available: {e}")),
-    }
-    let pip = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-        .arg(format!("playwright=={PLAYWRIGHT_VERSION}"))
-        .output()
-        .map_err(|e| format!("cannot run pip: {e}"))?;
-    if !pip.status.success() {
-        return Err(format!(
-            "pip could not install playwright=={PLAYWRIGHT_VERSION}: {}",
-            String::from_utf8_lossy(&pip.stderr)
-        ));
-    }
-    if !playwright_ready(&python) {
-        return Err("playwright installed but does not import".into());
-    }
-    Ok(python)
+    pypi::venv_with("web-browser-venv", &format!("playwright=={PLAYWRIGHT_VERSION}"), playwright_ready)
 }
 
 #[test]

@@ -17,22 +17,6 @@ use tungstenite::{Message, client::IntoClientRequest};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 
-/// Variables the server must not inherit (provider settings, proxies, the scripted trace).
-const SCRUBBED: &[&str] = &[
-    "KIMI_BASE_URL",
-    "KIMI_API_KEY",
-    "KIMI_MODEL_NAME",
-    "OPENAI_BASE_URL",
-    "OPENAI_API_KEY",
-    "KIMI_SCRIPTED_ECHO_TRACE",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
-
 /// A temp home: `home/.kimi` is the share dir, `work` a work dir.
 pub struct Home {
     pub dir: tempfile::TempDir,
@@ -110,7 +94,7 @@ impl Home {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiwi"));
         cmd.arg("web").arg("--no-open").args(args).current_dir(self.work());
         cmd.env("HOME", self.home()).env("KIMI_SHARE_DIR", self.share());
-        for var in SCRUBBED {
+        for var in crate::common::SCRUBBED_ENV {
             cmd.env_remove(var);
         }
         cmd
