@@ -78,7 +78,7 @@ pub fn main() -> ExitCode {
     }
     let share = share_dir();
     let log_path = log_file(&share);
-    let _log_guard = init_logging(cli.debug, cli.log_stderr, &log_path);
+    init_logging(cli.debug, cli.log_stderr, &log_path);
     if std::io::stdin().is_terminal() && !cli.print_mode() && !cli.acp {
         eprintln!(
             "kiwi speaks JSON-RPC 2.0 (the Kimi Wire protocol), one message per line on stdin and stdout; \

@@ -254,10 +254,14 @@ impl AgentSetup {
         let rendered = load_system_prompt(&spec, builtins).map_err(|e| BuildError::Fatal(e.to_string()))?;
         let rendered = self.system_prompt.apply(rendered);
         // A session keeps the prompt it started with (`docs/protocol-1.10.md` §10.3).
-        let system_prompt = context_prompt::ensure(&session.context_path(), &rendered)
-            .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
-        let context = Context::restore(&session.context_path())
-            .map_err(|e| BuildError::Fatal(format!("Cannot open {}: {e}", session.context_path().display())))?;
+        let context_path = session.context_path();
+        let cannot_open = |e: std::io::Error| BuildError::Fatal(format!("Cannot open {}: {e}", context_path.display()));
+        let ensured = context_prompt::ensure(&context_path, &rendered).map_err(cannot_open)?;
+        let system_prompt = ensured.prompt;
+        let context = match ensured.fresh {
+            Some(file) => Context::fresh(&context_path, file),
+            None => Context::restore(&context_path).map_err(cannot_open)?,
+        };
         let agent = Arc::new(Agent::new(AgentParts {
             env,
             loop_control: config.loop_control.clone(),
@@ -270,7 +274,6 @@ impl AgentSetup {
             models: Some(Arc::new(SessionModels { setup: self.clone(), session_id: session.id.clone() })),
             mcp,
         }));
-        agent.subagents.preload();
         if self.invocation.afk {
             agent.state.grant_afk_for_run();
         }

@@ -134,8 +134,11 @@ pub struct Cli {
 }
 
 /// Subcommands: they run instead of a server and do not act on the top-level options
-/// (`docs/subcommands.md` §0). Each variant is dispatched by the `commands` module.
+/// (`docs/subcommands.md` §0). Each variant is dispatched by the `commands` module. Their
+/// options are defined only when one is used (`defer`): building them all cost every start of
+/// the server, which uses none of them.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Log in to your Kimi account (device flow); writes the login to the default config.
     Login(JsonFlag),
@@ -228,6 +231,7 @@ impl WebArgs {
 
 /// `kiwi mcp …` (`docs/subcommands.md` §1).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum McpCommand {
     /// Add a server (or replace the one of the same name).
     Add(McpAdd),

@@ -8,9 +8,6 @@ use std::process::ExitCode;
 use crate::config::{self, Config};
 use crate::session::store::normalize;
 
-/// Log lines that may wait for the log file before new ones are dropped.
-const LOG_QUEUE_LINES: usize = 512;
-
 /// A start-up failure: usage errors exit 2, everything else 1.
 pub enum StartError {
     Usage(String),
@@ -39,28 +36,28 @@ pub(crate) fn log_file(share: &Path) -> PathBuf {
 
 /// The log filter: `KIWI_LOG` (tracing's env-filter syntax) wins; else `--debug` turns on kiwi's
 /// own debug lines (not every dependency's), and the default is INFO.
-pub(crate) fn init_logging(
-    debug: bool,
-    log_stderr: bool,
-    log_path: &Path,
-) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+///
+/// Each line is written to the file as it is logged, one `write` under a lock (as the
+/// reference's logger does): kiwi logs a few lines per request, not per token, and a line
+/// written in place costs less than waking a writer thread for it; an idle server then has no
+/// logger thread either. A log that cannot be opened is not worth failing a start for.
+pub(crate) fn init_logging(debug: bool, log_stderr: bool, log_path: &Path) {
     let level = if debug { "info,kiwi=debug" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| level.into());
     if log_stderr {
         let _ =
             tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
-        return None;
+        return;
     }
-    let dir = log_path.parent()?;
-    std::fs::create_dir_all(dir).ok()?;
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(log_path).ok()?;
-    // The default queue preallocates 128k slots (4 MB); a few hundred lines of slack is plenty.
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .buffered_lines_limit(LOG_QUEUE_LINES)
-        .lossy(true)
-        .finish(file);
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(false).try_init();
-    Some(guard)
+    let Some(dir) = log_path.parent() else { return };
+    let opened = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(log_path));
+    let Ok(file) = opened else { return };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .try_init();
 }
 
 /// The config, where it came from, and what is wrong with it that does not stop us.

@@ -40,6 +40,16 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
     ("okabe/agent.yaml", include_str!("agents/okabe/agent.yaml")),
 ];
 
+/// The built-in agent files above, parsed by build.rs and carried as JSON: the same documents,
+/// which JSON reads about ten times faster than YAML (the default agent's is read at every start).
+const BUILTIN_PARSED: &[(&str, &str)] = &[
+    ("default/agent.yaml", include_str!(concat!(env!("OUT_DIR"), "/agents/default/agent.json"))),
+    ("default/sub.yaml", include_str!(concat!(env!("OUT_DIR"), "/agents/default/sub.json"))),
+    ("default/explore.yaml", include_str!(concat!(env!("OUT_DIR"), "/agents/default/explore.json"))),
+    ("default/plan.yaml", include_str!(concat!(env!("OUT_DIR"), "/agents/default/plan.json"))),
+    ("okabe/agent.yaml", include_str!(concat!(env!("OUT_DIR"), "/agents/okabe/agent.json"))),
+];
+
 /// Names accepted by `--agent`.
 pub const BUILTIN_AGENTS: &[&str] = &["default", "okabe"];
 
@@ -208,7 +218,11 @@ fn read_document(path: &SpecPath, shown: &str) -> Result<Value, AgentSpecError> 
     if let Some(doc) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(name) {
         return Ok(doc.clone());
     }
-    let doc = parse()?;
+    let parsed = BUILTIN_PARSED.iter().find(|(n, _)| n == name).and_then(|(_, json)| serde_json::from_str(json).ok());
+    let doc = match parsed {
+        Some(doc) => doc,
+        None => parse()?,
+    };
     cache.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), doc.clone());
     Ok(doc)
 }
@@ -343,6 +357,18 @@ fn string_list(v: &Value) -> Option<Option<Vec<String>>> {
 mod tests {
     use super::*;
     use std::fs;
+
+    #[test]
+    fn the_parsed_built_in_agent_files_are_the_yaml_documents() {
+        let agent_files: Vec<_> = BUILTIN_FILES.iter().filter(|(name, _)| name.ends_with(".yaml")).collect();
+        assert_eq!(agent_files.len(), BUILTIN_PARSED.len());
+        for (name, yaml) in agent_files {
+            let json = BUILTIN_PARSED.iter().find(|(n, _)| n == name).map(|(_, json)| json).unwrap();
+            let from_yaml: Value = serde_yaml::from_str(yaml).unwrap();
+            let from_json: Value = serde_json::from_str(json).unwrap();
+            assert_eq!(from_json, from_yaml, "{name}");
+        }
+    }
 
     const DEFAULT_TOOLS: &[&str] = &[
         "kimi_cli.tools.agent:Agent",

@@ -53,7 +53,7 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
             if let Err(e) = std::fs::create_dir_all(&share) {
                 return mcp::fail(&format!("Cannot create {}: {e}", share.display()));
             }
-            let _logging = init_logging(&share);
+            init_logging(&share);
             mcp::run(command, &share)
         }
     }
@@ -72,7 +72,7 @@ fn account(share: &Path, json: bool, command: Account) -> ExitCode {
         out.error(&format!("Cannot create {}: {e}", share.display()));
         return out.exit_code();
     }
-    let _logging = init_logging(share);
+    init_logging(share);
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(async {
             match command {
@@ -85,19 +85,9 @@ fn account(share: &Path, json: bool, command: Account) -> ExitCode {
     out.exit_code()
 }
 
-/// Logs go to `<share>/logs/kiwi.log` at INFO (or `$KIWI_LOG`); a log that cannot be opened is
-/// not worth failing a login for.
-fn init_logging(share: &Path) -> Option<()> {
-    let dir = share.join("logs");
-    std::fs::create_dir_all(&dir).ok()?;
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("kiwi.log")).ok()?;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::sync::Mutex::new(file))
-        .with_ansi(false)
-        .try_init()
-        .ok()
+/// Logs go to `<share>/logs/kiwi.log` at INFO (or `$KIWI_LOG`).
+fn init_logging(share: &Path) {
+    crate::startup::init_logging(false, false, &crate::startup::log_file(share));
 }
 
 /// The top-level options are not acted on, but their paths must exist (Click's type checks).

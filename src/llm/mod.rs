@@ -29,7 +29,63 @@ pub struct ToolSpec {
     pub description: std::sync::Arc<str>,
     /// JSON Schema of the arguments object; shared, because every toolset that offers the tool
     /// (the session's, each subagent type's, every session's) lists the same schema.
-    pub parameters: std::sync::Arc<Map<String, Value>>,
+    pub parameters: Parameters,
+}
+
+/// A tool's parameter schema: given, or derived when something first reads it. A built-in
+/// tool's schema is derived from its Rust type, which costs more than the rest of building a
+/// session, and only a model request reads it: a server that is started and never prompted
+/// (or not yet) does not pay for it.
+#[derive(Clone)]
+pub struct Parameters {
+    schema: Arc<std::sync::OnceLock<SharedSchema>>,
+    derive: Option<fn() -> SharedSchema>,
+}
+
+/// A JSON Schema object, shared by every toolset that lists it.
+pub type SharedSchema = Arc<Map<String, Value>>;
+
+impl Parameters {
+    /// A schema that `derive` makes at the first read (once per value and its clones).
+    pub fn derived(derive: fn() -> SharedSchema) -> Self {
+        Self { schema: Arc::default(), derive: Some(derive) }
+    }
+
+    pub fn schema(&self) -> &Map<String, Value> {
+        self.schema.get_or_init(|| self.derive.map(|derive| derive()).unwrap_or_default())
+    }
+}
+
+impl std::ops::Deref for Parameters {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        self.schema()
+    }
+}
+
+impl From<Map<String, Value>> for Parameters {
+    fn from(schema: Map<String, Value>) -> Self {
+        Self { schema: Arc::new(std::sync::OnceLock::from(Arc::new(schema))), derive: None }
+    }
+}
+
+impl Default for Parameters {
+    fn default() -> Self {
+        Map::new().into()
+    }
+}
+
+impl std::fmt::Debug for Parameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.schema().fmt(f)
+    }
+}
+
+impl PartialEq for Parameters {
+    fn eq(&self, other: &Self) -> bool {
+        self.schema() == other.schema()
+    }
 }
 
 /// One LLM call's input. Borrowed so a step builds nothing it does not send.

@@ -12,6 +12,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::jsonl::JsonlAppender;
+
 pub const ROLE: &str = "_system_prompt";
 
 #[derive(Serialize, Deserialize)]
@@ -36,9 +38,17 @@ pub fn parse_record(line: &str) -> Option<String> {
     (record.role == ROLE).then_some(record.content)
 }
 
-/// Makes the context file at `path` start with a `_system_prompt` record and returns the prompt
-/// the session runs with: the recorded one, or `rendered` when there was none.
-pub fn ensure(path: &Path, rendered: &str) -> std::io::Result<String> {
+/// What [`ensure`] found in a context file.
+pub struct Ensured {
+    /// The prompt the session runs with: the recorded one, or the rendered one when there was none.
+    pub prompt: String,
+    /// A file that held nothing (a new session) now holds only the record and is open here for
+    /// appending: its context is empty, with no need to read the file back.
+    pub fresh: Option<JsonlAppender>,
+}
+
+/// Makes the context file at `path` start with a `_system_prompt` record; see [`Ensured`].
+pub fn ensure(path: &Path, rendered: &str) -> std::io::Result<Ensured> {
     let existing = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -46,16 +56,13 @@ pub fn ensure(path: &Path, rendered: &str) -> std::io::Result<String> {
     };
     let first_line = existing.split(|&b| b == b'\n').find(|l| !l.iter().all(u8::is_ascii_whitespace));
     if let Some(prompt) = first_line.and_then(|l| parse_record(&String::from_utf8_lossy(l))) {
-        return Ok(prompt);
+        return Ok(Ensured { prompt, fresh: None });
+    }
+    if existing.iter().all(u8::is_ascii_whitespace) {
+        let file = start(path, rendered, !existing.is_empty())?;
+        return Ok(Ensured { prompt: rendered.to_string(), fresh: Some(file) });
     }
     let mut text = record_line(rendered);
-    if existing.iter().all(u8::is_ascii_whitespace) {
-        // A new session: nothing to keep safe, so no temp file and no fsync (start-up waits on
-        // both). A record torn by a crash is a malformed line, which readers skip; the session
-        // then gets the record prepended on its next start, like a file written before it.
-        std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(path)?.write_all(&text)?;
-        return Ok(rendered.to_string());
-    }
     text.extend_from_slice(&existing);
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".context.{}.{}.tmp", std::process::id(), uuid::Uuid::new_v4().simple()));
@@ -64,12 +71,27 @@ pub fn ensure(path: &Path, rendered: &str) -> std::io::Result<String> {
         f.sync_all()
     });
     match written.and_then(|()| std::fs::rename(&tmp, path)) {
-        Ok(()) => Ok(rendered.to_string()),
+        Ok(()) => Ok(Ensured { prompt: rendered.to_string(), fresh: None }),
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
             Err(e)
         }
     }
+}
+
+/// Starts a new session's context file at `path` (created, or emptied when `clear`) with the
+/// record, open for appending what follows. Nothing to keep safe, so no temp file and no fsync
+/// (start-up waits on both): a record torn by a crash is a malformed line, which readers skip,
+/// and the session then gets the record prepended on its next start, like a file written before
+/// the record existed.
+pub fn start(path: &Path, prompt: &str, clear: bool) -> std::io::Result<JsonlAppender> {
+    let file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path)?;
+    if clear {
+        file.set_len(0)?;
+    }
+    let mut appender = JsonlAppender::with_target(path, file, 0);
+    appender.append(&record_line(prompt))?;
+    Ok(appender)
 }
 
 /// Whether the context file holds anything but bookkeeping (records whose role starts with `_`).
@@ -102,16 +124,32 @@ mod tests {
     fn ensure_writes_keeps_or_prepends() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("context.jsonl");
-        assert_eq!(ensure(&path, "first").unwrap(), "first");
+        assert_eq!(ensure(&path, "first").unwrap().prompt, "first");
         assert_eq!(std::fs::read(&path).unwrap(), record_line("first"));
-        assert_eq!(ensure(&path, "second").unwrap(), "first", "a resumed session keeps its prompt");
+        assert_eq!(ensure(&path, "second").unwrap().prompt, "first", "a resumed session keeps its prompt");
         let old = dir.path().join("old.jsonl");
         std::fs::write(&old, "{\"role\": \"_checkpoint\", \"id\": 0}\n{\"role\":\"user\",\"content\":\"hi\"}\n")
             .unwrap();
-        assert_eq!(ensure(&old, "now").unwrap(), "now");
+        assert_eq!(ensure(&old, "now").unwrap().prompt, "now");
         let text = std::fs::read_to_string(&old).unwrap();
         assert!(text.starts_with("{\"role\": \"_system_prompt\", \"content\": \"now\"}\n{\"role\": \"_checkpoint\""));
         assert_eq!(text.lines().count(), 3);
+    }
+
+    #[test]
+    fn a_new_file_is_started_and_left_open_for_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.jsonl");
+        std::fs::write(&path, "\n  \n").unwrap();
+        let ensured = ensure(&path, "fresh").unwrap();
+        let mut file = ensured.fresh.expect("an empty file is a new session's");
+        file.append(b"{\"role\": \"user\", \"content\": \"hi\"}\n").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "{\"role\": \"_system_prompt\", \"content\": \"fresh\"}\n{\"role\": \"user\", \"content\": \"hi\"}\n"
+        );
+        assert!(ensure(&path, "other").unwrap().fresh.is_none(), "a file with a record is not new");
     }
 
     #[test]
@@ -119,10 +157,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("context.jsonl");
         std::fs::write(&path, "{\"role\": \"_system_pro").unwrap();
-        assert_eq!(ensure(&path, "again").unwrap(), "again");
+        assert_eq!(ensure(&path, "again").unwrap().prompt, "again");
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, "{\"role\": \"_system_prompt\", \"content\": \"again\"}\n{\"role\": \"_system_pro");
-        assert_eq!(ensure(&path, "later").unwrap(), "again");
+        assert_eq!(ensure(&path, "later").unwrap().prompt, "again");
     }
 
     #[test]

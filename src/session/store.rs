@@ -488,16 +488,17 @@ impl Session {
             self.remove_empty_folder();
         }
         let work = self.work_dir.to_string_lossy().to_string();
+        // Written only when this changes it (a rewrite is a rename that the file system flushes).
         let updated = Metadata::update(&self.share_dir, |meta| {
+            let known = meta.entry(&work).is_some();
             let entry = meta.entry_mut(&work);
-            if empty {
-                if entry.last_session_id.as_deref() == Some(self.id.as_str()) {
-                    entry.last_session_id = None;
-                }
-            } else {
+            let before = entry.last_session_id.clone();
+            if !empty {
                 entry.last_session_id = Some(self.id.clone());
+            } else if before.as_deref() == Some(self.id.as_str()) {
+                entry.last_session_id = None;
             }
-            true
+            !known || entry.last_session_id != before
         });
         if let Err(e) = updated {
             tracing::warn!("cannot save kimi.json: {e}");
@@ -563,8 +564,13 @@ mod tests {
         assert_eq!(s.id, "my-id");
         drop(s);
         let empty = Session::open(share.path(), work, &SessionChoice::New).unwrap();
+        let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(share.path().join(INDEX_FILE)).unwrap());
+        let before = inode();
         empty.finish();
         assert!(!empty.dir.exists());
+        assert_eq!(inode(), before, "an exit that changes nothing leaves kimi.json alone");
+        let meta = Metadata::load(share.path());
+        assert_eq!(meta.entry("/tmp/some/work").unwrap().last_session_id.as_deref(), Some("my-id"));
     }
 
     #[test]

@@ -53,6 +53,12 @@ impl Context {
         }
     }
 
+    /// An empty context on a file that holds no history yet, already open for appending (a new
+    /// session's, see `session::context_prompt::ensure`).
+    pub fn fresh(path: &Path, file: JsonlAppender) -> Self {
+        Self { path: path.to_path_buf(), file: Some(file), ..Self::in_memory() }
+    }
+
     /// Restores from `path` (missing or empty file = empty context) and opens it for appending.
     pub fn restore(path: &Path) -> std::io::Result<Self> {
         let mut ctx = Self { path: path.to_path_buf(), ..Self::in_memory() };

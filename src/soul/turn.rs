@@ -44,6 +44,8 @@ impl Soul {
     /// after an error or max steps). A blocked prompt gets the block's reason as the answer and
     /// never reaches the context (`docs/protocol-1.10.md` §4.4, §5.1).
     pub async fn run_turn(&mut self, input: UserInput, sink: &EventSink) -> TurnResult {
+        // Ready before the model can ask for one (an idle session never prepares them).
+        self.agent.subagents.preload();
         let prompt = match &input {
             UserInput::Text(t) => t.clone(),
             UserInput::Parts(_) => String::new(),

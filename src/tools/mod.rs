@@ -68,8 +68,8 @@ pub trait TypedTool: Send + Sync + 'static {
     fn run<'a>(&'a self, params: Self::Params, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue>;
 }
 
-/// Adapter from [`TypedTool`] to [`Tool`]: derives the schema once, validates arguments by
-/// deserializing them into `Params`.
+/// Adapter from [`TypedTool`] to [`Tool`]: derives the schema once, when a model request first
+/// lists it; validates arguments by deserializing them into `Params`.
 pub struct Typed<T: TypedTool> {
     tool: T,
     spec: ToolSpec,
@@ -80,7 +80,7 @@ impl<T: TypedTool> Typed<T> {
         let spec = ToolSpec {
             name: T::NAME.to_string(),
             description: schema::shared_text(tool.description()),
-            parameters: schema::shared_parameters_schema::<T::Params>(),
+            parameters: crate::llm::Parameters::derived(schema::shared_parameters_schema::<T::Params>),
         };
         Self { tool, spec }
     }

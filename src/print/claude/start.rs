@@ -81,7 +81,7 @@ pub fn main(argv: &[OsString]) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let share = share_dir();
-    let _log_guard = init_logging(args.debug, args.log_stderr, &log_file(&share));
+    init_logging(args.debug, args.log_stderr, &log_file(&share));
     for ignored in &args.ignored {
         stderr_line(&format!("kiwi: ignoring {ignored}: {}", why_ignored(ignored)));
     }

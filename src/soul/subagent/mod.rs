@@ -16,6 +16,7 @@ pub mod run;
 pub mod wrap;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::agent_env::{AgentEnv, ModelSource};
@@ -53,6 +54,8 @@ pub struct Subagents {
     /// Set once: by the preload thread or by the first run that needs a type, whichever is first.
     defs: OnceLock<Result<Vec<SubagentDef>, String>>,
     loader: Mutex<Option<DefsLoader>>,
+    /// Whether [`Subagents::preload`] has started its thread (it starts one, once).
+    preloading: AtomicBool,
     /// Running instance id → what it is doing (`running`).
     running: Mutex<HashMap<String, &'static str>>,
     /// Builds the models that `model` names (none: only the session's model can run them).
@@ -76,6 +79,7 @@ impl Subagents {
         Self {
             defs: ready,
             loader: Mutex::new(loader),
+            preloading: AtomicBool::new(false),
             running: Mutex::default(),
             models,
             other_models: Mutex::default(),
@@ -100,11 +104,13 @@ impl Subagents {
         self.added.set(defs).map_err(|_| "subagent types were already added to this session".to_string())
     }
 
-    /// Prepares deferred types on a thread of their own, so that a session is ready to serve
-    /// before its subagent types are (they cost more than the rest of a start-up) and the first
-    /// `Agent` call usually finds them ready. Nothing to do when they already are.
+    /// Prepares deferred types on a thread of their own, so that the first `Agent` call usually
+    /// finds them ready. Called when a turn starts, not when the session is built: the types
+    /// cost more than the rest of a start-up (time, and memory an idle server would keep), and
+    /// a turn's first model call gives the thread far more time than it needs. Nothing to do
+    /// when they are ready or being prepared.
     pub fn preload(self: &Arc<Self>) {
-        if self.defs.get().is_some() {
+        if self.defs.get().is_some() || self.preloading.swap(true, Ordering::AcqRel) {
             return;
         }
         let this = self.clone();

@@ -98,15 +98,19 @@ pub fn open_instance(
     }
     std::fs::write(dir.join("prompt.txt"), &d.prompt).map_err(io)?;
     let context_path = dir.join("context.jsonl");
-    let system_prompt = if resumed {
+    // A fresh folder's file is started plainly (no temp file and fsync, which would cost the
+    // start-up milliseconds; a lost instance folder only loses a resumable run).
+    let ensured = if resumed {
         context_prompt::ensure(&context_path, &def.system_prompt).map_err(io)?
     } else {
-        // A fresh file of a fresh folder: written plainly (no temp file and fsync, which would
-        // cost the start-up milliseconds; a lost instance folder only loses a resumable run).
-        std::fs::write(&context_path, context_prompt::record_line(&def.system_prompt)).map_err(io)?;
-        def.system_prompt.to_string()
+        let file = context_prompt::start(&context_path, &def.system_prompt, false).map_err(io)?;
+        context_prompt::Ensured { prompt: def.system_prompt.to_string(), fresh: Some(file) }
     };
-    let context = Context::restore(&context_path).map_err(io)?;
+    let system_prompt = ensured.prompt;
+    let context = match ensured.fresh {
+        Some(file) => Context::fresh(&context_path, file),
+        None => Context::restore(&context_path).map_err(io)?,
+    };
     let agent = Arc::new(Agent::for_subagent(parent, def, system_prompt, env));
     let mut soul = Soul::new(agent, context);
     soul.subagent = Some(role_of(&agent_id, &subagent_type));
