@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_yaml::Value;
 
@@ -204,13 +204,14 @@ const MAX_EXTEND_DEPTH: usize = 32;
 /// The YAML document at `path`. Built-in files never change, and every subagent type extends the
 /// default agent, so their parsed documents are kept for the life of the process (parsing them
 /// again for each type and session was most of a session build's cost).
-fn read_document(path: &SpecPath, shown: &str) -> Result<Value, AgentSpecError> {
-    static BUILTIN: OnceLock<Mutex<HashMap<String, Value>>> = OnceLock::new();
+fn read_document(path: &SpecPath, shown: &str) -> Result<Arc<Value>, AgentSpecError> {
+    static BUILTIN: OnceLock<Mutex<HashMap<String, Arc<Value>>>> = OnceLock::new();
     let parse = || {
         let text = path
             .read_to_string()
             .map_err(|e| AgentSpecError::Read { path: shown.to_string(), error: e.to_string() })?;
         serde_yaml::from_str::<Value>(&text)
+            .map(Arc::new)
             .map_err(|e| AgentSpecError::Yaml { path: shown.to_string(), error: e.to_string() })
     };
     let SpecPath::Builtin(name) = path else { return parse() };
@@ -220,7 +221,7 @@ fn read_document(path: &SpecPath, shown: &str) -> Result<Value, AgentSpecError> 
     }
     let parsed = BUILTIN_PARSED.iter().find(|(n, _)| n == name).and_then(|(_, json)| serde_json::from_str(json).ok());
     let doc = match parsed {
-        Some(doc) => doc,
+        Some(doc) => Arc::new(doc),
         None => parse()?,
     };
     cache.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), doc.clone());
@@ -239,9 +240,10 @@ fn load_partial(path: &SpecPath, depth: usize) -> Result<PartialSpec, AgentSpecE
     }
     let doc = read_document(path, &shown)?;
     let invalid = |error: String| AgentSpecError::Invalid { path: shown.clone(), error };
-    let top = match doc {
+    let empty = serde_yaml::Mapping::new();
+    let top = match &*doc {
         Value::Mapping(m) => m,
-        Value::Null => Default::default(),
+        Value::Null => &empty,
         _ => return Err(invalid("the document must be a mapping".into())),
     };
     if let Some(v) = top.get("version")
@@ -250,8 +252,8 @@ fn load_partial(path: &SpecPath, depth: usize) -> Result<PartialSpec, AgentSpecE
         return Err(AgentSpecError::UnsupportedVersion(display_value(v)));
     }
     let agent = match top.get("agent") {
-        None | Some(Value::Null) => Default::default(),
-        Some(Value::Mapping(m)) => m.clone(),
+        None | Some(Value::Null) => &empty,
+        Some(Value::Mapping(m)) => m,
         Some(_) => return Err(invalid("`agent` must be a mapping".into())),
     };
 

@@ -25,6 +25,9 @@ impl Formatter for PythonAscii {
     }
 
     fn write_string_fragment<W: ?Sized + Write>(&mut self, writer: &mut W, fragment: &str) -> std::io::Result<()> {
+        if fragment.is_ascii() {
+            return writer.write_all(fragment.as_bytes());
+        }
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
             if c.is_ascii() {
@@ -42,18 +45,18 @@ impl Formatter for PythonAscii {
 
     fn write_char_escape<W: ?Sized + Write>(&mut self, writer: &mut W, escape: CharEscape) -> std::io::Result<()> {
         // Python writes control characters as `\u00XX` too, except the short forms below.
-        let text = match escape {
-            CharEscape::Quote => "\\\"".to_string(),
-            CharEscape::ReverseSolidus => "\\\\".to_string(),
-            CharEscape::Solidus => "/".to_string(),
-            CharEscape::Backspace => "\\b".to_string(),
-            CharEscape::FormFeed => "\\f".to_string(),
-            CharEscape::LineFeed => "\\n".to_string(),
-            CharEscape::CarriageReturn => "\\r".to_string(),
-            CharEscape::Tab => "\\t".to_string(),
-            CharEscape::AsciiControl(b) => format!("\\u{b:04x}"),
+        let short: &[u8] = match escape {
+            CharEscape::Quote => b"\\\"",
+            CharEscape::ReverseSolidus => b"\\\\",
+            CharEscape::Solidus => b"/",
+            CharEscape::Backspace => b"\\b",
+            CharEscape::FormFeed => b"\\f",
+            CharEscape::LineFeed => b"\\n",
+            CharEscape::CarriageReturn => b"\\r",
+            CharEscape::Tab => b"\\t",
+            CharEscape::AsciiControl(b) => return write!(writer, "\\u{b:04x}"),
         };
-        writer.write_all(text.as_bytes())
+        writer.write_all(short)
     }
 }
 

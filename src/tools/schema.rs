@@ -3,7 +3,7 @@
 //! The model gets a plain inline object schema: no `$schema`, no `title`, no `$defs` indirection.
 
 use std::any::TypeId;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use schemars::generate::SchemaSettings;
@@ -19,16 +19,18 @@ pub fn shared_parameters_schema<T: schemars::JsonSchema + 'static>() -> Arc<Map<
 }
 
 /// `text` as a shared string: equal texts (a tool's description, a subagent type's system
-/// prompt: the same in every session of a work dir) are stored once. Texts no tool holds any more are let go when a new one comes in.
+/// prompt: the same in every session of a work dir) are stored once. Texts no tool holds any more
+/// are let go when a new one comes in. A list, not a hash set: it holds a few dozen texts, most
+/// of a few KB, and comparing lengths first finds a text faster than hashing all of its bytes.
 pub fn shared_text(text: String) -> Arc<str> {
-    static TEXTS: LazyLock<Mutex<HashSet<Arc<str>>>> = LazyLock::new(Default::default);
+    static TEXTS: Mutex<Vec<Arc<str>>> = Mutex::new(Vec::new());
     let mut texts = TEXTS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(shared) = texts.get(text.as_str()) {
+    if let Some(shared) = texts.iter().find(|t| t.len() == text.len() && t[..] == text[..]) {
         return shared.clone();
     }
     texts.retain(|t| Arc::strong_count(t) > 1);
     let shared: Arc<str> = text.into();
-    texts.insert(shared.clone());
+    texts.push(shared.clone());
     shared
 }
 
@@ -58,5 +60,22 @@ fn strip_titles(v: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(strip_titles),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_texts_are_stored_once() {
+        let a = shared_text("a text only this test uses".to_string());
+        let b = shared_text("a text only this test uses".to_string());
+        assert!(Arc::ptr_eq(&a, &b));
+        let other = shared_text("a text of the same length, other".to_string());
+        assert!(!Arc::ptr_eq(&a, &other));
+        assert_eq!(&*other, "a text of the same length, other");
+        let same_len = shared_text("A TEXT ONLY THIS TEST USES".to_string());
+        assert!(!Arc::ptr_eq(&a, &same_len), "equal lengths are not enough");
     }
 }

@@ -39,6 +39,9 @@ where
     W: std::io::Write + Send + 'static,
 {
     let served = shell::run(Runtime::CurrentThread, output, |process| async move {
+        // Reading starts first, on its own thread, while the session is built: the client's
+        // first line (usually `initialize`) is waiting when the dispatcher starts.
+        let lines = spawn_reader(input, options.max_line_bytes);
         let request = SessionRequest { trace: Some(trace_to(process.outbound.clone())), ..request };
         // Built inside the shell: a signal during a long load already ends the server cleanly.
         let built = setup.build(request)?;
@@ -48,7 +51,7 @@ where
         let live = LiveSession::open(built, projection, &process.sessions);
         live.start().await;
         let server = WireServer::new(peer, &live, options.version);
-        server.serve(spawn_reader(input, options.max_line_bytes), process.stop).await;
+        server.serve(lines, process.stop).await;
         Ok(ExitCode::SUCCESS)
     });
     served.map_err(|e| BuildError::Fatal(e.0))?

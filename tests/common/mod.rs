@@ -305,6 +305,26 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// Runs `cmd` (a kiwi wire server), sends one prompt and waits for its answer (`Null` when the
+/// server ends without one), then closes stdin and waits for the exit: stderr and the answer.
+pub fn prompt_once(mut cmd: Command) -> (String, Value) {
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"prompt\",\"params\":{\"user_input\":\"hi\"}}\n")
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let answer = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap())
+        .find(|v| v["id"] == "p")
+        .unwrap_or(Value::Null);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    (String::from_utf8(out.stderr).unwrap(), answer)
+}
+
 /// Polls `done` every 20 ms until it holds or `limit` has passed; its last answer.
 pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;

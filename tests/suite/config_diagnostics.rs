@@ -18,24 +18,9 @@ fn write(env: &Env, name: &str, text: &str) -> std::path::PathBuf {
 /// Starts kiwi on `config`, sends one prompt and waits for its answer, then closes stdin;
 /// returns stderr and the answer.
 fn run(env: &Env, config: &Path, extra: &[&str]) -> (String, serde_json::Value) {
-    use std::io::{BufRead, Write};
     let mut cmd = env.command(config, extra);
     cmd.arg("--log-stderr").env("KIWI_LOG", "warn");
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"prompt\",\"params\":{\"user_input\":\"hi\"}}\n")
-        .unwrap();
-    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let answer = stdout
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
-        .find(|v| v["id"] == "p")
-        .unwrap_or(serde_json::Value::Null);
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    (String::from_utf8(out.stderr).unwrap(), answer)
+    common::prompt_once(cmd)
 }
 
 fn warning_lines(stderr: &str) -> Vec<&str> {

@@ -9,7 +9,6 @@ use crate::mock_llm;
 use crate::mock_routes;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -306,7 +305,6 @@ async fn bad_credentials_fail_the_request_with_their_cause() {
 /// the log say the same.
 #[test]
 fn a_missing_credentials_file_is_named_at_start_up_and_in_the_prompt_error() {
-    use std::io::{BufRead, Write};
     let env = common::Env::new();
     let missing = env.dir.path().join("sa.json");
     let config = env.dir.path().join("c.json");
@@ -320,18 +318,7 @@ fn a_missing_credentials_file_is_named_at_start_up_and_in_the_prompt_error() {
     for var in ["GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"] {
         cmd.env_remove(var);
     }
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"prompt\",\"params\":{\"user_input\":\"hi\"}}\n")
-        .unwrap();
-    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let answer =
-        stdout.lines().map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap()).find(|v| v["id"] == "p").unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let (stderr, answer) = common::prompt_once(cmd);
     let line = format!(
         "Vertex AI credentials {}: the file does not exist (set GOOGLE_APPLICATION_CREDENTIALS to a service-account JSON file, or set an API key)",
         missing.display()
