@@ -6,10 +6,9 @@ use std::path::Path;
 
 use agent_client_protocol::v1::schema::SessionInfo;
 
+use super::client_profile::Updates;
 use super::mapping::EventMapper;
-use super::projection::send_update;
 use crate::protocol::WireMessage;
-use crate::rpc::Outbound;
 use crate::session::store;
 use crate::session::wire_read;
 
@@ -17,7 +16,7 @@ use crate::session::wire_read;
 const YIELD_EVERY: usize = 64;
 
 /// Sends the session's history as `session/update`s; `Err` with a log-worthy reason.
-pub async fn replay(wire_path: &Path, cwd: &Path, session_id: &str, outbound: &Outbound) -> Result<(), String> {
+pub async fn replay(wire_path: &Path, cwd: &Path, session_id: &str, updates: &Updates) -> Result<(), String> {
     let Some(records) = wire_read::open(wire_path).map_err(|e| format!("cannot open {}: {e}", wire_path.display()))?
     else {
         return Ok(());
@@ -32,7 +31,7 @@ pub async fn replay(wire_path: &Path, cwd: &Path, session_id: &str, outbound: &O
         // outcome is in the events.
         let WireMessage::Event(event) = record else { continue };
         for update in mapper.map(&event) {
-            send_update(outbound, session_id, update).await;
+            updates.send(session_id, update).await;
         }
     }
     Ok(())

@@ -12,6 +12,7 @@ use agent_client_protocol::v1::schema::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::client_profile::ClientProfile;
 use super::errors;
 use super::modes::SetModelRequest;
 use crate::rpc::ErrorObject;
@@ -20,7 +21,7 @@ use crate::rpc::ErrorObject;
 #[derive(Debug)]
 pub enum AcpRequest {
     // Boxed: the client capabilities make it several times larger than every other request.
-    Initialize(Box<InitializeRequest>),
+    Initialize(Box<InitializeRequest>, ClientProfile),
     Authenticate(AuthenticateRequest),
     NewSession(NewSessionRequest),
     LoadSession(LoadSessionRequest),
@@ -76,7 +77,10 @@ impl AcpRequest {
     pub fn parse(method: &str, params: Option<Value>) -> Result<Self, ErrorObject> {
         let params = params.unwrap_or(Value::Null);
         Ok(match method {
-            "initialize" => Self::Initialize(Box::new(typed(params)?)),
+            "initialize" => {
+                let profile = ClientProfile::judge(&params);
+                Self::Initialize(Box::new(typed(params)?), profile)
+            }
             "authenticate" => Self::Authenticate(typed(params)?),
             "session/new" => Self::NewSession(typed(params)?),
             "session/load" => Self::LoadSession(typed(params)?),

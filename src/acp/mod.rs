@@ -8,6 +8,7 @@
 
 pub mod client_calls;
 pub mod client_fs;
+pub mod client_profile;
 pub mod errors;
 pub mod history;
 pub mod mapping;

@@ -17,6 +17,7 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::client_calls::ClientCalls;
+use super::client_profile::Updates;
 use super::errors;
 use super::mapping::{EventMapper, diff_content, text_content};
 use super::permission;
@@ -35,6 +36,7 @@ pub struct AcpProjection {
     /// The connection's peer: updates go out through its writer, permission cards through it.
     peer: Arc<Peer>,
     outbound: Outbound,
+    updates: Updates,
     mapper: Arc<Mutex<EventMapper>>,
     /// The session, once open: told when a turn ends (announcements, the prompt queue).
     session: OnceLock<Weak<AcpSession>>,
@@ -43,9 +45,15 @@ pub struct AcpProjection {
 }
 
 impl AcpProjection {
-    pub fn new(session_id: String, peer: Arc<Peer>, mapper: Arc<Mutex<EventMapper>>, elicitation: bool) -> Self {
+    pub fn new(
+        session_id: String,
+        peer: Arc<Peer>,
+        updates: Updates,
+        mapper: Arc<Mutex<EventMapper>>,
+        elicitation: bool,
+    ) -> Self {
         let outbound = peer.outbound().clone();
-        Self { session_id, peer, outbound, mapper, session: OnceLock::new(), elicitation }
+        Self { session_id, peer, outbound, updates, mapper, session: OnceLock::new(), elicitation }
     }
 
     pub fn watch(&self, session: &Arc<AcpSession>) {
@@ -78,8 +86,7 @@ impl AcpProjection {
         let params = permission::request(&self.session_id, ToolCallUpdate::new(tool_call_id.clone(), fields));
         let id = self.peer.next_id();
         let frame = Outbound::request_frame(&id, permission::METHOD, &params);
-        let started =
-            Started { outbound: self.peer.outbound().clone(), session_id: self.session_id.clone(), tool_call_id };
+        let started = Started { updates: self.updates.clone(), session_id: self.session_id.clone(), tool_call_id };
         if let Err(IdTaken(reply)) =
             self.peer.ask(id, frame, reply, |settled| permission_answer(settled, started)).await
         {
@@ -117,7 +124,7 @@ impl Projection for AcpProjection {
         Box::pin(async move {
             let updates = self.mapper().map(event);
             for update in updates {
-                send_update(&self.outbound, &self.session_id, update).await;
+                self.updates.send(&self.session_id, update).await;
             }
         })
     }
@@ -179,7 +186,8 @@ impl AcpProjection {
 }
 
 /// One `session/update` notification.
-pub async fn send_update(outbound: &Outbound, session_id: &str, update: SessionUpdate) {
+/// Writes one `session/update`; only [`Updates`] calls it (it filters by what the client takes).
+pub(super) async fn send_update(outbound: &Outbound, session_id: &str, update: SessionUpdate) {
     let notification = SessionNotification::new(session_id.to_string(), update);
     if let Some(frame) = Outbound::notification_frame("session/update", &notification) {
         outbound.send_raw(frame).await;
@@ -208,7 +216,7 @@ fn unanswerable(request: &Request) -> ClientAnswer {
 
 /// Where to say that an approved call starts running (`in_progress`, `docs/acp.md` §13.4).
 struct Started {
-    outbound: Outbound,
+    updates: Updates,
     session_id: String,
     tool_call_id: String,
 }
@@ -226,7 +234,7 @@ async fn permission_answer(settled: Settled, started: Started) -> Option<ClientA
         // Sent before the soul hears the answer, so it precedes the call's result.
         let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
         let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(started.tool_call_id, fields));
-        send_update(&started.outbound, &started.session_id, update).await;
+        started.updates.send(&started.session_id, update).await;
     }
     Some(ClientAnswer::Approval { decision, feedback: String::new() })
 }

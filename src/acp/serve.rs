@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use super::client_profile::Updates;
 use super::server::AcpServer;
 use super::session::Shared;
 use crate::builder::AgentSetup;
@@ -33,6 +34,7 @@ where
         let shared = Shared {
             setup,
             peer: Peer::new(process.outbound.clone(), "kiwi"),
+            updates: Updates::new(process.outbound.clone()),
             outbound: process.outbound,
             sessions: process.sessions,
             client_terminal: Default::default(),

@@ -22,12 +22,12 @@ use agent_client_protocol::v1::schema::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::client_profile::ClientProfile;
 use super::errors;
 use super::history;
 use super::mcp_servers;
 use super::methods::{AcpNotification, AcpRequest, ForkSessionRequest};
 use super::modes;
-use super::projection::send_update;
 use super::prompt_input;
 use super::session::{AcpSession, Shared};
 use crate::rpc::reader::Inbound;
@@ -98,8 +98,9 @@ impl AcpServer {
     async fn handle(self: &Arc<Self>, id: &RequestId, request: AcpRequest) -> Result<(), ErrorObject> {
         let out = &self.shared.outbound;
         match request {
-            AcpRequest::Initialize(request) => {
-                let response = self.initialize(*request);
+            AcpRequest::Initialize(request, profile) => {
+                self.shared.updates.set_profile(profile);
+                let response = self.initialize(*request, profile);
                 out.respond(id, &response).await;
             }
             AcpRequest::Authenticate(request) => {
@@ -134,9 +135,8 @@ impl AcpServer {
                     let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
                     let claim = driver.claim().map_err(|_| errors::internal("a prompt is running in this session"))?;
                     driver.sink().flush_record();
-                    let out = &server.shared.outbound;
                     let replayed = match session.wire_path() {
-                        Some(path) => history::replay(&path, &session.cwd, &session.id, out).await,
+                        Some(path) => history::replay(&path, &session.cwd, &session.id, &server.shared.updates).await,
                         None => Ok(()),
                     };
                     drop(claim);
@@ -147,7 +147,7 @@ impl AcpServer {
                     let (modes, options) = session_modes(&server.shared, &session);
                     let response = LoadSessionResponse::new().modes(modes).config_options(options);
                     session.options_sent();
-                    out.respond(&id, &with_models(&server.shared, &session, response)).await;
+                    server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
                     server.announce_commands(&session).await;
                     Ok(())
                 });
@@ -313,11 +313,11 @@ impl AcpServer {
         self.announce_commands(&session).await;
         // The fork's title (`Fork: …`) for clients that show one.
         let update = SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title));
-        send_update(&self.shared.outbound, &session.id, update).await;
+        self.shared.updates.send(&session.id, update).await;
         Ok(())
     }
 
-    fn initialize(&self, request: InitializeRequest) -> serde_json::Value {
+    fn initialize(&self, request: InitializeRequest, profile: ClientProfile) -> serde_json::Value {
         let terminal_auth = request.client_capabilities.auth.terminal;
         let caps = &request.client_capabilities;
         let seq = std::sync::atomic::Ordering::SeqCst;
@@ -365,8 +365,11 @@ impl AcpServer {
         {
             session.insert("fork".into(), json!({}));
         }
-        // kiwi's extension method, named where ACP puts custom capabilities (`docs/acp.md` §4.17).
-        if let Some(caps) = value.pointer_mut("/agentCapabilities").and_then(|v| v.as_object_mut()) {
+        // kiwi's extension method, named where ACP puts custom capabilities (`docs/acp.md` §4.17),
+        // for a client that asked for it (`docs/compatibility.md`).
+        if profile.undo
+            && let Some(caps) = value.pointer_mut("/agentCapabilities").and_then(|v| v.as_object_mut())
+        {
             caps.insert("_meta".into(), json!({"kiwi": {"undo": {"method": super::methods::UNDO_METHOD}}}));
         }
         value
@@ -434,10 +437,11 @@ impl AcpServer {
             .agent()
             .slash_commands
             .iter()
+            .filter(|c| c.listed_for(&self.shared.updates.profile().extensions()))
             .map(|c| AvailableCommand::new(c.name.clone(), c.description.clone()))
             .collect();
         let update = SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands));
-        send_update(&self.shared.outbound, &session.id, update).await;
+        self.shared.updates.send(&session.id, update).await;
         // A slow SessionStart hook must not hold up anything else.
         let session = session.clone();
         tokio::spawn(async move { session.start_hooks().await });

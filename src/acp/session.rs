@@ -17,10 +17,11 @@ use agent_client_protocol::v1::schema::{ConfigOptionUpdate, SessionInfoUpdate, S
 
 use super::client_calls::ClientCalls;
 use super::client_fs::AcpFiles;
+use super::client_profile::Updates;
 use super::errors;
 use super::mapping::EventMapper;
 use super::modes::{self, ModelChoice};
-use super::projection::{AcpProjection, send_update};
+use super::projection::AcpProjection;
 use super::terminal_shell::TerminalRunner;
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::live::{CloseReason, LiveSession, Sessions};
@@ -34,6 +35,8 @@ use crate::tools::client_files::ClientFiles;
 pub struct Shared {
     pub setup: AgentSetup,
     pub outbound: Outbound,
+    /// `session/update`s, filtered by what the client can parse.
+    pub updates: Updates,
     /// kiwi's requests to the client (permission cards, terminals, files) and their answers.
     pub peer: Arc<Peer>,
     /// The process's live sessions (the shell closes those still open at exit).
@@ -62,7 +65,7 @@ pub struct AcpSession {
     choice: Mutex<ModelChoice>,
     /// The config the session's options are offered from.
     config: Arc<crate::config::Config>,
-    outbound: Outbound,
+    updates: Updates,
     /// Prompts that came while a turn ran, oldest first; each starts when the one before ends.
     queue: Mutex<VecDeque<(UserInput, RequestId)>>,
     /// What the client was last told of the title and the config options.
@@ -95,7 +98,13 @@ impl AcpSession {
         let id = built.session.id.clone();
         let mapper = Arc::new(Mutex::new(EventMapper::new(cwd.to_path_buf(), false)));
         let elicitation = shared.client_elicitation.load(Ordering::SeqCst);
-        let projection = Arc::new(AcpProjection::new(id.clone(), shared.peer.clone(), mapper.clone(), elicitation));
+        let projection = Arc::new(AcpProjection::new(
+            id.clone(),
+            shared.peer.clone(),
+            shared.updates.clone(),
+            mapper.clone(),
+            elicitation,
+        ));
         let watcher = projection.clone();
         let shell = terminal_shell(shared, &id, &mapper);
         let files = client_files(shared, &id);
@@ -111,7 +120,7 @@ impl AcpSession {
             live,
             choice: Mutex::new(model),
             config: shared.setup.config.clone(),
-            outbound: shared.outbound.clone(),
+            updates: shared.updates.clone(),
             queue: Mutex::default(),
             announced: Mutex::new(Announced { title, options: None }),
         });
@@ -212,7 +221,7 @@ impl AcpSession {
             }
         }
         for update in updates {
-            send_update(&self.outbound, &self.id, update).await;
+            self.updates.send(&self.id, update).await;
         }
     }
 
@@ -259,7 +268,7 @@ fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -
     if !shared.client_terminal.load(Ordering::SeqCst) {
         return None;
     }
-    let runner = TerminalRunner::new(id.to_string(), shared.calls(), mapper.clone());
+    let runner = TerminalRunner::new(id.to_string(), shared.calls(), shared.updates.clone(), mapper.clone());
     let tool = crate::tools::shell::Shell::with_runner(Arc::new(runner));
     Some(Arc::new(crate::tools::Typed::new(tool)))
 }

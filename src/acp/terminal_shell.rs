@@ -34,8 +34,8 @@ use agent_client_protocol::v1::schema::{
 use futures::future::BoxFuture;
 
 use super::client_calls::ClientCalls;
+use super::client_profile::Updates;
 use super::mapping::EventMapper;
-use super::projection::send_update;
 use crate::tools::ToolCallContext;
 use crate::tools::background::{ExternalRun, ExternalTask, TaskEnd, TaskStatus, Work};
 use crate::tools::output::OutputBuilder;
@@ -54,12 +54,13 @@ const TRUNCATED_NOTE: &str = "Output was truncated by the client output limit.";
 pub struct TerminalRunner {
     session_id: String,
     calls: ClientCalls,
+    updates: Updates,
     mapper: Arc<Mutex<EventMapper>>,
 }
 
 impl TerminalRunner {
-    pub fn new(session_id: String, calls: ClientCalls, mapper: Arc<Mutex<EventMapper>>) -> Self {
-        Self { session_id, calls, mapper }
+    pub fn new(session_id: String, calls: ClientCalls, updates: Updates, mapper: Arc<Mutex<EventMapper>>) -> Self {
+        Self { session_id, calls, updates, mapper }
     }
 
     /// Creates the terminal running `command` and shows it in the tool call.
@@ -78,12 +79,7 @@ impl TerminalRunner {
         let fields = ToolCallUpdateFields::new()
             .status(ToolCallStatus::InProgress)
             .content(vec![ToolCallContent::Terminal(Terminal::new(terminal.id.clone()))]);
-        send_update(
-            self.calls.peer.outbound(),
-            &self.session_id,
-            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(acp_id, fields)),
-        )
-        .await;
+        self.updates.send(&self.session_id, SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(acp_id, fields))).await;
         Ok(terminal)
     }
 }

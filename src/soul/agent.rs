@@ -74,6 +74,7 @@ impl Agent {
             name,
             description,
             aliases: Vec::new(),
+            extension: None,
         }));
         let hooks = Arc::new(HookRegistry::new(parts.env.config.hooks.clone()));
         let background = BackgroundTasks::new(parts.env.config.background.clone(), parts.env.session_dir.clone());

@@ -6,6 +6,17 @@ pub struct CommandInfo {
     pub name: String,
     pub description: String,
     pub aliases: Vec<String>,
+    /// The kiwi extension that advertises this command (`/fork`, `/undo`); `None` for the
+    /// reference's commands. An extension's command works for every client but is listed only
+    /// to clients that asked for the extension (`docs/compatibility.md`).
+    pub extension: Option<&'static str>,
+}
+
+impl CommandInfo {
+    /// Whether a client that was granted `granted` extensions sees this command listed.
+    pub fn listed_for(&self, granted: &[&str]) -> bool {
+        self.extension.is_none_or(|e| granted.contains(&e))
+    }
 }
 
 /// A parsed `/name args` input.
@@ -33,7 +44,12 @@ pub fn builtin_commands() -> Vec<CommandInfo> {
         name: name.into(),
         description: description.into(),
         aliases: aliases.iter().map(|a| a.to_string()).collect(),
+        extension: None,
     };
+    // kiwi's own commands: typed, they work for everyone; listed only where their extension was
+    // asked for.
+    let extension =
+        |name: &'static str, description: &str| CommandInfo { extension: Some(name), ..cmd(name, description, &[]) };
     vec![
         cmd("init", "Analyze the codebase and generate an `AGENTS.md` file", &[]),
         cmd("compact", "Compact the context (optionally with a custom focus, e.g. /compact keep db discussions)", &[]),
@@ -48,11 +64,10 @@ pub fn builtin_commands() -> Vec<CommandInfo> {
         ),
         cmd("export", "Export current session context to a markdown file", &[]),
         cmd("import", "Import context from a file or session ID", &[]),
-        cmd("fork", "Fork the session: a new session with the same history, independent afterwards", &[]),
-        cmd(
+        extension("fork", "Fork the session: a new session with the same history, independent afterwards"),
+        extension(
             "undo",
             "Undo the last turn (or the last N: /undo N) and restore the files kiwi's edit tools changed in it",
-            &[],
         ),
     ]
 }
@@ -71,5 +86,17 @@ mod tests {
         assert_eq!(parse("/"), None);
         assert_eq!(parse("/a:"), None);
         assert_eq!(parse("/a:b:c x"), Some(SlashCommand { name: "a:b:c", args: "x" }));
+    }
+
+    #[test]
+    fn kiwi_commands_are_listed_only_where_asked() {
+        let all = builtin_commands();
+        let listed = |granted: &[&str]| -> Vec<String> {
+            all.iter().filter(|c| c.listed_for(granted)).map(|c| c.name.clone()).collect()
+        };
+        let reference = ["init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import"];
+        assert_eq!(listed(&[]), reference);
+        assert_eq!(listed(&["undo"]).last().map(String::as_str), Some("undo"));
+        assert_eq!(listed(&["fork", "undo"]).len(), reference.len() + 2);
     }
 }

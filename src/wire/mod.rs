@@ -7,6 +7,7 @@
 
 pub mod answers;
 pub mod errors;
+pub mod extensions;
 pub mod frames;
 pub mod methods;
 pub mod params;

@@ -62,6 +62,11 @@ pub struct InitializeParams {
     pub capabilities: Option<ClientCapabilities>,
     #[serde(default, deserialize_with = "objects_or_null")]
     pub hooks: Option<Vec<HookSubscriptionSpec>>,
+    /// kiwi extension: the kiwi-only features the client wants (`"fork"`, `"undo"`); unknown
+    /// names are ignored. A client that does not send it sees exactly the reference's answer
+    /// (`docs/compatibility.md`).
+    #[serde(default)]
+    pub extensions: Option<Vec<String>>,
 }
 
 /// serde reads a struct from a JSON array too; a client's object must be an object.
@@ -135,9 +140,10 @@ pub struct InitializeResult {
     pub external_tools: Option<ExternalToolsOutcome>,
     pub hooks: HooksInfo,
     pub capabilities: ServerCapabilities,
-    /// kiwi's extension methods (`["fork", "undo"]`), absent from the reference's answer.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub extensions: Vec<String>,
+    /// kiwi extension: the extensions granted of those the client asked for; absent when it asked
+    /// for none (then the answer is the reference's, member for member).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -349,7 +355,7 @@ mod tests {
             external_tools: None,
             hooks: HooksInfo { supported_events: vec!["Stop".into()], configured: Map::new() },
             capabilities: ServerCapabilities { supports_question: true },
-            extensions: Vec::new(),
+            extensions: None,
         };
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
@@ -369,7 +375,12 @@ mod tests {
         let nulls: InitializeParams =
             serde_json::from_str(r#"{"protocol_version":"1.0","capabilities":null,"hooks":null}"#).unwrap();
         assert_eq!((nulls.capabilities, nulls.hooks), (None, None));
+        let asked: InitializeParams =
+            serde_json::from_str(r#"{"protocol_version":"1.10","extensions":["undo","nope"]}"#).unwrap();
+        assert_eq!(asked.extensions, Some(vec!["undo".to_string(), "nope".to_string()]));
         for bad in [
+            r#"{"protocol_version":"1","extensions":"undo"}"#,
+            r#"{"protocol_version":"1","extensions":[1]}"#,
             r#"{"protocol_version":"1","capabilities":{"supports_question":"yes"}}"#,
             r#"{"protocol_version":"1","capabilities":[]}"#,
             r#"{"protocol_version":"1","hooks":[{"event":"Stop"}]}"#,

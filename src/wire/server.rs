@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use serde_json::{Map, Value};
 
 use super::errors::WireError;
+use super::extensions;
 use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
     Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
@@ -277,12 +278,15 @@ pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: 
     // `docs/protocol-1.10.md` §12.1), so no pending approval is left to re-send here.
     let configured: Map<String, Value> =
         agent.hooks.configured().into_iter().map(|(e, n)| (e.as_str().to_string(), Value::from(n))).collect();
+    let granted = params.extensions.as_deref().map(extensions::grant);
+    let listed = granted.as_deref().unwrap_or_default();
     InitializeResult {
         protocol_version: PROTOCOL_VERSION.into(),
         server: ServerInfo { name: SERVER_NAME.into(), version: version.to_string() },
         slash_commands: agent
             .slash_commands
             .iter()
+            .filter(|c| c.listed_for(listed))
             .map(|c| SlashCommandInfo {
                 name: c.name.clone(),
                 description: c.description.clone(),
@@ -295,7 +299,7 @@ pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: 
             configured,
         },
         capabilities: ServerCapabilities { supports_question: true },
-        extensions: vec!["fork".into(), "undo".into()],
+        extensions: granted.map(|g| g.iter().map(|e| e.to_string()).collect()),
     }
 }
 

@@ -87,11 +87,13 @@ async function main() {
     child.kill();
   }
   {
-    // Modes, session/list without a cwd, session/fork (unstable: sent by its method name).
+    // Modes, session/list without a cwd, session/fork (unstable: sent by its method name). This
+    // client shows a current schema (`auth`) and asks for kiwi's undo extension.
     const updates = [];
     const { child, stream, app } = connect(async () => ({ outcome: { outcome: "cancelled" } }), updates);
     await app.connectWith(stream, async (agent) => {
-      const init = await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+      const clientCapabilities = { auth: { terminal: false }, _meta: { kiwi: { extensions: ["undo"] } } };
+      const init = await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities });
       const caps = init.agentCapabilities;
       check("initialize offers sse and fork", caps.mcpCapabilities?.sse === true && caps.sessionCapabilities?.fork !== undefined, caps);
       const created = await agent.request(methods.agent.session.new, { cwd: work, mcpServers: [] });

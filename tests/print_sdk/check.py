@@ -258,7 +258,10 @@ async def agents():
     assert started[0].data["subagent_type"] == "reviewer", started[0].data
     assert len(ended) == 1 and ended[0].task_id == started[0].task_id and ended[0].status == "completed", ended
     agent_result = next(b for b in tool_results(seen) if b.tool_use_id == "ag1")
-    assert "The change looks fine." in str(agent_result.content) and not agent_result.is_error, agent_result
+    # Claude Code's shape: the subagent's final text, as a list of text blocks, nothing added.
+    content = agent_result.content
+    assert isinstance(content, list) and len(content) == 1 and content[0]["type"] == "text", agent_result
+    assert content[0]["text"].strip() == long_review.strip() and not agent_result.is_error, agent_result
     assert seen[-1].result == "reviewed", seen[-1]
 
 

@@ -9,9 +9,11 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+/// A client of the current ACP schema (it sends `auth`, newer than the updates kiwi sends).
 fn acp(env: &Env, config: &Path) -> Kiwi {
     let mut k = Kiwi::spawn(env.acp_command(config, &[]));
-    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    let caps = json!({"auth": {"terminal": false}});
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
     assert!(init.get("result").is_some(), "{init}");
     k
 }
@@ -42,16 +44,72 @@ fn permission_requests(messages: &[Value]) -> usize {
     messages.iter().filter(|m| m["method"] == "session/request_permission").count()
 }
 
+/// `docs/compatibility.md`: what a client that asks for nothing and shows an old schema (only `fs`
+/// and `terminal`, as the 0.4 SDK sends) gets, pinned whole: the `initialize` result (the spec's
+/// reference answer with the differences `docs/acp.md` §4.1 lists: kiwi's name and login text,
+/// embedded context, SSE, the stable session methods and the unstable fork), no kiwi extension
+/// named; `session/new`'s members; the command list without kiwi's own commands; and no update
+/// kind newer than that schema during a turn.
 #[test]
-fn initialize_offers_fork_and_sse() {
+fn what_a_client_that_asks_nothing_sees() {
     let env = Env::new();
-    let config = env.scripted_config(&[]);
+    let work = env.work();
+    let config = env.scripted_config(&["usage: {\"input_other\": 5, \"output\": 2}\ntext: hello"]);
     let mut k = Kiwi::spawn(env.acp_command(&config, &[]));
-    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
-    let caps = &init["result"]["agentCapabilities"];
-    assert_eq!(caps["mcpCapabilities"]["sse"], true, "{init}");
-    assert_eq!(caps["mcpCapabilities"]["http"], true);
-    assert_eq!(caps["sessionCapabilities"]["fork"], json!({}), "{init}");
+    let caps = json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false});
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
+    let program = env!("CARGO_BIN_EXE_kiwi");
+    let expected = json!({
+        "protocolVersion": 1,
+        "agentCapabilities": {
+            "loadSession": true,
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": true, "sse": true},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {}},
+            "auth": {}
+        },
+        "authMethods": [{
+            "id": "login",
+            "name": "Log in to your Kimi account",
+            "description": "Runs `kiwi login` in a terminal; follow its instructions, then start a session.",
+            "_meta": {"terminal-auth": {"command": program, "args": ["login"], "label": "Kimi Login"}}
+        }],
+        "agentInfo": {"name": "kiwi", "version": env!("CARGO_PKG_VERSION")}
+    });
+    assert_eq!(init["result"], expected, "{init}");
+    let (before, r) = k.call("new", "session/new", json!({"cwd": work, "mcpServers": []}));
+    let keys: Vec<&String> = r["result"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["sessionId", "modes", "configOptions", "models"], "{r}");
+    let session = r["result"]["sessionId"].as_str().unwrap().to_string();
+    // The one command announcement may come just before or after the answer.
+    let (after, answer) = prompt(&mut k, "p1", &session, "hi");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let all: Vec<Value> = before.iter().chain(after.iter()).cloned().collect();
+    let commands = of_kind(&all, "available_commands_update");
+    assert_eq!(commands.len(), 1, "{all:?}");
+    let names: Vec<&str> =
+        commands[0]["availableCommands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import"]);
+    let known = [
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "available_commands_update",
+        "current_mode_update",
+    ];
+    for update in updates(&all) {
+        assert!(known.contains(&update["sessionUpdate"].as_str().unwrap()), "{update}");
+    }
+    // The same turn's usage reaches a client of the current schema (it sends `auth`).
+    let mut k = Kiwi::spawn(env.acp_command(&config, &[]));
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {"auth": {}}}));
+    assert!(init["result"]["agentCapabilities"].get("_meta").is_none(), "{init}");
+    let (session, _) = new_session(&mut k, &work);
+    let (during, _) = prompt(&mut k, "p1", &session, "hi");
+    assert_eq!(of_kind(&during, "usage_update").len(), 1, "{during:?}");
 }
 
 /// Each mode drives the core's approval state for this connection; nothing of it is saved.
@@ -263,7 +321,7 @@ fn wire_fork_extension_and_the_fork_command() {
     let env = Env::new();
     let config = env.scripted_config(&["text: re one", "text: re two"]);
     let mut k = env.spawn(&config, &["--session", "wire-fork-src"]);
-    let init = k.initialize();
+    let (_, init) = k.call("init", "initialize", json!({"protocol_version": "1.10", "extensions": ["fork", "undo"]}));
     assert_eq!(init["result"]["extensions"], json!(["fork", "undo"]), "{init}");
     let (_, r) = k.call("f0", "fork", json!({}));
     assert_eq!(r["error"]["message"], "wire.jsonl not found", "{r}");

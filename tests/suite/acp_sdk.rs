@@ -68,3 +68,55 @@ fn official_acp_sdk_drives_kiwi_acp() {
     assert!(stdout.contains(" passed, 0 failed"));
     assert!(!work.join("nope").exists(), "the cancelled command ran");
 }
+
+/// The older published SDK, `@zed-industries/agent-client-protocol` 0.4 (tests/acp_sdk_04/check.mjs),
+/// which knows eight update kinds and reports anything else as a schema error: a prompt with an
+/// approved permission and one cancelled during its permission, and not one message it cannot
+/// parse (`docs/compatibility.md`).
+#[test]
+fn the_acp_sdk_0_4_parses_everything_kiwi_sends() {
+    const OLD_PACKAGE: &str = "@zed-industries/agent-client-protocol";
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_sdk_04");
+    if let Err(reason) = npm::ready(&sdk, OLD_PACKAGE) {
+        return npm::skip("the ACP SDK 0.4 test", &reason);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let share = dir.path().join("share");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&share).unwrap();
+    let shell = |id: &str, command: &str| {
+        let args = json!({ "command": command }).to_string();
+        format!("tool_call: {}", json!({"id": id, "name": "Shell", "arguments": args}))
+    };
+    let todo = json!({"id": "t1", "name": "SetTodoList", "arguments": json!({"todos": [{"title": "a", "status": "done"}]}).to_string()});
+    let scripts = json!([
+        format!("think: planning\n{}", shell("s1", "echo hi")),
+        format!("tool_call: {todo}"),
+        "text: shell done",
+        shell("s2", "touch nope"),
+        "text: never"
+    ]);
+    let scripts_path = dir.path().join("scripts.json");
+    std::fs::write(&scripts_path, scripts.to_string()).unwrap();
+    let config = format!(
+        "default_model = \"s\"\n[models.s]\nprovider = \"p\"\nmodel = \"scripted_echo\"\nmax_context_size = 100000\n\
+         [providers.p]\ntype = \"_scripted_echo\"\nbase_url = \"\"\napi_key = \"\"\nenv = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = {:?} }}\n",
+        scripts_path.to_str().unwrap()
+    );
+    std::fs::write(share.join("config.toml"), &config).unwrap();
+    let output = Command::new("node")
+        .arg(sdk.join("check.mjs"))
+        .current_dir(&sdk)
+        .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
+        .env("KIWI_WORK", &work)
+        .env("KIMI_SHARE_DIR", &share)
+        .env("HOME", dir.path())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the ACP SDK 0.4 check failed:\n{stdout}");
+    assert!(stdout.contains(" passed, 0 failed"));
+    assert!(!work.join("nope").exists(), "the cancelled command ran");
+}

@@ -396,6 +396,54 @@ fn structured_output_ends_the_turn_with_the_object() {
     }
 }
 
+/// Issue: the Claude dialect hands the parent a subagent's final text as Claude Code does — no
+/// kimi "elaborate your summary" round after a short answer (one model call fewer), and the
+/// `tool_result` content a list of text blocks holding exactly that text.
+#[test]
+fn a_short_subagent_answer_is_the_result_without_an_elaborate_round() {
+    let d = Dirs::new();
+    let scripts = [
+        call(
+            "ag1",
+            "Agent",
+            json!({"description":"check it","prompt":"Check a.txt","subagent_type":"checker","run_in_background":false}),
+        ),
+        "text: All good.".into(),
+        "text: parent done".into(),
+        "text: an elaborate round would take this".into(),
+    ];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = d.scripted(&scripts);
+    let agents = r#"{"checker":{"description":"Checks files","prompt":"You check files."}}"#;
+    let args = [
+        "-p",
+        "--verbose",
+        "--output-format",
+        "stream-json",
+        "--dangerously-skip-permissions",
+        "--agents",
+        agents,
+        "go",
+    ];
+    let r = run(d.command(&config, &args), "");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines = r.lines();
+    let result_block = lines
+        .iter()
+        .filter(|l| l["type"] == "user" && l["parent_tool_use_id"].is_null())
+        .flat_map(|l| l["message"]["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["tool_use_id"] == "ag1")
+        .expect("the Agent call's tool_result");
+    assert_eq!(result_block["content"], json!([{"type": "text", "text": "All good."}]), "{result_block}");
+    assert_eq!(result_block["is_error"], false);
+    let result = lines.last().unwrap();
+    assert_eq!(result["result"], "parent done", "{result}");
+    // The parent's two calls; the subagent asked nothing more.
+    let inside: Vec<&Value> =
+        lines.iter().filter(|l| l["parent_tool_use_id"] == "ag1" && l["type"] == "user").collect();
+    assert_eq!(inside.len(), 1, "only the subagent's prompt, no elaborate request: {inside:?}");
+}
+
 #[test]
 fn agents_flag_defines_subagent_types_whose_lines_carry_the_call() {
     let d = Dirs::new();

@@ -51,7 +51,7 @@ fn the_wire_undo_restores_files_context_and_record() {
         "text: re three",
     ]);
     let mut k = env.spawn(&config, &["--yolo", "--session", "undo-wire"]);
-    let init = k.initialize();
+    let (_, init) = k.call("init", "initialize", json!({"protocol_version": "1.10", "extensions": ["fork", "undo"]}));
     assert_eq!(init["result"]["extensions"], json!(["fork", "undo"]), "{init}");
     let (_, r) = k.call("u0", "undo", json!({}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
@@ -201,7 +201,8 @@ fn undo_is_refused_while_a_turn_runs() {
 
 fn acp(env: &Env, config: &Path) -> (Kiwi, Value) {
     let mut k = Kiwi::spawn(env.acp_command(config, &[]));
-    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    let caps = json!({"_meta": {"kiwi": {"extensions": ["undo"]}}});
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
     (k, init)
 }
 

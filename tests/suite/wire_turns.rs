@@ -13,39 +13,86 @@ fn todo_call(id: &str) -> String {
     )
 }
 
-/// `docs/protocol-1.10.md` §2.2: the result says "1.10" whatever the client sent, lists nine built-in
-/// commands, and always carries `hooks` and `capabilities` (after `slash_commands`).
+/// `docs/protocol-1.10.md` §2.2 and `docs/compatibility.md`: a client that asks for nothing gets
+/// the reference's answer member for member — "1.10" whatever it sent, the nine built-in commands
+/// with their exact descriptions, `hooks` and `capabilities`, and no kiwi-only member. The whole
+/// object is pinned, so that no later addition can change it unnoticed.
 #[test]
-fn initialize_lists_builtin_commands() {
+fn initialize_is_the_reference_answer_for_a_client_that_asks_nothing() {
     let env = Env::new();
     let config = env.scripted_config(&[]);
     let mut k = env.spawn(&config, &[]);
     let init = k.initialize();
-    let result = &init["result"];
-    assert_eq!(result["protocol_version"], "1.10");
-    assert_eq!(result["server"]["name"], "Kimi Code CLI");
-    assert!(result.get("external_tools").is_none());
-    let keys: Vec<&String> = result.as_object().unwrap().keys().collect();
-    // `extensions` is kiwi's (docs/protocol-1.10.md §2.8).
-    assert_eq!(keys, ["protocol_version", "server", "slash_commands", "hooks", "capabilities", "extensions"]);
-    let names: Vec<&str> =
-        result["slash_commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        ["init", "compact", "clear", "yolo", "afk", "plan", "add-dir", "export", "import", "fork", "undo"]
+    let cmd = |name: &str, description: &str| json!({"name": name, "description": description, "aliases": []});
+    let expected = json!({
+        "protocol_version": "1.10",
+        "server": {"name": "Kimi Code CLI", "version": env!("CARGO_PKG_VERSION")},
+        "slash_commands": [
+            cmd("init", "Analyze the codebase and generate an `AGENTS.md` file"),
+            cmd("compact", "Compact the context (optionally with a custom focus, e.g. /compact keep db discussions)"),
+            {"name": "clear", "description": "Clear the context", "aliases": ["reset"]},
+            cmd("yolo", "Toggle YOLO mode (auto-approve all actions)"),
+            cmd("afk", "Toggle afk mode (auto-dismiss AskUserQuestion, auto-approve tool calls)"),
+            cmd("plan", "Toggle plan mode. Usage: /plan [on|off|view|clear]"),
+            cmd("add-dir", "Add a directory to the workspace. Usage: /add-dir <path>. Run without args to list added dirs"),
+            cmd("export", "Export current session context to a markdown file"),
+            cmd("import", "Import context from a file or session ID"),
+        ],
+        "hooks": {
+            "supported_events": ["PreToolUse","PostToolUse","PostToolUseFailure","UserPromptSubmit","Stop","StopFailure",
+                "SessionStart","SessionEnd","SubagentStart","SubagentStop","PreCompact","PostCompact","Notification"],
+            "configured": {}
+        },
+        "capabilities": {"supports_question": true}
+    });
+    assert_eq!(init["result"], expected, "{init}");
+    // Key order too (harnesses compare the text).
+    let keys: Vec<&String> = init["result"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["protocol_version", "server", "slash_commands", "hooks", "capabilities"]);
+    // The same for a 1.10 client with capabilities, hooks and an explicit `extensions: null`.
+    let (_, again) = k.call(
+        "init2",
+        "initialize",
+        json!({"protocol_version": "1.10", "capabilities": {"supports_question": true}, "extensions": null}),
     );
-    assert_eq!(result["slash_commands"][2]["aliases"], json!(["reset"]));
-    assert_eq!(result["slash_commands"][3]["description"], "Toggle YOLO mode (auto-approve all actions)");
-    assert_eq!(
-        result["slash_commands"][1]["description"],
-        "Compact the context (optionally with a custom focus, e.g. /compact keep db discussions)"
-    );
-    assert_eq!(result["slash_commands"][5]["description"], "Toggle plan mode. Usage: /plan [on|off|view|clear]");
-    assert_eq!(
-        result["hooks"],
-        json!({"supported_events":["PreToolUse","PostToolUse","PostToolUseFailure","UserPromptSubmit","Stop","StopFailure","SessionStart","SessionEnd","SubagentStart","SubagentStop","PreCompact","PostCompact","Notification"],"configured":{}})
-    );
-    assert_eq!(result["capabilities"], json!({"supports_question": true}));
+    assert_eq!(again["result"], expected, "{again}");
+    // Typed kiwi commands still work for this client.
+    let (events, r) = k.prompt("p1", json!("/undo"));
+    assert!(r["result"].is_object() || r["error"].is_object(), "{r}");
+    assert!(!events.iter().any(|e| e.to_string().contains("Unknown slash command")), "{events:?}");
+}
+
+/// A client that asks for kiwi's extensions gets them listed: `extensions` names what was granted
+/// (unknown names dropped) and `/fork` and `/undo` join the command list; asking for none gives an
+/// empty grant. A wrong type is -32602 like any bad `initialize` param.
+#[test]
+fn initialize_lists_extensions_only_for_clients_that_ask() {
+    let env = Env::new();
+    let config = env.scripted_config(&[]);
+    let mut k = env.spawn(&config, &[]);
+    let (_, r) = k.call("i1", "initialize", json!({"protocol_version": "1.10", "extensions": ["undo", "teleport"]}));
+    assert_eq!(r["result"]["extensions"], json!(["undo"]), "{r}");
+    let names = |r: &Value| -> Vec<String> {
+        r["result"]["slash_commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&r).last().map(String::as_str), Some("undo"));
+    assert!(!names(&r).contains(&"fork".to_string()));
+    let keys: Vec<String> = r["result"].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys.last().map(String::as_str), Some("extensions"));
+    let (_, r) = k.call("i2", "initialize", json!({"protocol_version": "1.10", "extensions": ["fork", "undo"]}));
+    assert_eq!(r["result"]["extensions"], json!(["fork", "undo"]), "{r}");
+    assert_eq!(&names(&r)[9..], ["fork", "undo"]);
+    let (_, r) = k.call("i3", "initialize", json!({"protocol_version": "1.10", "extensions": []}));
+    assert_eq!(r["result"]["extensions"], json!([]), "{r}");
+    assert_eq!(names(&r).len(), 9);
+    let (_, r) = k.call("i4", "initialize", json!({"protocol_version": "1.10", "extensions": "undo"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["message"], "Invalid parameters for method `initialize`", "{r}");
 }
 
 #[test]

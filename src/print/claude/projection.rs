@@ -306,7 +306,14 @@ impl Inner {
             mcp_servers: self.mcp_servers(),
             model: identity.model,
             permission_mode: self.policy.reported_mode().as_str().into(),
-            slash_commands: self.agent.slash_commands.iter().map(|c| c.name.clone()).collect(),
+            // Claude hosts cannot ask for kiwi's extensions: its own commands stay unlisted.
+            slash_commands: self
+                .agent
+                .slash_commands
+                .iter()
+                .filter(|c| c.listed_for(&[]))
+                .map(|c| c.name.clone())
+                .collect(),
             api_key_source: "none".into(),
             claude_code_version: Some(PROTOCOL_LEVEL.into()),
             output_style: "default".into(),

@@ -417,9 +417,11 @@ impl RunLoop {
     fn initialize_response(&self) -> InitializeResponse {
         let agent = self.driver.agent();
         InitializeResponse {
+            // Claude hosts cannot ask for kiwi's extensions: its own commands stay unlisted.
             commands: agent
                 .slash_commands
                 .iter()
+                .filter(|c| c.listed_for(&[]))
                 .map(|c| CommandInfo {
                     name: c.name.clone(),
                     description: c.description.clone(),

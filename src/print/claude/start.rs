@@ -366,6 +366,8 @@ async fn run(
     let live = LiveSession::open(built, projection.clone(), shell.sessions);
     let driver = live.driver().clone();
     projection.set_driver(&driver);
+    // A subagent's result is its final text, as Claude Code hands it over (no "elaborate" round).
+    agent.subagents.report_final_text();
     // Background subagents' lines reach the host too (`docs/print-mode.md`, "Background tasks").
     if let Err(e) = agent.subagents.show_background(projection.background_view()) {
         tracing::warn!("{e}");

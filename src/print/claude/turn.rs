@@ -728,6 +728,7 @@ impl TurnLines {
         let denied = parent.is_none().then(|| self.denied.get(&result.tool_call_id)).flatten();
         let (content, is_error) = match denied {
             Some(message) => (ToolResultContent::Text(message.clone()), true),
+            None if self.is_foreground_agent_result(result) => (agent_result_content(&rv.output), false),
             None => (tool_result_content(&rv.output, &rv.message, rv.is_error), rv.is_error),
         };
         let content = UserContent::Blocks(vec![block_value(Block::ToolResult {
@@ -750,6 +751,14 @@ impl TurnLines {
             agent_id: None,
             subagent_type: None,
         })
+    }
+
+    /// A finished foreground `Agent` call (not one that started a background task).
+    fn is_foreground_agent_result(&self, result: &ToolResult) -> bool {
+        let name = self.inputs.get(&result.tool_call_id).map(|(name, _)| name.as_str());
+        name == Some("Agent")
+            && !result.return_value.is_error
+            && !self.tasks.get(&result.tool_call_id).is_some_and(|t| t.background)
     }
 
     /// Ends the turn: closes the last step and returns its `result` line, preceded by the
@@ -877,6 +886,16 @@ pub fn parse_input(arguments: &str) -> Value {
 
 fn block_value(block: Block) -> Value {
     serde_json::to_value(block).unwrap_or(Value::Null)
+}
+
+/// A foreground subagent's result as Claude Code gives it: its final text as a list of text
+/// blocks (not a plain string, and with nothing added).
+pub fn agent_result_content(output: &ToolOutput) -> ToolResultContent {
+    let text = match output {
+        ToolOutput::Text(t) => t.clone(),
+        ToolOutput::Parts(parts) => parts.iter().filter_map(ContentPart::as_text).collect::<Vec<_>>().join("\n"),
+    };
+    ToolResultContent::Blocks(vec![Block::Text { text }])
 }
 
 /// What the model was told, for a `tool_result` block: the message and the output text joined

@@ -68,6 +68,10 @@ pub struct Subagents {
     /// A front end that shows background runs' events (the Claude dialect, `docs/print-mode.md`
     /// B.3a); without one they stay in the run's own files (`docs/protocol-1.10.md` §8.4).
     background_view: OnceLock<Arc<dyn Projection>>,
+    /// The front end's rule for a run's result (`docs/print-mode.md` B.3a): Claude Code hands the
+    /// parent the subagent's final text as it is; kimi asks once more for a fuller summary when
+    /// it is short and wraps it with the instance's id and status.
+    final_text_only: AtomicBool,
 }
 
 impl Subagents {
@@ -85,7 +89,19 @@ impl Subagents {
             other_models: Mutex::default(),
             added: OnceLock::new(),
             background_view: OnceLock::new(),
+            final_text_only: AtomicBool::new(false),
         }
+    }
+
+    /// From now on a run's result is the subagent's final text, with no "elaborate" round and
+    /// no header (the Claude dialect).
+    pub fn report_final_text(&self) {
+        self.final_text_only.store(true, Ordering::Release);
+    }
+
+    /// Whether a run's result is the bare final text ([`Self::report_final_text`]).
+    pub fn final_text_only(&self) -> bool {
+        self.final_text_only.load(Ordering::Acquire)
     }
 
     /// Shows background runs' events, wrapped as a foreground run's are, to `view` (once per

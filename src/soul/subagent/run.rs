@@ -193,6 +193,9 @@ pub async fn run_foreground(
         ("response", Value::from(summary.chars().take(500).collect::<String>())),
     ]);
     parent_hooks.fire(HookEvent::SubagentStop, &instance.subagent_type, stop).await;
+    if parent.subagents.final_text_only() {
+        return ToolReturnValue::ok(summary, "");
+    }
     ToolReturnValue::ok(result_text(&instance, &d.subagent_type, "completed", &summary), "")
 }
 
@@ -214,13 +217,14 @@ fn hook_runner(agent: &Agent, sink: &EventSink) -> HookRunner {
     HookRunner::new(agent.hooks.clone(), sink.clone(), &agent.env.session_id, agent.env.work_dir.clone())
 }
 
-/// Runs the prompt, and the elaborate round when the answer is short; the final summary.
+/// Runs the prompt, and (kimi's rule, not the Claude dialect's) the elaborate round when the
+/// answer is short; the final summary.
 pub async fn run_to_summary(soul: &mut Soul, prompt: &str, sink: &EventSink) -> Result<String, Failure> {
     let subagent_type = soul.subagent.as_ref().map(|r| r.subagent_type.as_str()).unwrap_or_default();
     let prompt = git_context::prompt_with_context(subagent_type, &soul.agent.env.work_dir, prompt).await;
     let run = soul.run_nested(&prompt, sink).await;
     let summary = summary_of(soul, run, "running agent")?;
-    if summary.chars().count() >= SHORT_SUMMARY_CHARS {
+    if summary.chars().count() >= SHORT_SUMMARY_CHARS || soul.agent.subagents.final_text_only() {
         return Ok(summary);
     }
     let run = soul.run_nested(SUBAGENT_ELABORATE.trim(), sink).await;

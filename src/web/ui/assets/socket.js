@@ -93,6 +93,8 @@ export class SessionSocket {
         protocol_version: PROTOCOL_VERSION,
         client: { name: "kiwi", version: "web" },
         capabilities: { supports_question: true, supports_plan_mode: true },
+        // kiwi's own commands (/fork, /undo) are listed only for a client that asks.
+        extensions: ["fork", "undo"],
       });
       this.h.onInitialized(result);
     } catch (err) {
