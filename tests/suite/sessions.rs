@@ -242,7 +242,7 @@ fn skills_are_listed_and_injected() {
         .map(|c| (c["name"].as_str().unwrap().to_string(), c["description"].as_str().unwrap().to_string()))
         .collect();
     assert_eq!(
-        commands[11..],
+        commands[9..],
         [
             ("skill:test".to_string(), "A test skill".to_string()),
             ("skill:test-flow".to_string(), "A flow".to_string()),
