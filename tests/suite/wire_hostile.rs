@@ -472,10 +472,23 @@ fn backlog_read_after_eof_is_whole_json_lines() {
     let mut child = spawn_unread(&env, &config, &[]);
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(format!("{}\n", request(json!("p"), "prompt", json!({"user_input":"go"}))).as_bytes()).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Close stdin once a backlog has built up in the pipe (a loaded machine may take longer than
+    // any fixed sleep to start the turn; closing earlier ends the session before it).
+    let stdout = child.stdout.take().unwrap();
+    let waiting = |fd: i32| {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer; the fd is our open pipe end.
+        unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+        n
+    };
+    let started = std::time::Instant::now();
+    while waiting(std::os::fd::AsRawFd::as_raw_fd(&stdout)) < 32 * 1024 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     drop(stdin);
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let mut stdout = stdout;
+    stdout.read_to_string(&mut out).unwrap();
     let status = wait_child(&mut child, Duration::from_secs(10)).expect("exit");
     assert!(status.success());
     assert!(out.ends_with('\n'));
