@@ -204,7 +204,8 @@ fn mcp_documents(cli: &Cli, share: &Path) -> Result<Vec<serde_json::Value>, Star
     Ok(documents)
 }
 
-/// Serves the chosen front end on `input` / `output` (stdin and stdout for the binary). A session that cannot be built is reported like any start-up error.
+/// Serves the chosen front end on `input` / `output` (stdin and stdout for the binary). A
+/// session that cannot be built is reported like any start-up error.
 pub fn run_with<R, W>(prepared: Prepared, input: R, output: W) -> ExitCode
 where
     R: std::io::Read + Send + 'static,
