@@ -1,6 +1,8 @@
-//! The README's provider config blocks are real: each one, with only its host swapped for a local
-//! mock server, runs a prompt to the end, and the request goes to the path that provider type
-//! expects under the `base_url` the README shows.
+//! The README's examples run as written. Its provider config blocks are real: each one, with only
+//! its host swapped for a local mock server, runs a prompt to the end, and the request goes to the
+//! path that provider type expects under the `base_url` the README shows. The set-up commands
+//! (the demo, and its wire frames piped from `examples/demo.jsonl`) print what the README says,
+//! and the `kiwi web` Python script gets a turn from a real server that wants a token.
 
 use crate::common;
 use crate::mock_llm;
