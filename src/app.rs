@@ -47,20 +47,32 @@ enum FrontEnd {
 
 #[allow(clippy::print_stderr)]
 pub fn main() -> ExitCode {
-    // `kiwi schema`: the wire protocol's JSON Schema, for client authors.
-    if std::env::args().nth(1).as_deref() == Some("schema") {
+    let mut argv: Vec<OsString> = std::env::args_os().collect();
+    // `kiwi schema`: the wire protocol's JSON Schema, for client authors (no parser needed).
+    if argv.len() == 2 && argv[1] == "schema" {
         crate::wire::schema::print();
         return ExitCode::SUCCESS;
     }
-    let mut argv: Vec<OsString> = std::env::args_os().collect();
     // `kiwi acp [options]` is `kiwi --acp [options]`: the options stay the top-level ones.
+    // `kiwi acp --help` is acp's own help.
     if argv.get(1).is_some_and(|a| a == "acp") {
-        argv[1] = OsString::from("--acp");
+        if argv[2..].iter().any(|a| a == "-h" || a == "--help") {
+            argv.truncate(2);
+            argv.push(OsString::from("--help"));
+        } else {
+            argv[1] = OsString::from("--acp");
+        }
+    }
+    // `kiwi sesions`: a usage error with a suggestion, before it can become a prompt.
+    if !crate::print::dialect::claude_by_name_or_env(&argv)
+        && let Some(message) = crate::cli::mistyped_subcommand(&argv[1..])
+    {
+        return crate::commands::usage_error(&message);
     }
     if crate::print::dialect::from_process(&argv) == crate::print::dialect::Dialect::Claude {
         return crate::print::claude::main(&argv);
     }
-    let cli = match Cli::try_parse_from(&argv) {
+    let mut cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -71,6 +83,11 @@ pub fn main() -> ExitCode {
     if cli.version {
         crate::cli::print_version(VERSION);
         return ExitCode::SUCCESS;
+    }
+    // Options before `acp` (`kiwi --config-file c acp`): the same as `--acp`.
+    if matches!(cli.command, Some(crate::cli::Command::Acp)) {
+        cli.command = None;
+        cli.acp = true;
     }
     // A subcommand runs instead of the server, before any of its start-up (`docs/subcommands.md` §0).
     if let Some(command) = &cli.command {
@@ -187,8 +204,8 @@ fn mcp_documents(cli: &Cli, share: &Path) -> Result<Vec<serde_json::Value>, Star
     Ok(documents)
 }
 
-/// Serves the wire protocol on `input` / `output` (stdin and stdout for the binary; pipes for
-/// the bundled demo client). A session that cannot be built is reported like any start-up error.
+/// Serves the chosen front end on `input` / `output` (stdin and stdout for the binary). A
+/// session that cannot be built is reported like any start-up error.
 pub fn run_with<R, W>(prepared: Prepared, input: R, output: W) -> ExitCode
 where
     R: std::io::Read + Send + 'static,

@@ -84,10 +84,14 @@ pub struct Cli {
     #[arg(long = "skills-dir", value_name = "DIR")]
     pub skills_dir: Option<PathBuf>,
 
+    /// Most model calls (steps) one turn may make (as `loop_control.max_steps_per_turn`).
     #[arg(long = "max-steps-per-turn", value_name = "N", value_parser = at_least_one)]
     pub max_steps_per_turn: Option<u32>,
+    /// Most retries of one failed model call (as `loop_control.max_retries_per_step`).
     #[arg(long = "max-retries-per-step", value_name = "N", value_parser = at_least_one)]
     pub max_retries_per_step: Option<u32>,
+    /// Extra automatic rounds per prompt, "Ralph" mode (0: off, -1: no limit; as
+    /// `loop_control.max_ralph_iterations`).
     #[arg(long = "max-ralph-iterations", value_name = "N", value_parser = at_least_minus_one, allow_negative_numbers = true)]
     pub max_ralph_iterations: Option<i64>,
     /// End the turn once the session's model calls have used this many tokens (as
@@ -128,7 +132,7 @@ pub struct Cli {
     #[arg(long = "stream-deltas")]
     pub stream_deltas: bool,
 
-    /// A subcommand (`login`, `logout`, `info`); without one kiwi serves the wire protocol.
+    /// A subcommand; without one kiwi serves the wire protocol.
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -155,10 +159,17 @@ pub enum Command {
     Mcp(McpCommand),
     /// Serve sessions to browsers: a web UI, a REST API and a WebSocket per session (`docs/web.md`).
     Web(WebArgs),
+    /// Serve the Agent Client Protocol on stdin/stdout, for IDEs such as Zed (the same as --acp).
+    #[command(after_help = "kiwi acp takes kiwi's top-level options (see `kiwi --help`), after `acp` or before it: \
+kiwi acp --config-file PATH -m MODEL. In Zed's settings: \
+{ \"agent_servers\": { \"kiwi\": { \"command\": \"kiwi\", \"args\": [\"acp\"] } } }")]
+    Acp,
+    /// Print the wire protocol's JSON Schema (every method, event, request and error code) on stdout.
+    Schema,
 }
 
-/// `kiwi web [OPTIONS]` (`docs/web.md` §1): the reference's flags; `-h` is the host, `--help` is
-/// help.
+// `kiwi web [OPTIONS]` (`docs/web.md` §1): the reference's flags; `-h` is the host, `--help` is
+// help.
 #[derive(Debug, Clone, Args)]
 #[command(disable_help_flag = true)]
 pub struct WebArgs {
@@ -275,7 +286,7 @@ pub struct McpAdd {
     pub target: Vec<String>,
 }
 
-/// `kiwi sessions`.
+// `kiwi sessions`.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct SessionsArgs {
     /// One JSON array instead of text.
@@ -286,7 +297,7 @@ pub struct SessionsArgs {
     pub archived: bool,
 }
 
-/// `kiwi export`.
+// `kiwi export`.
 #[derive(Debug, Clone, Args)]
 pub struct ExportArgs {
     /// Session ID to export. Defaults to the work dir's previous session.
@@ -299,7 +310,7 @@ pub struct ExportArgs {
     pub yes: bool,
 }
 
-/// The one option the account subcommands take.
+// The one option the account subcommands take.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct JsonFlag {
     /// One JSON object per line instead of text.
@@ -326,6 +337,52 @@ fn at_least_one_u64(text: &str) -> Result<u64, String> {
 
 fn at_least_minus_one(text: &str) -> Result<i64, String> {
     int_at_least(text, -1)
+}
+
+/// Every subcommand name, `help` included (clap adds that one only when it builds the parser).
+pub fn subcommand_names() -> Vec<String> {
+    use clap::CommandFactory;
+    let mut names: Vec<String> = Cli::command().get_subcommands().map(|c| c.get_name().to_string()).collect();
+    names.push("help".into());
+    names
+}
+
+/// Options that make the words after them a prompt: a command line with one of them is never
+/// taken for a mistyped subcommand.
+const PROMPT_OPTIONS: &[&str] = &["-p", "-c", "--print", "--prompt", "--command", "--quiet", "--"];
+
+/// The usage error (Click's wording) for a first word that looks like a mistyped subcommand (`kiwi sesions`,
+/// `kiwi wbe`), `docs/subcommands.md` §0: the word comes first, is one word of letters, digits,
+/// `-` or `_`, is not a subcommand, and is within one edit of a subcommand name of up to four
+/// letters or two edits of a longer one (a swap of two neighbours is one edit; case is
+/// ignored); and no `-p`, `-c`, `--print`, `--prompt`, `--command`, `--quiet` or `--` follows.
+/// Anything else stays what it was (a prompt of Claude's dialect, or clap's own error).
+pub fn mistyped_subcommand(args: &[std::ffi::OsString]) -> Option<String> {
+    let word = args.first()?.to_str()?;
+    if word.is_empty()
+        || word.starts_with('-')
+        || !word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return None;
+    }
+    if args[1..].iter().any(|a| {
+        let a = a.to_string_lossy();
+        PROMPT_OPTIONS.contains(&a.as_ref()) || a.starts_with("--prompt=") || a.starts_with("--command=")
+    }) {
+        return None;
+    }
+    let names = subcommand_names();
+    if names.iter().any(|n| n == word) {
+        return None;
+    }
+    let lower = word.to_ascii_lowercase();
+    let near = names
+        .iter()
+        .map(|n| (crate::config::diagnose::edit_distance(&lower, n), n))
+        .filter(|(d, n)| *d <= if n.len() <= 4 { 1 } else { 2 })
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)?;
+    Some(format!("No such command '{word}'. Did you mean '{near}'? (A prompt goes after -p: kiwi -p \"{word}\".)"))
 }
 
 /// `--version`: the one thing kiwi prints to stdout that is not a protocol frame (it exits at once).
@@ -507,6 +564,57 @@ mod tests {
         assert!(parse(&["web", "--port", "x"]).is_err());
         let help = Cli::try_parse_from(["kiwi", "web", "--help"]).unwrap_err();
         assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+    }
+
+    /// Every flag, argument and subcommand, at every depth, says what it is for in `--help`.
+    #[test]
+    fn everything_has_a_description() {
+        use clap::CommandFactory;
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                if arg.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+                if about.trim().is_empty() || about.starts_with('`') {
+                    missing.push(format!("{path}: about {about:?}"));
+                }
+                walk(sub, &path, missing);
+            }
+        }
+        let mut command = Cli::command();
+        command.build();
+        let mut missing = Vec::new();
+        walk(&command, "kiwi", &mut missing);
+        assert!(missing.is_empty(), "no description: {missing:#?}");
+    }
+
+    #[test]
+    fn mistyped_subcommands() {
+        let typo = |args: &[&str]| {
+            let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            mistyped_subcommand(&args)
+        };
+        assert!(typo(&["sesions"]).unwrap().contains("Did you mean 'sessions'?"));
+        assert!(typo(&["wbe", "--no-open"]).unwrap().contains("Did you mean 'web'?"));
+        assert!(typo(&["WEB"]).unwrap().contains("Did you mean 'web'?"));
+        assert!(typo(&["logot"]).unwrap().contains("Did you mean 'logout'?"));
+        for not_a_typo in [
+            &["sessions"][..],
+            &["hello"],
+            &["yes"],
+            &["sesions", "-p"],
+            &["sesions", "--", "x"],
+            &["sesions", "--prompt=x"],
+            &["-p", "sesions"],
+            &["fix the bug"],
+            &[],
+        ] {
+            assert_eq!(typo(not_a_typo), None, "{not_a_typo:?}");
+        }
     }
 
     #[test]

@@ -49,6 +49,12 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
             export::run(&share, &work_dir, args.session_id.as_deref(), args.output.as_deref(), args.yes)
         }
         Command::Web(args) => crate::web::serve::run(args),
+        Command::Schema => {
+            crate::wire::schema::print();
+            ExitCode::SUCCESS
+        }
+        // `crate::app` serves `kiwi … acp` itself (it is `--acp`); a caller that did not is told so.
+        Command::Acp => usage_error("kiwi acp is a server, not a command: run it as `kiwi acp` or `kiwi --acp`"),
         Command::Mcp(command) => {
             if let Err(e) = std::fs::create_dir_all(&share) {
                 return mcp::fail(&format!("Cannot create {}: {e}", share.display()));
@@ -117,7 +123,8 @@ fn check_top_level_paths(cli: &Cli) -> Result<(), String> {
 }
 
 #[allow(clippy::print_stderr)]
-fn usage_error(message: &str) -> ExitCode {
+/// A usage error in Click's shape (kimi's parser): usage, a hint, the message; exit 2.
+pub fn usage_error(message: &str) -> ExitCode {
     eprintln!("Usage: kiwi [OPTIONS] COMMAND [ARGS]...\nTry 'kiwi --help' for help.\n\nError: {message}");
     ExitCode::from(2)
 }

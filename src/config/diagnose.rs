@@ -53,19 +53,30 @@ fn closest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Edit distance counting a swap of two neighbouring characters as one edit (optimal string
+/// alignment), so the commonest typos (`defualt`, `wbe`) are one edit away. Also used by the
+/// command line's "did you mean" (`crate::cli`).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = if ca == *cb { prev } else { 1 + prev.min(row[j]).min(row[j + 1]) };
-            prev = here;
+    // Three rows: the one two back is what a transposition extends.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut row: Vec<usize> = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        row[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (prev[j] + 1).min(row[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(before[j - 2] + 1);
+            }
+            row[j] = d;
         }
+        std::mem::swap(&mut before, &mut prev);
+        std::mem::swap(&mut prev, &mut row);
     }
-    row[b.len()]
+    prev[b.len()]
 }
 
 /// Why no model can be used, as one line for the user; `None` when the selection is usable.
@@ -172,6 +183,16 @@ mod tests {
     use super::*;
     use crate::config::load::load_text;
     use crate::config::select::{ProcessEnv, select};
+
+    #[test]
+    fn edit_distance_counts_a_swap_as_one() {
+        assert_eq!(edit_distance("wbe", "web"), 1);
+        assert_eq!(edit_distance("sesions", "sessions"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("abc", "abc"), 0);
+        assert_eq!(edit_distance("ca", "abc"), 3);
+    }
 
     #[test]
     fn typos_get_a_suggestion() {

@@ -261,8 +261,15 @@ pub fn choose(program: &str, args: &[OsString], forced: Option<&str>, stdout_is_
 }
 
 fn is_kiwi_subcommand(word: &str) -> bool {
-    use clap::CommandFactory;
-    crate::cli::Cli::command().get_subcommands().any(|c| c.get_name() == word)
+    crate::cli::subcommand_names().iter().any(|n| n == word)
+}
+
+/// Whether the program's name (`claude`) or [`DIALECT_ENV`] settles Claude's dialect, whatever
+/// the arguments say.
+pub fn claude_by_name_or_env(argv: &[OsString]) -> bool {
+    let program = argv.first().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
+    let forced = std::env::var(DIALECT_ENV).ok();
+    choose(&program, &[], forced.as_deref(), false) == Dialect::Claude
 }
 
 /// The dialect of this process's command line (`argv` with the program name first).

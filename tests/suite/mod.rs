@@ -5,6 +5,7 @@ mod acp_client;
 mod acp_editor;
 mod acp_questions;
 mod acp_sdk;
+mod cli_help;
 mod cli_kimi149;
 mod config_diagnostics;
 mod layout;

@@ -204,13 +204,14 @@ fn sigint_cancels_the_turn() {
     let mut child = cmd.spawn().unwrap();
     let stderr = BufReader::new(child.stderr.take().unwrap());
     let mut lines = stderr.lines().map_while(Result::ok);
-    // The step's StatusUpdate comes after the model's stream: the tool is running now.
-    lines.by_ref().find(|l| l.starts_with("StatusUpdate")).expect("progress");
+    // The call's line comes with the step's StatusUpdate, after the model's stream: the tool is
+    // running now.
+    lines.by_ref().find(|l| l.starts_with("→ Shell(")).expect("progress");
     signal(child.id(), libc::SIGINT);
     let rest: Vec<String> = lines.collect();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1));
-    assert!(rest.iter().any(|l| l == "Interrupted by user"), "{rest:?}");
+    assert!(rest.iter().any(|l| l == "error: Interrupted by user"), "{rest:?}");
 }
 
 #[test]
@@ -241,4 +242,41 @@ fn resume_between_print_and_wire() {
     }
     let wire = std::fs::read_to_string(dir.join("wire.jsonl")).unwrap();
     assert_eq!(wire.matches("\"TurnBegin\"").count(), 4);
+}
+
+/// A provider error ends a terminal run with one `error:` line naming the model, its provider
+/// type and URL, and the HTTP status; the progress before it is text, not event JSON.
+#[test]
+fn a_provider_error_ends_with_one_error_line_naming_the_model_and_status() {
+    let d = Dirs::new();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let mock = rt.block_on(crate::mock_llm::MockLlm::start());
+    mock.push(crate::mock_llm::MockResponse::json(401, r#"{"error":{"message":"Invalid API key","type":"auth"}}"#));
+    let base_url = format!("{}/v1", mock.base_url());
+    let config = d.config(json!({
+        "default_model": "m",
+        "models": {"m": {"provider": "p", "model": "kimi-k2", "max_context_size": 100000}},
+        "providers": {"p": {"type": "kimi", "base_url": base_url, "api_key": "sk"}}
+    }));
+    let r = run(d.command(&config, &["--print", "-p", "hi"]), "");
+    assert_eq!((r.code, r.stdout.as_str()), (Some(1), ""), "{}", r.stderr);
+    let errors: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{}", r.stderr);
+    let line = errors[0];
+    assert!(line.starts_with(&format!("error: model m (kimi at {base_url}): ")), "{line}");
+    assert!(line.contains("401") && line.contains("Invalid API key"), "{line}");
+    assert!(!r.stderr.contains("{\"type\""), "no event JSON in the progress: {}", r.stderr);
+}
+
+/// The progress reads as text: each tool call as its name and arguments, each result as a mark
+/// and its message, and the answer only once (on stdout).
+#[test]
+fn progress_reads_as_text() {
+    let d = Dirs::new();
+    let config = d.scripted(&refs(&scripts()));
+    let r = run(d.command(&config, &["--print", "-p", "list files"]), "");
+    assert_eq!((r.code, r.stdout.as_str()), (Some(0), "There is one file.\n"), "{}", r.stderr);
+    assert!(r.stderr.contains("→ Shell(command=\"echo a.py\")\n  ✓ Command executed successfully.\n"), "{}", r.stderr);
+    assert!(!r.stderr.contains("There is one file."), "the answer is not said twice: {}", r.stderr);
+    assert!(!r.stderr.contains('{'), "no JSON: {}", r.stderr);
 }

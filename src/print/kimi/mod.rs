@@ -8,6 +8,7 @@
 
 pub mod input;
 pub mod options;
+pub mod progress;
 pub mod projection;
 
 use std::process::ExitCode;
@@ -51,7 +52,8 @@ where
 {
     let served = shell::run(Runtime::CurrentThread, output, |process| async move {
         let built = setup.build(SessionRequest { trace: Some(trace_to_stderr()), ..request })?;
-        let projection = Arc::new(KimiProjection::new(process.outbound, options.clone()));
+        let model = setup.diagnostics().model_summary;
+        let projection = Arc::new(KimiProjection::new(process.outbound, options.clone(), model));
         let live = LiveSession::open(built, projection, &process.sessions);
         live.start().await;
         let driver = live.driver().clone();

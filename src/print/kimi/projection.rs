@@ -6,18 +6,20 @@
 //! the step's messages and the progress lines; a step's messages are written once, when the step
 //! ends (next `StepBegin`, `StepInterrupted`, `TurnEnd` or the turn's end), never token by token;
 //! calls without a result are left out; a turn's final text is printed only when the turn
-//! finished normally; every approval is granted (print implies yolo); errors are one line on
-//! stderr; the exit status of a provider error follows the core's retry rule.
+//! finished normally; every approval is granted (print implies yolo); a failed turn ends with one
+//! `error:` line on stderr (naming the model, its provider type and URL for a provider error);
+//! the exit status of a provider error follows the core's retry rule. Progress lines read as text
+//! (`super::progress`); the last step's text is not repeated there when stdout prints it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use futures::future::BoxFuture;
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::options::{Format, KimiOptions};
-use crate::llm::{Message, Role};
+use super::progress;
+use crate::llm::{ChatError, Message, Role};
 use crate::print::common::{TurnReport, report_turn, stderr_line};
 use crate::protocol::{
     ApprovalDecision, ContentPart, Event, Fed, Request, Run, RunAssembler, StepMessage, ToolCall, ToolReturnValue,
@@ -72,21 +74,13 @@ fn delta_line(part: &ContentPart) -> Option<Vec<u8>> {
     }
 }
 
-/// One readable line per event (or merged run): its name and its payload (not a stable format).
-fn progress_line(event: &impl serde::Serialize) -> String {
-    let value = serde_json::to_value(event).unwrap_or(Value::Null);
-    let name = value.get("type").and_then(Value::as_str).unwrap_or("Event");
-    match value.get("payload") {
-        Some(Value::Object(p)) if p.is_empty() => name.to_string(),
-        Some(payload) => format!("{name} {payload}"),
-        None => name.to_string(),
-    }
-}
-
 #[derive(Debug, Default)]
 struct State {
     runs: RunAssembler,
     step: Step,
+    /// The model's latest text, held back until something follows it: when nothing does and
+    /// the turn finishes, it is the answer stdout prints, and is not said twice.
+    held: Option<String>,
 }
 
 impl State {
@@ -110,12 +104,24 @@ impl State {
     fn close(&mut self, closed: Option<Run>, mut progress: Option<&mut Vec<String>>, event: Option<&Event>) {
         if let Some(run) = closed {
             if let Some(lines) = progress.as_deref_mut() {
-                lines.push(progress_line(&run));
+                let text = matches!(run, Run::Content(ContentPart::Text { .. }));
+                self.say(lines, progress::run(&run), text);
             }
             self.step.message.add(run);
         }
         if let (Some(lines), Some(event)) = (progress, event) {
-            lines.push(progress_line(event));
+            self.say(lines, progress::event(event), false);
+        }
+    }
+
+    /// Adds a progress line after the held text; a text line is held itself.
+    fn say(&mut self, lines: &mut Vec<String>, line: Option<String>, hold: bool) {
+        let Some(line) = line else { return };
+        lines.extend(self.held.take());
+        if hold {
+            self.held = Some(line);
+        } else {
+            lines.push(line);
         }
     }
 }
@@ -123,6 +129,8 @@ impl State {
 pub struct KimiProjection {
     out: Outbound,
     options: KimiOptions,
+    /// `model NAME (TYPE at URL)`, for the error line of a provider error.
+    model: String,
     state: Mutex<State>,
 }
 
@@ -131,8 +139,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl KimiProjection {
-    pub fn new(out: Outbound, options: KimiOptions) -> Self {
-        Self { out, options, state: Mutex::default() }
+    pub fn new(out: Outbound, options: KimiOptions, model: String) -> Self {
+        Self { out, options, model, state: Mutex::default() }
     }
 
     fn step_lines(&self, step: &mut Step) -> Vec<Vec<u8>> {
@@ -159,11 +167,26 @@ pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
         Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
             Some((format!("Session token budget reached: {used} of {limit} tokens"), 1))
         }
-        Err(TurnError::LlmNotSet { .. }) => Some(("LLM not set".into(), 1)),
+        Err(TurnError::LlmNotSet { reason: None }) => Some(("LLM not set".into(), 1)),
+        Err(TurnError::LlmNotSet { reason: Some(why) }) => Some((format!("LLM not set: {why}"), 1)),
         Err(e @ TurnError::Capability { .. }) => Some((e.to_string(), 1)),
         // Worth retrying later exactly when the core would have retried it (its one rule).
         Err(TurnError::Provider(e)) => Some((e.to_string(), if e.is_retryable() { EXIT_RETRYABLE } else { 1 })),
         Err(e @ TurnError::Internal { .. }) => Some((format!("Unknown error: {e}"), 1)),
+    }
+}
+
+/// The one `error:` line a failed turn ends with: what failed, and for a provider error the
+/// model, its provider type and URL (`model`) and the HTTP status when there is one.
+pub fn error_line(result: &TurnResult, what: &str, model: &str) -> String {
+    match result {
+        Err(TurnError::Provider(ChatError::Status { status, message, .. }))
+            if !message.starts_with(&format!("Error code: {status}")) =>
+        {
+            format!("error: {model}: HTTP {status}: {what}")
+        }
+        Err(TurnError::Provider(_)) => format!("error: {model}: {what}"),
+        _ => format!("error: {what}"),
     }
 }
 
@@ -234,6 +257,11 @@ impl Projection for KimiProjection {
                 let mut step = std::mem::take(&mut state.step);
                 let frames = self.step_lines(&mut step);
                 let text = if matches!(result, Ok(TurnOutcome::Finished(_))) { step.text() } else { String::new() };
+                // The held text is the answer stdout is about to print; anything else is said.
+                let held = state.held.take();
+                if text.is_empty() && self.options.progress() {
+                    progress.extend(held);
+                }
                 (frames, progress, text)
             };
             for line in progress {
@@ -248,8 +276,8 @@ impl Projection for KimiProjection {
                 self.send(frame.into_iter().collect()).await;
             }
             let failed = failure(&result);
-            if let Some((line, _)) = &failed {
-                stderr_line(line);
+            if let Some((what, _)) = &failed {
+                stderr_line(&error_line(&result, what, &self.model));
             }
             let report = match failed {
                 Some((_, code)) => TurnReport { failed: true, exit_code: code },
@@ -314,7 +342,7 @@ mod tests {
     }
 
     #[test]
-    fn progress_merges_fragments() {
+    fn progress_merges_fragments_and_holds_the_last_text() {
         let mut state = State::default();
         let mut out = Vec::new();
         for e in [
@@ -322,20 +350,36 @@ mod tests {
             Event::ContentPart(ContentPart::text("a")),
             Event::ContentPart(ContentPart::text("b")),
             Event::ToolCall(ToolCall::new("t", "Shell", None)),
-            Event::ToolCallPart(ToolCallPart { arguments_part: Some("{}".into()) }),
+            Event::ToolCallPart(ToolCallPart { arguments_part: Some(r#"{"command":"ls"}"#.into()) }),
+            Event::StepBegin { n: 2 },
+            Event::ContentPart(ContentPart::text("done")),
             Event::TurnEnd {},
         ] {
             state.push(&e, Some(&mut out));
         }
         state.flush(Some(&mut out));
+        assert_eq!(out, ["ab", r#"→ Shell(command="ls")"#]);
+        assert_eq!(state.held.as_deref(), Some("done"), "the answer waits for the turn's end");
+    }
+
+    #[test]
+    fn the_error_line_names_the_model_for_provider_errors() {
+        let model = "model m (kimi at http://127.0.0.1:9/v1)";
+        let status = |message: &str| {
+            Err(TurnError::Provider(ChatError::Status { status: 401, message: message.into(), retry_after: None }))
+        };
         assert_eq!(
-            out,
-            [
-                r#"StepBegin {"n":1}"#,
-                r#"ContentPart {"type":"text","text":"ab"}"#,
-                r#"ToolCall {"type":"function","id":"t","function":{"name":"Shell","arguments":"{}"},"extras":null}"#,
-                "TurnEnd",
-            ]
+            error_line(&status("bad key"), "bad key", model),
+            "error: model m (kimi at http://127.0.0.1:9/v1): HTTP 401: bad key"
+        );
+        assert_eq!(
+            error_line(&status("Error code: 401 - {}"), "Error code: 401 - {}", model),
+            "error: model m (kimi at http://127.0.0.1:9/v1): Error code: 401 - {}"
+        );
+        let steps = Ok(TurnOutcome::MaxStepsReached(1));
+        assert_eq!(
+            error_line(&steps, "Max number of steps reached: 1", model),
+            "error: Max number of steps reached: 1"
         );
     }
 
