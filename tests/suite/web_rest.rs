@@ -84,7 +84,13 @@ impl Web {
         let hostport = url.trim_start_matches("http://").split(['/', '?']).next().unwrap().to_string();
         let port = hostport.rsplit(':').next().unwrap();
         let base = format!("http://127.0.0.1:{port}");
-        Web { child, base, env, http: kiwi::net::client_builder().no_proxy().build().unwrap() }
+        // The server requires the token its banner prints (`?token=…`); every request carries it.
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some((_, token)) = url.split_once("?token=") {
+            headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        }
+        let http = kiwi::net::client_builder().no_proxy().default_headers(headers).build().unwrap();
+        Web { child, base, env, http }
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {

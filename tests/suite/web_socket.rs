@@ -72,9 +72,9 @@ fn handshakes_are_refused_with_403_and_unknown_sessions_close_4004() {
         Err(e) => panic!("{e}"),
         Ok(_) => 101,
     };
-    assert_eq!(refused(server.ws(&id, "", &[])), 403, "no token");
+    assert_eq!(refused(server.ws_as(&id, "", &[])), 403, "no token");
     assert_eq!(refused(server.ws(&id, "?token=nope", &[])), 403, "wrong token");
-    assert_eq!(refused(server.ws(&id, "", &[("Authorization", "Bearer tok")])), 403, "the header does not count");
+    assert_eq!(refused(server.ws_as(&id, "", &[("Authorization", "Bearer tok")])), 403, "the header does not count");
     assert_eq!(refused(server.ws("not-a-uuid", "?token=tok", &[])), 403);
     let evil = [("Origin", "http://evil.example")];
     assert_eq!(refused(server.ws(&id, "?token=tok", &evil)), 403, "origin checked in local mode too");
@@ -208,13 +208,17 @@ fn shutdown_closes_every_socket_with_1012() {
 #[test]
 fn web_settings_never_reach_a_tool() {
     let home = home_with(&[
-        shell_script("tc-1", "echo tok=$KIMI_WEB_SESSION_TOKEN depth=$KIMI_WEB_MAX_PUBLIC_PATH_DEPTH"),
+        shell_script(
+            "tc-1",
+            "echo tok=$KIMI_WEB_SESSION_TOKEN depth=$KIMI_WEB_MAX_PUBLIC_PATH_DEPTH kiwi=$KIWI_WEB_AUTH_TOKEN",
+        ),
         "text: done".to_string(),
     ]);
     let id = home.new_session();
     let port = super::web_kit::free_port().to_string();
     let mut cmd = home.command(&["-p", &port, "--auth-token", "secret-token-1"]);
     cmd.env("KIMI_WEB_SESSION_TOKEN", "secret-env-2").env("KIMI_WEB_MAX_PUBLIC_PATH_DEPTH", "9");
+    cmd.env("KIWI_WEB_AUTH_TOKEN", "secret-env-3");
     let server = super::web_kit::Server::start(cmd);
     let mut ws = server.ws(&id, "?token=secret-token-1", &[]).unwrap();
     ws.until(|m| m["method"] == "history_complete");
@@ -225,7 +229,7 @@ fn web_settings_never_reach_a_tool() {
     ws.send(json!({"jsonrpc": "2.0", "id": rid, "result": {"request_id": rid, "response": "approve"}}));
     let (_, result) = ws.until(|m| m["params"]["type"] == "ToolResult");
     let output = result["params"]["payload"]["return_value"]["output"].as_str().unwrap_or_default().to_string();
-    assert!(output.contains("tok= depth="), "{output}");
+    assert!(output.contains("tok= depth= kiwi="), "{output}");
     assert!(!output.contains("secret"), "{output}");
 }
 
