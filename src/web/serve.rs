@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
 
 use super::hosted::Hosting;
+use super::listen::{Limits, fd_limit};
 use super::queue::CLOSE_SHUTDOWN;
 use super::settings::{
     Mode, Plan, Settings, TOKEN_VARIABLE, given_token, machine_ipv4s, max_public_path_depth, url_host,
@@ -93,26 +94,20 @@ pub fn run(args: &WebArgs) -> ExitCode {
                 crate::browser::open(&url);
             });
         }
-        let app = super::router::app(state).into_make_service_with_connect_info::<SocketAddr>();
+        let app = super::router::app(state);
         let stop = process.stop.clone();
         let closing = hosting.clone();
-        // Frames are small and written as they come: without TCP_NODELAY a frame written while
-        // the previous one is unacknowledged waits for the client's delayed ACK (~40 ms).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        tokio::spawn(async move {
             stop.cancelled().await;
             tracing::info!("shutting down: closing every WebSocket");
             closing.close_all_sockets(CLOSE_SHUTDOWN, "Server shutting down");
         });
-        let serving = tokio::spawn(async move { server.await });
+        let limits = Limits::for_fd_limit(fd_limit());
+        let server = super::listen::serve(listener, app, limits, process.stop.clone());
+        let serving = tokio::spawn(server);
         process.stop.cancelled().await;
         match tokio::time::timeout(GRACEFUL, serving).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!("the HTTP server failed: {e}"),
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!("the HTTP server task failed: {e}"),
             Err(_) => tracing::info!("connections still open after {GRACEFUL:?}; closing anyway"),
         }

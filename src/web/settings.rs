@@ -372,12 +372,12 @@ mod tests {
     #[test]
     fn origins() {
         assert_eq!(parse_origins(" http://a:1/ ,, https://b ,"), ["http://a:1", "https://b"]);
-        let plan = plan(&args(&["-n", "--public"]));
-        let s = Settings::bound(&plan, 5495, &[Ipv4Addr::new(192, 0, 2, 2)], "/s".into(), "/".into());
+        let public = plan(&args(&["-n", "--public"]));
+        let s = Settings::bound(&public, 5495, &[Ipv4Addr::new(192, 0, 2, 2)], "/s".into(), "/".into());
         assert_eq!(s.allowed_origins, ["http://localhost:5495", "http://127.0.0.1:5495", "http://192.0.2.2:5495"]);
         assert!(s.origin_allowed("http://192.0.2.2:5495/") && !s.origin_allowed("http://evil.example"));
-        let plan = plan(&args(&["-h", "fe80::1"]));
-        let s = Settings::bound(&plan, 1, &[], "/s".into(), "/".into());
+        let link_local = plan(&args(&["-h", "fe80::1"]));
+        let s = Settings::bound(&link_local, 1, &[], "/s".into(), "/".into());
         assert_eq!(s.allowed_origins[2], "http://[fe80::1]:1");
         let local = Settings::local(5494, "/s".into());
         assert!(local.allowed_origins.is_empty());

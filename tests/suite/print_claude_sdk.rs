@@ -296,6 +296,53 @@ fn hook_callbacks_decide_and_time_out_open() {
     assert_eq!(result["result"], "done");
 }
 
+/// Issue 30 item 6: a hook's `allow` is for the call it was given for; a later call that reuses
+/// the id (here a Shell call after a ReadFile one that needed no approval) is checked again.
+#[test]
+fn a_hook_allow_is_not_inherited_by_a_call_reusing_its_id() {
+    let d = Dirs::new();
+    std::fs::write(d.work().join("notes.txt"), "hello\n").unwrap();
+    let read = call("dup", "ReadFile", json!({"path": "notes.txt"}));
+    let scripts = [read, shell("dup", "echo pwned-by-reuse"), "text: done".into()];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = d.scripted(&scripts);
+    // No permission surface: a call that needs approval and has none is refused.
+    let mut k = Kiwi::spawn(d.command(&config, &args(&[])));
+    let hooks = json!({"PreToolUse": [{"matcher": ".*", "hookCallbackIds": ["pre"], "timeout": 5}]});
+    k.send_raw(&control("init", json!({"subtype":"initialize","hooks":hooks})));
+    until(&mut k, is_response("init"));
+    k.send_raw(&user("go"));
+    let mut lines = Vec::new();
+    let result = loop {
+        let m = k.next();
+        if m["type"] == "control_request" && m["request"]["subtype"] == "hook_callback" {
+            let tool = m["request"]["input"]["tool_name"].as_str().unwrap_or_default().to_string();
+            let verdict = if tool == "ReadFile" {
+                json!({"hookSpecificOutput":{"permissionDecision":"allow"}})
+            } else {
+                json!({})
+            };
+            answer(&mut k, &m["request_id"], verdict);
+            continue;
+        }
+        if m["type"] == "result" {
+            break m;
+        }
+        lines.push(m);
+    };
+    let contents: Vec<(String, bool)> = lines
+        .iter()
+        .filter(|l| l["type"] == "user")
+        .map(|l| &l["message"]["content"][0])
+        .map(|b| (b["content"].to_string(), b["is_error"].as_bool().unwrap_or(false)))
+        .collect();
+    assert_eq!(contents.len(), 2, "{contents:?}");
+    assert!(contents[0].0.contains("hello") && !contents[0].1, "{contents:?}");
+    assert!(!contents[1].0.contains("pwned-by-reuse"), "the reused id ran unchecked: {contents:?}");
+    assert!(contents[1].0.contains("nobody can be asked") && contents[1].1, "{contents:?}");
+    assert_eq!(result["result"], "done");
+}
+
 #[test]
 fn control_queries_and_mode_changes() {
     let d = Dirs::new();

