@@ -412,6 +412,21 @@ pub enum Restored {
     Deleted,
 }
 
+/// A file that already holds its before-image (absent for one kiwi created) counts as restored:
+/// a repeated undo, after one interrupted between the files and the conversation, must not
+/// report it as changed by someone else (issue 30 item 9).
+pub fn already_restored(change: &FileChange, current: Option<&[u8]>) -> Option<Restored> {
+    match (&change.before, current) {
+        (Before::Absent, None) => Some(Restored::Deleted),
+        (Before::Kept { sha256: sha, .. } | Before::Dropped { sha256: sha, .. }, Some(bytes))
+            if sha256(bytes) == *sha =>
+        {
+            Some(Restored::Content)
+        }
+        _ => None,
+    }
+}
+
 /// Why a file was left as it is (`Err` of the checks and restores).
 pub fn check_current(change: &FileChange, current: Option<&[u8]>) -> Result<(), String> {
     if change.interleaved {
@@ -447,6 +462,9 @@ pub fn restore_local(change: &FileChange) -> Result<Restored, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("it cannot be read ({e}); left as it is")),
     };
+    if let Some(done) = already_restored(change, current.as_deref()) {
+        return Ok(done);
+    }
     check_current(change, current.as_deref())?;
     match &change.before {
         Before::Absent => match std::fs::remove_file(&change.path) {
@@ -673,6 +691,31 @@ pub fn truncate_file(path: &Path, len: u64) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_already_holding_its_before_image_counts_as_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.txt");
+        let blob = dir.path().join("0.bin");
+        std::fs::write(&blob, "before").unwrap();
+        let change = FileChange {
+            path: file.clone(),
+            before: Before::Kept { blob: "0.bin".into(), sha256: sha256(b"before"), len: 6 },
+            blob: Some(blob),
+            expected_sha256: sha256(b"after"),
+            interleaved: false,
+        };
+        // An undo that put the file back and was killed before the conversation was cut: the
+        // file holds its before-image, not what kiwi last wrote.
+        std::fs::write(&file, "before").unwrap();
+        assert_eq!(restore_local(&change), Ok(Restored::Content));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "before");
+        std::fs::write(&file, "someone else's").unwrap();
+        assert!(restore_local(&change).unwrap_err().contains("changed after kiwi's last edit"));
+        let created = FileChange { before: Before::Absent, blob: None, ..change };
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(restore_local(&created), Ok(Restored::Deleted));
+    }
 
     fn read_manifest(dir: &Path) -> Manifest {
         load_manifest(dir).expect("a manifest")

@@ -234,6 +234,9 @@ async fn restore_through_client(files: &dyn ClientFiles, change: &FileChange) ->
         Err(_) if !Path::new(&change.path).exists() => None,
         Err(e) => return Err(format!("it cannot be read ({e}); left as it is")),
     };
+    if let Some(done) = rewind::already_restored(change, current.as_deref()) {
+        return Ok(done);
+    }
     rewind::check_current(change, current.as_deref())?;
     match &change.before {
         rewind::Before::Absent => match std::fs::remove_file(&change.path) {

@@ -203,6 +203,39 @@ fn sdk_mcp_servers_are_served_over_the_control_channel() {
     assert!(k.wait_exit(std::time::Duration::from_secs(30)).is_some_and(|s| s.success()));
 }
 
+/// Issue 30 item 10: the host's SDK servers are connected side by side: the second server's
+/// `initialize` is asked while the first one's is still unanswered (one after the other, it came
+/// only after the first timed out).
+#[test]
+fn sdk_servers_connect_side_by_side() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: fine"]);
+    let mcp = r#"{"mcpServers":{"a":{"type":"sdk","name":"a"},"b":{"type":"sdk","name":"b"}}}"#;
+    let mut k = Kiwi::spawn(d.command(&config, &args(&["--mcp-config", mcp])));
+    k.send_raw(&control("init", json!({"subtype":"initialize"})));
+    let (_, first) = until(&mut k, mcp_request);
+    // The first is not answered: the second asks anyway.
+    let (before, second) = until(&mut k, |m| mcp_request(m) || is_response("init")(m));
+    assert!(mcp_request(&second), "the second server waited for the first: {second} after {before:?}");
+    let names = [&first, &second].map(|m| m["request"]["server_name"].as_str().unwrap_or_default().to_string());
+    assert!(names.contains(&"a".to_string()) && names.contains(&"b".to_string()), "{names:?}");
+    for m in [&first, &second] {
+        k.send_raw(
+            &json!({"type":"control_response","response":{"subtype":"error","request_id":m["request_id"],
+            "error":"No such server"}})
+            .to_string(),
+        );
+    }
+    let (_, init) = until(&mut k, is_response("init"));
+    assert_eq!(init["response"]["subtype"], "success");
+    k.send_raw(&user("hi"));
+    let (lines, _) = until(&mut k, |m| m["type"] == "result");
+    let init_line = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    let statuses: Vec<&str> =
+        init_line["mcp_servers"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["failed", "failed"], "{init_line}");
+}
+
 #[test]
 fn an_sdk_server_that_fails_its_handshake_is_failed_and_the_run_goes_on() {
     let d = Dirs::new();

@@ -243,6 +243,24 @@ fn setup_files(work: &Path, outside: &Path) {
     std::os::unix::fs::symlink(work.join("src"), work.join("inside")).unwrap();
 }
 
+/// Issue 30, also found: a FIFO in the work dir hung the file API (the read never ends); anything
+/// that is neither a regular file nor a folder is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_in_the_work_dir_is_refused_not_read() {
+    let web = Web::start(&[]);
+    let work = std::fs::canonicalize(web.env.work()).unwrap();
+    let fifo = work.join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let s = web.create(&work).await;
+    let id = s["session_id"].as_str().unwrap();
+    let answer =
+        tokio::time::timeout(Duration::from_secs(20), web.get(&format!("/api/sessions/{id}/files/pipe"))).await;
+    let (status, v) = answer.expect("the request hangs on the FIFO");
+    assert_eq!((status, detail(&v)), (400, "Not a regular file or directory"));
+    assert_eq!(web.get("/healthz").await.0, 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_dir_files_are_confined() {
     let web = Web::start(&[]);

@@ -98,8 +98,19 @@ impl Extras {
             return Err("Already initialized".into());
         }
         let mut warnings = Vec::new();
-        for server in &self.servers {
-            match server.connect().await {
+        // Side by side, under one bound (one MCP call's timeout), so n silent servers cost the
+        // host's `initialize` one timeout, not n (issue 30 item 10); a server still connecting
+        // then is reported failed.
+        let bound = self.servers.iter().map(|s| s.timeout()).max().unwrap_or_default();
+        let connecting = self.servers.iter().map(|server| async move {
+            let outcome = match tokio::time::timeout(bound, server.connect()).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(server.give_up(format!("no handshake within {} s", bound.as_secs_f64()))),
+            };
+            (server, outcome)
+        });
+        for (server, outcome) in futures::future::join_all(connecting).await {
+            match outcome {
                 Ok(tools) => agent.update_toolset(|set| set.extend(tools)),
                 Err(e) => warnings.push(format!("the SDK MCP server {} failed to connect: {e}", server.name)),
             }
