@@ -328,8 +328,10 @@ impl EditJournal {
                         change.expected_sha256 = entry.after_sha256;
                     }
                     None => {
+                        // A kept copy is a plain file of the turn's own folder: a name that
+                        // reaches elsewhere (a tampered manifest) has no copy.
                         let blob = match &entry.before {
-                            Before::Kept { blob, .. } => Some(dir.join(blob)),
+                            Before::Kept { blob, .. } if plain_name(blob) => Some(dir.join(blob)),
                             _ => None,
                         };
                         changes.insert(
@@ -480,6 +482,24 @@ pub fn restore_local(change: &FileChange) -> Result<Restored, String> {
         }
         Before::Dropped { reason, .. } => Err(reason.clone()),
     }
+}
+
+/// A file name with no folder part (`<n>.bin`), not `.` or `..`.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
+/// Whether an undo may touch `path`: an absolute path without `.`/`..` parts inside one of the
+/// session's `roots` (the work dir and its additional dirs, as given and resolved). A manifest
+/// is a file in the session folder; one edited by someone else must not make an undo write or
+/// delete files elsewhere.
+pub fn within_roots(path: &Path, roots: &[PathBuf]) -> bool {
+    use std::path::Component;
+    path.is_absolute()
+        && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && roots
+            .iter()
+            .any(|root| path.starts_with(root) || std::fs::canonicalize(root).is_ok_and(|real| path.starts_with(real)))
 }
 
 fn load_manifest(dir: &Path) -> Option<Manifest> {
@@ -715,6 +735,33 @@ mod tests {
         let created = FileChange { before: Before::Absent, blob: None, ..change };
         std::fs::remove_file(&file).unwrap();
         assert_eq!(restore_local(&created), Ok(Restored::Deleted));
+    }
+
+    #[test]
+    fn tampered_manifests_reach_nothing_outside() {
+        let roots = [PathBuf::from("/w/project")];
+        assert!(within_roots(Path::new("/w/project/src/a.rs"), &roots));
+        for outside in ["/etc/passwd", "/w/project/../secret", "relative.txt", "/w/projectile/x"] {
+            assert!(!within_roots(Path::new(outside), &roots), "{outside}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let journal = EditJournal::new(dir.path(), DEFAULT_MAX_BYTES);
+        let turn = dir.path().join(REWIND_DIR).join(format!("{:020}", 0));
+        std::fs::create_dir_all(&turn).unwrap();
+        let manifest = Manifest {
+            wire_offset: 0,
+            state: None,
+            files: vec![Entry {
+                path: "/w/project/a".into(),
+                before: Before::Kept { blob: "../../../../etc/hostname".into(), sha256: String::new(), len: 1 },
+                after_sha256: String::new(),
+                interleaved: false,
+            }],
+        };
+        save_manifest(&turn, &manifest).unwrap();
+        let plan = journal.plan_from(0).unwrap();
+        assert_eq!(plan.files[0].blob, None, "the copy may only be a file of the turn's folder");
+        assert!(before_bytes(&plan.files[0]).is_err());
     }
 
     fn read_manifest(dir: &Path) -> Manifest {

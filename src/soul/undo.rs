@@ -9,7 +9,7 @@
 //! turns it undoes (nothing of it stays in `wire.jsonl`). What Shell commands (or other tools)
 //! did is not undone, and the answer says so.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -149,7 +149,14 @@ impl Soul {
         let (cut, plan) = checked?;
         let mut report = UndoReport { turn_index: cut.index, turns_undone: cut.turns, ..Default::default() };
         let client = self.agent.client.files().filter(|c| c.can_read() && c.can_write());
+        let mut roots = vec![self.agent.env.work_dir.clone()];
+        roots.extend(self.agent.state.additional_dirs().into_iter().map(PathBuf::from));
         for change in &plan.files {
+            if !rewind::within_roots(&change.path, &roots) {
+                let reason = "it is outside the session's folders; left as it is".to_string();
+                report.not_restored.push(NotRestored { path: change.path.display().to_string(), reason });
+                continue;
+            }
             let outcome = match &client {
                 Some(files) => restore_through_client(files.as_ref(), change).await,
                 None => {
