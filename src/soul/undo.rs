@@ -149,6 +149,10 @@ impl Soul {
         let (cut, plan) = checked?;
         let mut report = UndoReport { turn_index: cut.index, turns_undone: cut.turns, ..Default::default() };
         let client = self.agent.client.files().filter(|c| c.can_read() && c.can_write());
+        // The intent first: a kill from here on is finished at the next start.
+        if let Some(journal) = &self.agent.journal {
+            journal.begin_undo(cut.offset, cut.mark).map_err(io)?;
+        }
         let mut roots = vec![self.agent.env.work_dir.clone()];
         roots.extend(self.agent.state.additional_dirs().into_iter().map(PathBuf::from));
         for change in &plan.files {
@@ -186,10 +190,13 @@ impl Soul {
             self.agent.state.flush();
             report.state_restored = true;
         }
-        if let Some(journal) = &self.agent.journal
-            && let Err(e) = journal.discard_from(cut.offset)
-        {
-            tracing::warn!("cannot remove the undone turns' before-images: {e}");
+        if let Some(journal) = &self.agent.journal {
+            if let Err(e) = journal.discard_from(cut.offset) {
+                tracing::warn!("cannot remove the undone turns' before-images: {e}");
+            }
+            if let Err(e) = journal.end_undo() {
+                tracing::warn!("cannot remove the undo's record of intent: {e}");
+            }
         }
         if in_turn {
             self.turn_start = None;
