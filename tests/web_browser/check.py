@@ -360,7 +360,9 @@ def _phone(c):
     phone.set_default_timeout(TIMEOUT_MS)
     page = phone.new_page()
     watch_console(page, "phone", c["errors"])
-    page.goto(c["session_url"])
+    # A new browser context has no stored token: the link carries it, as the banner's does.
+    sep = "&" if "?" in c["session_url"] else "?"
+    page.goto(c["session_url"] + sep + "token=" + urllib.parse.quote(c["server"].token, safe=""))
     expect(page.locator(".turn")).to_have_count(2)
     expect(page.locator("#sidebar")).not_to_be_in_viewport()
     width = page.evaluate("document.documentElement.scrollWidth")
