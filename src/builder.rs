@@ -255,6 +255,10 @@ impl AgentSetup {
         let rendered = self.system_prompt.apply(rendered);
         // A session keeps the prompt it started with (`docs/protocol-1.10.md` §10.3).
         let context_path = session.context_path();
+        // An undo killed half-way is finished before the context and the record are read.
+        if let Some(line) = crate::session::rewind::finish_pending_undo(&session.dir, std::slice::from_ref(&work_dir)) {
+            tracing::warn!("{line}");
+        }
         let cannot_open = |e: std::io::Error| BuildError::Fatal(format!("Cannot open {}: {e}", context_path.display()));
         let ensured = context_prompt::ensure(&context_path, &rendered).map_err(cannot_open)?;
         let system_prompt = ensured.prompt;

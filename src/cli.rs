@@ -194,13 +194,18 @@ pub struct WebArgs {
     /// Do not open the browser.
     #[arg(long = "no-open")]
     pub no_open: bool,
-    /// Require this bearer token (default: a random one when not bound to loopback).
+    /// Require this bearer token (default: `--auth-token-file`, else $KIWI_WEB_AUTH_TOKEN, else a
+    /// random one, printed in the URL).
     #[arg(long = "auth-token", value_name = "TOKEN")]
     pub auth_token: Option<String>,
+    /// Read the bearer token from the first line of this file (not visible in the process list).
+    #[arg(long = "auth-token-file", value_name = "PATH")]
+    pub auth_token_file: Option<std::path::PathBuf>,
     /// Comma-separated Origin values allowed to call the API (`*` allows every origin).
     #[arg(long = "allowed-origins", value_name = "ORIGINS")]
     pub allowed_origins: Option<String>,
-    /// Never require a token (asks for confirmation when bound to a public address).
+    /// Never require a token: anyone who can reach the port drives the agent (asks for
+    /// confirmation when bound to a public address).
     #[arg(long = "dangerously-omit-auth")]
     pub dangerously_omit_auth: bool,
     /// Refuse the sensitive APIs (config writes, open-in, hidden files).

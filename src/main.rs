@@ -1,6 +1,12 @@
 //! The `kiwi` binary: everything lives in the library; see `kiwi::app`.
 
 fn main() -> std::process::ExitCode {
+    // `kiwi web` holds a descriptor per connection: its soft limit is raised to the hard one
+    // before any thread exists (process-global; other commands keep what they were given, and
+    // so do the programs they start).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "web") {
+        kiwi::web::listen::raise_fd_limit();
+    }
     kiwi::app::main()
 }
 

@@ -210,19 +210,61 @@ fn secrets_of(text: &str) -> std::collections::HashMap<Vec<String>, String> {
 }
 
 /// `new_text` with each [`REDACTED`] secret replaced by what `disk_text` holds at the same place
-/// (a placeholder with nothing behind it stays as sent).
+/// (a placeholder with nothing behind it stays as sent). A stored secret is kept only while the
+/// table it belongs to (a provider, a service) keeps its `base_url` and `type`: a request that
+/// points the provider elsewhere and sends the placeholder back would otherwise send the old key
+/// to the new host (issue 30 item 8); that is refused with a message asking to enter it again.
 pub fn restore_secrets(new_text: &str, disk_text: &str) -> Result<String, String> {
     let stored = secrets_of(disk_text);
+    let disk = disk_text.parse::<DocumentMut>().ok();
     let mut doc = new_text.parse::<DocumentMut>().map_err(|e| e.to_string())?;
+    let sent = doc.clone();
+    let mut moved: Option<String> = None;
     let mut path = Vec::new();
     walk_secrets(doc.as_item_mut(), &mut path, &mut |p, v| {
         if v.as_str() == Some(REDACTED)
             && let Some(real) = stored.get(p)
         {
-            set_str(v, real);
+            let owner = secret_owner(p);
+            let same = |key: &str| {
+                let at: Vec<String> = owner.iter().cloned().chain([key.to_string()]).collect();
+                string_at(&sent, &at) == disk.as_ref().and_then(|d| string_at(d, &at))
+            };
+            if same("base_url") && same("type") {
+                set_str(v, real);
+            } else if moved.is_none() {
+                moved = Some(p.join("."));
+            }
         }
     });
+    if let Some(place) = moved {
+        return Err(format!(
+            "The secret {place} was sent masked while its provider's base_url or type changed; enter it again"
+        ));
+    }
     Ok(doc.to_string())
+}
+
+/// The table a secret belongs to: its parent, or the one above a `custom_headers` or `env` table.
+fn secret_owner(path: &[String]) -> &[String] {
+    let parent = &path[..path.len().saturating_sub(1)];
+    match parent.last().map(String::as_str) {
+        Some("custom_headers" | "env") => &parent[..parent.len() - 1],
+        _ => parent,
+    }
+}
+
+/// The string at `path` of a document (keys and `[i]` indexes), if there is one.
+fn string_at(doc: &DocumentMut, path: &[String]) -> Option<String> {
+    let mut item = doc.as_item();
+    for step in path {
+        let index = step.strip_prefix('[').and_then(|s| s.strip_suffix(']')).and_then(|n| n.parse::<usize>().ok());
+        item = match index {
+            Some(i) => item.get(i)?,
+            None => item.get(step.as_str())?,
+        };
+    }
+    item.as_str().map(str::to_string)
 }
 
 /// Checks a whole config text as `PUT /api/config/toml` does: not empty, TOML (JSON is refused),
@@ -346,6 +388,19 @@ access_token = "tok-secret"
         // A new secret value is taken as sent.
         let changed = red.replacen("api_key = \"********\"", "api_key = \"sk-new\"", 1);
         assert!(restore_secrets(&changed, TEXT).unwrap().contains("sk-new"));
+    }
+
+    #[test]
+    fn a_masked_secret_does_not_follow_a_moved_provider() {
+        let red = redact(TEXT).unwrap();
+        assert!(red.contains("base_url = \"http://s\""), "{red}");
+        let moved = red.replace("base_url = \"http://s\"", "base_url = \"https://attacker.example\"");
+        let e = restore_secrets(&moved, TEXT).unwrap_err();
+        assert!(e.starts_with("The secret services.search.") && e.ends_with("enter it again"), "{e}");
+        // Re-entered, it is taken as sent.
+        let typed = moved
+            .replace("api_key = \"********\"\naccess_token = \"********\"", "api_key = \"new\"\naccess_token = \"t\"");
+        assert!(restore_secrets(&typed, TEXT).unwrap().contains("https://attacker.example"), "{typed}");
     }
 
     #[test]

@@ -120,28 +120,8 @@ impl LlmSettings {
     }
 }
 
-/// A URL as it may appear in a log: user info and query (which can hold keys) are replaced by
-/// `<redacted>`; text that is not a URL is kept only up to its first `?` or `@`-prefixed part.
-pub fn loggable_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut parsed) => {
-            let had_user = !parsed.username().is_empty() || parsed.password().is_some();
-            let had_query = parsed.query().is_some();
-            let _ = parsed.set_username("");
-            let _ = parsed.set_password(None);
-            parsed.set_query(None);
-            let mut text = parsed.to_string();
-            if had_user && let Some(at) = text.find("://") {
-                text.insert_str(at + 3, "<redacted>@");
-            }
-            if had_query {
-                text.push_str("?<redacted>");
-            }
-            text
-        }
-        Err(_) => url.split(['?', '@']).next().unwrap_or_default().to_string(),
-    }
-}
+/// A URL as it may appear in a log (`crate::net::loggable_url`).
+pub use crate::net::loggable_url;
 
 impl LlmSettings {
     /// A variable for the provider: its config `env` table first, then the process environment
@@ -165,6 +145,6 @@ mod tests {
             loggable_url("https://api.moonshot.ai/v1/chat/completions"),
             "https://api.moonshot.ai/v1/chat/completions"
         );
-        assert_eq!(loggable_url("not a url?key=x"), "not a url");
+        assert_eq!(loggable_url("not a url?key=x"), "not a url?<redacted>");
     }
 }

@@ -238,7 +238,11 @@ impl SseTransport {
             Ok(endpoint) => endpoint?,
             Err(_) => return Err(SseError::NoEndpoint { url: url.to_string(), waited }),
         };
-        tracing::info!("MCP SSE session on {url}: messages go to {endpoint}");
+        tracing::info!(
+            "MCP SSE session on {}: messages go to {}",
+            crate::net::loggable_url(url.as_str()),
+            crate::net::loggable_url(endpoint.as_str())
+        );
         let (tx, incoming) = mpsc::channel(QUEUE);
         let reader = tokio::spawn(stream.run(tx)).abort_handle();
         Ok(Self { poster: Arc::new(Poster { client, endpoint, headers }), incoming, reader })
@@ -385,7 +389,8 @@ impl Reader {
 
     /// Hands every server message to the session until the stream ends or the session is gone.
     async fn run(mut self, tx: mpsc::Sender<RxJsonRpcMessage<RoleClient>>) {
-        let url = self.url.clone();
+        // For the log only: user info and query never reach it.
+        let url = crate::net::loggable_url(self.url.as_str());
         loop {
             let next = tokio::select! {
                 next = self.next_event() => next,

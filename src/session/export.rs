@@ -5,7 +5,10 @@
 //! Invariants: the archive is written to a temporary file beside the target and renamed into
 //! place, so a failed or interrupted export never leaves half an archive under the target name;
 //! files are streamed into it (memory stays flat for any session size); sub-folders of the session
-//! (`uploads/`, subagents) are not included, as in the reference.
+//! (`uploads/`, subagents) are not included, as in the reference; links are never followed: a
+//! symbolic link (or anything else that is not a regular file) in the session folder or among
+//! the logs is left out, and every file is opened without following a link, so a link planted
+//! there cannot export its target (issue 30 item 12).
 
 use std::io::{BufRead, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -23,12 +26,26 @@ pub struct Exported {
     pub logs: Vec<String>,
 }
 
-/// The files at the top of a session folder, sorted by name.
+/// The regular files at the top of a session folder (links left out), sorted by name.
 pub fn session_files(session_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(session_dir)?.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(session_dir)?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .collect();
     files.sort();
     Ok(files)
+}
+
+/// Opens `path` for reading only if it is a regular file and not a link (a link swapped in
+/// after the listing fails here; a FIFO does not block the open).
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!("{} is not a regular file", path.display())));
+    }
+    Ok(file)
 }
 
 /// First and last record timestamps of the session's `wire.jsonl`.
@@ -61,7 +78,7 @@ pub fn recent_logs(share: &Path, session_dir: &Path, now: SystemTime) -> Vec<Pat
         .flatten()
         .filter(|e| {
             let name = e.file_name().to_string_lossy().to_string();
-            name.starts_with("kiwi") && name.contains(".log") && e.path().is_file()
+            name.starts_with("kiwi") && name.contains(".log") && e.file_type().is_ok_and(|t| t.is_file())
         })
         .filter_map(|e| {
             let mtime = super::catalog::epoch_seconds(e.metadata().ok()?.modified().ok()?);
@@ -82,14 +99,15 @@ pub fn write_zip<W: Write + Seek>(session_dir: &Path, logs: &[PathBuf], out: W) 
     let mut exported = Exported { files: Vec::new(), logs: Vec::new() };
     for path in session_files(session_dir)? {
         let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        let mut file = std::fs::File::open(&path)?;
+        // Swapped for a link or something else since the listing: left out.
+        let Ok(mut file) = open_regular(&path) else { continue };
         zip.start_file(name.as_str(), options).map_err(std::io::Error::other)?;
         std::io::copy(&mut file, &mut zip)?;
         exported.files.push(name);
     }
     for path in logs {
         // A log that vanished or cannot be read is left out (the archive is still useful).
-        let Ok(mut file) = std::fs::File::open(path) else { continue };
+        let Ok(mut file) = open_regular(path) else { continue };
         let name = format!("logs/{}", path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default());
         zip.start_file(name.as_str(), options).map_err(std::io::Error::other)?;
         std::io::copy(&mut file, &mut zip)?;
@@ -154,6 +172,30 @@ mod tests {
         assert_eq!(text, "{\"role\":\"user\"}\n");
         let leftovers: Vec<_> = std::fs::read_dir(target.parent().unwrap()).unwrap().flatten().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn links_are_never_followed() {
+        let share = tempfile::tempdir().unwrap();
+        let outside = share.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("id_rsa"), "PRIVATE KEY").unwrap();
+        let session = share.path().join("sessions/k/s");
+        std::fs::create_dir_all(&session).unwrap();
+        std::fs::write(session.join("context.jsonl"), "{}\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("id_rsa"), session.join("notes.md")).unwrap();
+        std::fs::create_dir_all(share.path().join("logs")).unwrap();
+        std::os::unix::fs::symlink(outside.join("id_rsa"), share.path().join("logs/kiwi.log")).unwrap();
+        let logs = recent_logs(share.path(), &session, SystemTime::now());
+        assert!(logs.is_empty(), "{logs:?}");
+        let target = share.path().join("s.zip");
+        let linked = [share.path().join("logs/kiwi.log")];
+        let exported = export_to(&session, &linked, &target).unwrap();
+        assert_eq!((exported.files, exported.logs), (vec!["context.jsonl".to_string()], vec![]));
+        let zip = zip::ZipArchive::new(std::fs::File::open(&target).unwrap()).unwrap();
+        let names: Vec<String> = zip.file_names().map(|n| n.unwrap().to_string()).collect();
+        assert_eq!(names, ["context.jsonl"]);
+        assert!(open_regular(&session.join("notes.md")).is_err());
     }
 
     #[test]

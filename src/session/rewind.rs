@@ -36,6 +36,18 @@ pub const REWIND_DIR: &str = "rewind";
 /// `undo.max_bytes` when the config does not say.
 pub const DEFAULT_MAX_BYTES: u64 = crate::config::schema::DEFAULT_UNDO_MAX_BYTES;
 const MANIFEST: &str = "manifest.json";
+/// An undo's intent, recorded in `rewind/` before it touches any file and removed when it is
+/// complete; found at a session's start, the undo is finished then.
+const PENDING_UNDO: &str = "undo.json";
+
+/// What an interrupted undo still has to do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PendingUndo {
+    /// The cut in `wire.jsonl`.
+    offset: u64,
+    /// The context position to cut back to.
+    mark: ContextMark,
+}
 /// The hash of "no file" in the chain checks.
 const ABSENT: &str = "";
 
@@ -328,8 +340,10 @@ impl EditJournal {
                         change.expected_sha256 = entry.after_sha256;
                     }
                     None => {
+                        // A kept copy is a plain file of the turn's own folder: a name that
+                        // reaches elsewhere (a tampered manifest) has no copy.
                         let blob = match &entry.before {
-                            Before::Kept { blob, .. } => Some(dir.join(blob)),
+                            Before::Kept { blob, .. } if plain_name(blob) => Some(dir.join(blob)),
                             _ => None,
                         };
                         changes.insert(
@@ -347,6 +361,21 @@ impl EditJournal {
             }
         }
         Ok(UndoPlan { files: changes.into_values().collect(), state })
+    }
+
+    /// Records that an undo to `offset`/`mark` begins (before any file is touched).
+    pub fn begin_undo(&self, offset: u64, mark: ContextMark) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.root)?;
+        let text = serde_json::to_vec(&PendingUndo { offset, mark }).map_err(std::io::Error::other)?;
+        write_atomic(&self.root.join(PENDING_UNDO), &text, None)
+    }
+
+    /// The undo is complete: its intent is removed.
+    pub fn end_undo(&self) -> std::io::Result<()> {
+        match std::fs::remove_file(self.root.join(PENDING_UNDO)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// Removes the folders of every turn from byte `offset` on (they were undone).
@@ -412,6 +441,21 @@ pub enum Restored {
     Deleted,
 }
 
+/// A file that already holds its before-image (absent for one kiwi created) counts as restored:
+/// a repeated undo, after one interrupted between the files and the conversation, must not
+/// report it as changed by someone else (issue 30 item 9).
+pub fn already_restored(change: &FileChange, current: Option<&[u8]>) -> Option<Restored> {
+    match (&change.before, current) {
+        (Before::Absent, None) => Some(Restored::Deleted),
+        (Before::Kept { sha256: sha, .. } | Before::Dropped { sha256: sha, .. }, Some(bytes))
+            if sha256(bytes) == *sha =>
+        {
+            Some(Restored::Content)
+        }
+        _ => None,
+    }
+}
+
 /// Why a file was left as it is (`Err` of the checks and restores).
 pub fn check_current(change: &FileChange, current: Option<&[u8]>) -> Result<(), String> {
     if change.interleaved {
@@ -447,6 +491,9 @@ pub fn restore_local(change: &FileChange) -> Result<Restored, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("it cannot be read ({e}); left as it is")),
     };
+    if let Some(done) = already_restored(change, current.as_deref()) {
+        return Ok(done);
+    }
     check_current(change, current.as_deref())?;
     match &change.before {
         Before::Absent => match std::fs::remove_file(&change.path) {
@@ -462,6 +509,73 @@ pub fn restore_local(change: &FileChange) -> Result<Restored, String> {
         }
         Before::Dropped { reason, .. } => Err(reason.clone()),
     }
+}
+
+/// At a session's start, before its context and record are read: an undo that was interrupted
+/// (its intent still in `rewind/`) is finished — its files restored (those already holding
+/// their before-image count as restored; only inside `roots`), the context and `wire.jsonl`
+/// cut, the state put back, the undone turns' records removed. The line to log, or `None` when
+/// nothing was pending.
+pub fn finish_pending_undo(session_dir: &Path, roots: &[PathBuf]) -> Option<String> {
+    let journal = EditJournal::new(session_dir, DEFAULT_MAX_BYTES);
+    let text = std::fs::read(journal.root.join(PENDING_UNDO)).ok()?;
+    let Ok(pending) = serde_json::from_slice::<PendingUndo>(&text) else {
+        let _ = journal.end_undo();
+        return Some("an interrupted undo left an unreadable record; it was dropped".into());
+    };
+    let outcome = (|| -> std::io::Result<(usize, Vec<String>)> {
+        let plan = journal.plan_from(pending.offset)?;
+        let (mut restored, mut left) = (0, Vec::new());
+        for change in &plan.files {
+            let done = if within_roots(&change.path, roots) {
+                restore_local(change)
+            } else {
+                Err("it is outside the session's folders; left as it is".into())
+            };
+            match done {
+                Ok(_) => restored += 1,
+                Err(why) => left.push(format!("{} ({why})", change.path.display())),
+            }
+        }
+        if mark_fits(session_dir, pending.mark) {
+            cut_context(session_dir, pending.mark)?;
+        }
+        truncate_file(&session_dir.join("wire.jsonl"), pending.offset)?;
+        if let Some(mut state) = plan.state {
+            super::state::save_keeping_web_members(session_dir, &mut state)?;
+        }
+        journal.discard_from(pending.offset)?;
+        journal.end_undo()?;
+        Ok((restored, left))
+    })();
+    Some(match outcome {
+        Ok((restored, left)) if left.is_empty() => {
+            format!("finished an interrupted undo: {restored} file(s) restored, the conversation cut")
+        }
+        Ok((restored, left)) => format!(
+            "finished an interrupted undo: {restored} file(s) restored, the conversation cut; not restored: {}",
+            left.join(", ")
+        ),
+        Err(e) => format!("an interrupted undo could not be finished ({e}); it is tried again at the next start"),
+    })
+}
+
+/// A file name with no folder part (`<n>.bin`), not `.` or `..`.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
+/// Whether an undo may touch `path`: an absolute path without `.`/`..` parts inside one of the
+/// session's `roots` (the work dir and its additional dirs, as given and resolved). A manifest
+/// is a file in the session folder; one edited by someone else must not make an undo write or
+/// delete files elsewhere.
+pub fn within_roots(path: &Path, roots: &[PathBuf]) -> bool {
+    use std::path::Component;
+    path.is_absolute()
+        && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && roots
+            .iter()
+            .any(|root| path.starts_with(root) || std::fs::canonicalize(root).is_ok_and(|real| path.starts_with(real)))
 }
 
 fn load_manifest(dir: &Path) -> Option<Manifest> {
@@ -673,6 +787,87 @@ pub fn truncate_file(path: &Path, len: u64) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_already_holding_its_before_image_counts_as_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.txt");
+        let blob = dir.path().join("0.bin");
+        std::fs::write(&blob, "before").unwrap();
+        let change = FileChange {
+            path: file.clone(),
+            before: Before::Kept { blob: "0.bin".into(), sha256: sha256(b"before"), len: 6 },
+            blob: Some(blob),
+            expected_sha256: sha256(b"after"),
+            interleaved: false,
+        };
+        // An undo that put the file back and was killed before the conversation was cut: the
+        // file holds its before-image, not what kiwi last wrote.
+        std::fs::write(&file, "before").unwrap();
+        assert_eq!(restore_local(&change), Ok(Restored::Content));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "before");
+        std::fs::write(&file, "someone else's").unwrap();
+        assert!(restore_local(&change).unwrap_err().contains("changed after kiwi's last edit"));
+        let created = FileChange { before: Before::Absent, blob: None, ..change };
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(restore_local(&created), Ok(Restored::Deleted));
+    }
+
+    #[test]
+    fn an_interrupted_undo_is_finished_at_the_next_start() {
+        let session = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let file = work.path().join("a.txt");
+        std::fs::write(session.path().join("context.jsonl"), "{\"role\":\"user\"}\n{\"role\":\"assistant\"}\n")
+            .unwrap();
+        std::fs::write(session.path().join("wire.jsonl"), "{\"type\":\"metadata\"}\n{\"turn\":1}\n").unwrap();
+        let journal = EditJournal::new(session.path(), DEFAULT_MAX_BYTES);
+        let offset = "{\"type\":\"metadata\"}\n".len() as u64;
+        journal.begin_turn(offset, None).unwrap();
+        std::fs::write(&file, "kiwi's").unwrap();
+        journal.record(&file, Some(b"before"), b"kiwi's");
+        journal.end_turn(&SessionStateFile::default()).unwrap();
+        let mark = ContextMark { rotation: 0, bytes: "{\"role\":\"user\"}\n".len() as u64 };
+        // The undo recorded its intent, put the file back and was killed before the cut.
+        journal.begin_undo(offset, mark).unwrap();
+        std::fs::write(&file, "before").unwrap();
+        assert_eq!(
+            finish_pending_undo(session.path(), &[work.path().to_path_buf()]),
+            Some("finished an interrupted undo: 1 file(s) restored, the conversation cut".to_string())
+        );
+        assert_eq!(std::fs::read_to_string(session.path().join("context.jsonl")).unwrap(), "{\"role\":\"user\"}\n");
+        assert_eq!(std::fs::read_to_string(session.path().join("wire.jsonl")).unwrap(), "{\"type\":\"metadata\"}\n");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "before");
+        assert!(!session.path().join(REWIND_DIR).join(PENDING_UNDO).exists());
+        assert_eq!(finish_pending_undo(session.path(), &[work.path().to_path_buf()]), None, "done once");
+    }
+
+    #[test]
+    fn tampered_manifests_reach_nothing_outside() {
+        let roots = [PathBuf::from("/w/project")];
+        assert!(within_roots(Path::new("/w/project/src/a.rs"), &roots));
+        for outside in ["/etc/passwd", "/w/project/../secret", "relative.txt", "/w/projectile/x"] {
+            assert!(!within_roots(Path::new(outside), &roots), "{outside}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let journal = EditJournal::new(dir.path(), DEFAULT_MAX_BYTES);
+        let turn = dir.path().join(REWIND_DIR).join(format!("{:020}", 0));
+        std::fs::create_dir_all(&turn).unwrap();
+        let manifest = Manifest {
+            wire_offset: 0,
+            state: None,
+            files: vec![Entry {
+                path: "/w/project/a".into(),
+                before: Before::Kept { blob: "../../../../etc/hostname".into(), sha256: String::new(), len: 1 },
+                after_sha256: String::new(),
+                interleaved: false,
+            }],
+        };
+        save_manifest(&turn, &manifest).unwrap();
+        let plan = journal.plan_from(0).unwrap();
+        assert_eq!(plan.files[0].blob, None, "the copy may only be a file of the turn's folder");
+        assert!(before_bytes(&plan.files[0]).is_err());
+    }
 
     fn read_manifest(dir: &Path) -> Manifest {
         load_manifest(dir).expect("a manifest")

@@ -9,7 +9,7 @@
 //! turns it undoes (nothing of it stays in `wire.jsonl`). What Shell commands (or other tools)
 //! did is not undone, and the answer says so.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -149,7 +149,18 @@ impl Soul {
         let (cut, plan) = checked?;
         let mut report = UndoReport { turn_index: cut.index, turns_undone: cut.turns, ..Default::default() };
         let client = self.agent.client.files().filter(|c| c.can_read() && c.can_write());
+        // The intent first: a kill from here on is finished at the next start.
+        if let Some(journal) = &self.agent.journal {
+            journal.begin_undo(cut.offset, cut.mark).map_err(io)?;
+        }
+        let mut roots = vec![self.agent.env.work_dir.clone()];
+        roots.extend(self.agent.state.additional_dirs().into_iter().map(PathBuf::from));
         for change in &plan.files {
+            if !rewind::within_roots(&change.path, &roots) {
+                let reason = "it is outside the session's folders; left as it is".to_string();
+                report.not_restored.push(NotRestored { path: change.path.display().to_string(), reason });
+                continue;
+            }
             let outcome = match &client {
                 Some(files) => restore_through_client(files.as_ref(), change).await,
                 None => {
@@ -179,10 +190,13 @@ impl Soul {
             self.agent.state.flush();
             report.state_restored = true;
         }
-        if let Some(journal) = &self.agent.journal
-            && let Err(e) = journal.discard_from(cut.offset)
-        {
-            tracing::warn!("cannot remove the undone turns' before-images: {e}");
+        if let Some(journal) = &self.agent.journal {
+            if let Err(e) = journal.discard_from(cut.offset) {
+                tracing::warn!("cannot remove the undone turns' before-images: {e}");
+            }
+            if let Err(e) = journal.end_undo() {
+                tracing::warn!("cannot remove the undo's record of intent: {e}");
+            }
         }
         if in_turn {
             self.turn_start = None;
@@ -234,6 +248,9 @@ async fn restore_through_client(files: &dyn ClientFiles, change: &FileChange) ->
         Err(_) if !Path::new(&change.path).exists() => None,
         Err(e) => return Err(format!("it cannot be read ({e}); left as it is")),
     };
+    if let Some(done) = rewind::already_restored(change, current.as_deref()) {
+        return Ok(done);
+    }
     rewind::check_current(change, current.as_deref())?;
     match &change.before {
         rewind::Before::Absent => match std::fs::remove_file(&change.path) {

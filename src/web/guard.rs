@@ -1,7 +1,10 @@
 //! The guards every HTTP request passes (`docs/web.md` §2.2, §8 item 3), in this order: a CORS
 //! preflight from an origin the CORS rule refuses (400), LAN-only (the TCP peer must have a
-//! private address), the Host header in local mode (DNS rebinding), then for `/api/` paths the
-//! Origin (when enforced) and the token.
+//! private address), the Host header in local mode (DNS rebinding), the Origin of every request
+//! that can change something (any method but GET, HEAD and OPTIONS) in every mode (cross-site
+//! request forgery: a page may POST `text/plain` without a preflight), then for `/api/` paths
+//! the Origin of reads (when enforced), the token, and a body's type (JSON only as
+//! `application/json`, uploads as `multipart/form-data`).
 //!
 //! Invariants: the token is compared in constant time and never logged (nor are query strings);
 //! `OPTIONS`, `/healthz`, `/docs`, `/scalar` and every path outside `/api/` need no token; the
@@ -65,6 +68,10 @@ pub fn check(
     if settings.local_mode() && !host_allowed(headers) {
         return Err(ApiError::forbidden("Host not allowed"));
     }
+    let writes = !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    if writes && !origin_ok(settings, headers) {
+        return Err(ApiError::forbidden("Origin not allowed"));
+    }
     let path = uri.path();
     let exempt = method == Method::OPTIONS
         || matches!(path, "/healthz" | "/docs" | "/scalar")
@@ -73,10 +80,7 @@ pub fn check(
     if exempt {
         return Ok(());
     }
-    if settings.enforce_origin
-        && let Some(origin) = headers.get(header::ORIGIN)
-        && !origin.to_str().is_ok_and(|o| settings.origin_allowed(o))
-    {
+    if settings.enforce_origin && !origin_ok(settings, headers) {
         return Err(ApiError::forbidden("Origin not allowed"));
     }
     if let Some(expected) = &settings.token {
@@ -85,7 +89,31 @@ pub fn check(
             return Err(ApiError::unauthorized());
         }
     }
+    if writes && has_body(headers) && !body_type_ok(headers) {
+        return Err(ApiError::new(
+            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        ));
+    }
     Ok(())
+}
+
+/// No `Origin` (not a browser), or one the CORS rule allows.
+fn origin_ok(settings: &Settings, headers: &HeaderMap) -> bool {
+    headers.get(header::ORIGIN).is_none_or(|o| o.to_str().is_ok_and(|o| settings.origin_allowed(o)))
+}
+
+/// The request carries a body: a non-zero `Content-Length` or a chunked one.
+fn has_body(headers: &HeaderMap) -> bool {
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
+    headers.contains_key(header::TRANSFER_ENCODING) || length.is_some_and(|l| l.trim() != "0")
+}
+
+/// `application/json` (any parameters), or `multipart/form-data` for uploads.
+fn body_type_ok(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json") || essence.eq_ignore_ascii_case("multipart/form-data")
 }
 
 /// `/api/sessions/<id>/stream`: the WebSocket, which checks its own handshake.
@@ -208,6 +236,37 @@ mod tests {
             let (m, u, h) = request(Method::GET, "/", &[("host", host)]);
             assert_eq!(check(&local, &m, &u, &h, None).is_ok(), ok, "{host}");
         }
+    }
+
+    #[test]
+    fn writes_need_an_allowed_origin_in_every_mode_and_json_as_json() {
+        let local = settings(None, false, true);
+        let run = |m: Method, uri: &str, h: &[(&str, &str)]| {
+            let (m, u, h) = request(m, uri, h);
+            detail(check(&local, &m, &u, &h, None))
+        };
+        let forged = [("origin", "http://evil.example"), ("content-type", "text/plain"), ("content-length", "2")];
+        assert_eq!(run(Method::POST, "/api/sessions/", &forged), Some("Origin not allowed".into()));
+        assert_eq!(run(Method::DELETE, "/api/sessions/x", &[("origin", "null")]), Some("Origin not allowed".into()));
+        assert_eq!(
+            run(Method::POST, "/healthz", &[("origin", "http://evil.example")]),
+            Some("Origin not allowed".into())
+        );
+        assert_eq!(run(Method::GET, "/api/sessions/", &[("origin", "http://evil.example")]), None, "reads: CORS");
+        let own = ("origin", "http://localhost:5494");
+        assert_eq!(
+            run(Method::POST, "/api/sessions/", &[own, ("content-type", "text/plain"), ("content-length", "2")]),
+            Some("Content-Type must be application/json".into())
+        );
+        assert_eq!(
+            run(Method::PATCH, "/api/config/", &[("content-length", "2")]),
+            Some("Content-Type must be application/json".into())
+        );
+        let json = ("content-type", "Application/JSON; charset=utf-8");
+        assert_eq!(run(Method::POST, "/api/sessions/", &[own, json, ("content-length", "2")]), None);
+        let multipart = ("content-type", "multipart/form-data; boundary=x");
+        assert_eq!(run(Method::POST, "/api/sessions/x/files", &[multipart, ("transfer-encoding", "chunked")]), None);
+        assert_eq!(run(Method::POST, "/api/sessions/x/fork", &[("content-length", "0")]), None, "no body");
     }
 
     #[test]

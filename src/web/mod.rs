@@ -9,7 +9,8 @@
 //! live session at the seam so its history replay and its live stream meet without loss or
 //! duplicates. [`router`] puts the HTTP stack together with the guards (CORS, LAN-only, Host,
 //! Origin, token); [`rest`] holds the REST endpoints and [`ui`] the embedded browser UI;
-//! [`serve`] is the command: settings, port probing, the banner, serving, shutdown.
+//! [`serve`] is the command: settings, port probing, the banner, serving, shutdown; [`listen`]
+//! is its accept loop with the connection limits (head-read timeout, connection cap).
 //!
 //! Invariants: one slow or dead socket never slows the others or the turn (each socket has a
 //! bounded queue and is disconnected when it overflows); the token and the other `KIMI_WEB_*`
@@ -19,6 +20,7 @@
 pub mod errors;
 pub mod guard;
 pub mod hosted;
+pub mod listen;
 pub mod projection;
 pub mod queue;
 pub mod rest;

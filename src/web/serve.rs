@@ -17,8 +17,11 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
 
 use super::hosted::Hosting;
+use super::listen::{Limits, fd_limit};
 use super::queue::CLOSE_SHUTDOWN;
-use super::settings::{Mode, Plan, Settings, machine_ipv4s, max_public_path_depth, url_host};
+use super::settings::{
+    Mode, Plan, Settings, TOKEN_VARIABLE, given_token, machine_ipv4s, max_public_path_depth, url_host,
+};
 use super::state::AppState;
 use crate::builder::{AgentChoice, AgentSetup};
 use crate::cli::WebArgs;
@@ -40,9 +43,17 @@ const CONFIRMATION: &str = "I UNDERSTAND THE RISKS";
 #[allow(clippy::print_stderr)]
 pub fn run(args: &WebArgs) -> ExitCode {
     let depth = max_public_path_depth(std::env::var("KIMI_WEB_MAX_PUBLIC_PATH_DEPTH").ok());
+    let env_token = std::env::var(TOKEN_VARIABLE).ok();
     scrub_web_environment();
     let _logging = init_logging();
-    let plan = Plan::from_args(args);
+    let given = match given_token(args, env_token) {
+        Ok(given) => given,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let plan = Plan::from_args(args, given);
     if plan.needs_confirmation
         && let Err(message) = confirm_omit_auth()
     {
@@ -83,26 +94,20 @@ pub fn run(args: &WebArgs) -> ExitCode {
                 crate::browser::open(&url);
             });
         }
-        let app = super::router::app(state).into_make_service_with_connect_info::<SocketAddr>();
+        let app = super::router::app(state);
         let stop = process.stop.clone();
         let closing = hosting.clone();
-        // Frames are small and written as they come: without TCP_NODELAY a frame written while
-        // the previous one is unacknowledged waits for the client's delayed ACK (~40 ms).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        tokio::spawn(async move {
             stop.cancelled().await;
             tracing::info!("shutting down: closing every WebSocket");
             closing.close_all_sockets(CLOSE_SHUTDOWN, "Server shutting down");
         });
-        let serving = tokio::spawn(async move { server.await });
+        let limits = Limits::for_fd_limit(fd_limit());
+        let server = super::listen::serve(listener, app, limits, process.stop.clone());
+        let serving = tokio::spawn(server);
         process.stop.cancelled().await;
         match tokio::time::timeout(GRACEFUL, serving).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!("the HTTP server failed: {e}"),
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!("the HTTP server task failed: {e}"),
             Err(_) => tracing::info!("connections still open after {GRACEFUL:?}; closing anyway"),
         }
@@ -117,12 +122,12 @@ pub fn run(args: &WebArgs) -> ExitCode {
     }
 }
 
-/// Removes `KIMI_WEB_*` from the environment (`docs/web.md` §8 item 1), while the process has
-/// one thread.
+/// Removes `KIMI_WEB_*` and the token variable from the environment (`docs/web.md` §8 item 1),
+/// while the process has one thread.
 fn scrub_web_environment() {
     let names: Vec<std::ffi::OsString> = std::env::vars_os()
         .map(|(name, _)| name)
-        .filter(|name| name.to_string_lossy().starts_with("KIMI_WEB_"))
+        .filter(|name| name.to_string_lossy().starts_with("KIMI_WEB_") || name == TOKEN_VARIABLE)
         .collect();
     for name in names {
         // SAFETY: called at the start of `kiwi web`, before the runtime, the logger or any other
@@ -339,7 +344,8 @@ mod tests {
     fn plan(list: &[&str]) -> Plan {
         let cli = Cli::try_parse_from(["kiwi", "web"].iter().chain(list.iter())).unwrap();
         let Some(Command::Web(args)) = cli.command else { unreachable!() };
-        Plan::from_args(&args)
+        let given = given_token(&args, None).unwrap();
+        Plan::from_args(&args, given)
     }
 
     #[test]
@@ -363,11 +369,15 @@ mod tests {
 
     #[test]
     fn the_local_and_lan_banners() {
-        let local = plan(&[]);
+        let local = plan(&["--auth-token", "lt"]);
         let settings = Settings::bound(&local, 5495, &[], "/s".into(), "/".into());
         let text = banner(&local, &settings, &[]).join("\n");
-        assert!(text.contains("  ➜  Local    http://127.0.0.1:5495\n"), "{text}");
-        assert!(text.contains("    • Use -n / --network to share on LAN") && !text.contains("Token:"));
+        assert!(text.contains("  ➜  Local    http://127.0.0.1:5495/?token=lt\n"), "{text}");
+        assert!(text.contains("    • Use -n / --network to share on LAN") && text.contains("  Token:   lt"));
+        let omitted = plan(&["--dangerously-omit-auth"]);
+        let settings = Settings::bound(&omitted, 5495, &[], "/s".into(), "/".into());
+        let text = banner(&omitted, &settings, &[]).join("\n");
+        assert!(text.contains("  ➜  Local    http://127.0.0.1:5495\n") && !text.contains("Token:"), "{text}");
         let lan = plan(&["-n", "--auth-token", "t"]);
         let ips = [std::net::Ipv4Addr::new(8, 8, 8, 8), std::net::Ipv4Addr::new(10, 0, 0, 5)];
         let settings = Settings::bound(&lan, 5494, &ips, "/s".into(), "/".into());

@@ -2,8 +2,10 @@
 //! public), the token, the allowed origins, the restriction of sensitive APIs, and the address
 //! rules the guards use (which client addresses are private, which hosts are local).
 //!
-//! Invariants: a token is generated whenever the bind address is not loopback (unless the user
-//! asked for none); Origin enforcement and the sensitive-API restriction default to on exactly in
+//! Invariants: a token is always required unless the user asked for none with
+//! `--dangerously-omit-auth` — on loopback too, unlike the reference (`docs/web.md` §5: any local
+//! process or user could otherwise drive the agent); the user's token comes from `--auth-token`,
+//! `--auth-token-file` or `KIWI_WEB_AUTH_TOKEN`, else a random one is made; Origin enforcement and the sensitive-API restriction default to on exactly in
 //! public mode with `--public`; nothing here reads or writes the process environment.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -35,19 +37,12 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn from_args(args: &WebArgs) -> Self {
+    /// The plan of `args`; `given` is the user's token ([`given_token`]), if any.
+    pub fn from_args(args: &WebArgs, given: Option<String>) -> Self {
         let host = bind_host(args);
         let public_mode = !is_local_host(&host);
         let lan_only = args.lan_only_flag();
-        let token = if args.dangerously_omit_auth {
-            None
-        } else if let Some(token) = &args.auth_token {
-            Some(token.clone())
-        } else if public_mode {
-            Some(random_token())
-        } else {
-            None
-        };
+        let token = if args.dangerously_omit_auth { None } else { Some(given.unwrap_or_else(random_token)) };
         Self {
             public_mode,
             token,
@@ -155,6 +150,29 @@ impl Settings {
         }
         self.allowed_origins.iter().any(|o| o == "*" || o == origin)
     }
+}
+
+/// The environment variable that may carry the token (a flag is visible in the process list).
+pub const TOKEN_VARIABLE: &str = "KIWI_WEB_AUTH_TOKEN";
+
+/// The user's token: `--auth-token`, else the first line of `--auth-token-file`, else `env` (the
+/// value of [`TOKEN_VARIABLE`]); `None` when none is given. An unreadable or empty file, or an
+/// empty value, is an error (the start-up line), not a silent fallback to a random token.
+pub fn given_token(args: &WebArgs, env: Option<String>) -> Result<Option<String>, String> {
+    if let Some(token) = &args.auth_token {
+        return non_empty(token.clone(), "--auth-token").map(Some);
+    }
+    if let Some(path) = &args.auth_token_file {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("Cannot read the token file {}: {e}", path.display()))?;
+        let first = text.lines().next().unwrap_or("").trim().to_string();
+        return non_empty(first, &format!("The token file {}", path.display())).map(Some);
+    }
+    env.map(|token| non_empty(token.trim().to_string(), TOKEN_VARIABLE)).transpose()
+}
+
+fn non_empty(token: String, source: &str) -> Result<String, String> {
+    if token.is_empty() { Err(format!("{source} gives an empty token")) } else { Ok(token) }
 }
 
 /// `--host`, else `0.0.0.0` with `--network`, else `127.0.0.1`.
@@ -301,37 +319,65 @@ mod tests {
         }
     }
 
+    fn plan(args: &WebArgs) -> Plan {
+        Plan::from_args(args, given_token(args, None).unwrap())
+    }
+
     #[test]
     fn the_three_modes() {
-        let local = Plan::from_args(&args(&[]));
-        assert_eq!((local.host.as_str(), local.mode(), local.token.clone()), ("127.0.0.1", Mode::Local, None));
+        let local = plan(&args(&[]));
+        assert_eq!((local.host.as_str(), local.mode()), ("127.0.0.1", Mode::Local));
+        assert_eq!(local.token.as_ref().map(String::len), Some(43), "a token on loopback too");
         assert!(!local.enforce_origin && !local.restrict_sensitive_apis && local.lan_only);
-        let lan = Plan::from_args(&args(&["-n"]));
+        let lan = plan(&args(&["-n"]));
         assert_eq!((lan.host.as_str(), lan.mode()), ("0.0.0.0", Mode::Lan));
         assert_eq!(lan.token.as_ref().map(String::len), Some(43));
         assert!(!lan.enforce_origin && !lan.restrict_sensitive_apis);
-        let public = Plan::from_args(&args(&["-n", "--public", "--auth-token", "tok123"]));
+        let public = plan(&args(&["-n", "--public", "--auth-token", "tok123"]));
         assert_eq!((public.mode(), public.token.as_deref()), (Mode::Public, Some("tok123")));
         assert!(public.enforce_origin && public.restrict_sensitive_apis);
-        let open = Plan::from_args(&args(&["-n", "--public", "--no-restrict-sensitive-apis"]));
+        let open = plan(&args(&["-n", "--public", "--no-restrict-sensitive-apis"]));
         assert!(!open.restrict_sensitive_apis);
-        let omit = Plan::from_args(&args(&["-n", "--dangerously-omit-auth"]));
+        let omit = plan(&args(&["-n", "--dangerously-omit-auth"]));
         assert!(omit.token.is_none() && omit.needs_confirmation);
-        let omit_local = Plan::from_args(&args(&["--dangerously-omit-auth", "--auth-token", "x"]));
+        let omit_local = plan(&args(&["--dangerously-omit-auth", "--auth-token", "x"]));
         assert!(omit_local.token.is_none() && !omit_local.needs_confirmation);
-        assert_eq!(Plan::from_args(&args(&["-h", "::1", "-n"])).mode(), Mode::Local);
-        assert_eq!(Plan::from_args(&args(&["--host", "192.168.1.2"])).mode(), Mode::Lan);
+        let omit_loopback = plan(&args(&["--dangerously-omit-auth"]));
+        assert!(omit_loopback.token.is_none() && !omit_loopback.needs_confirmation);
+        assert_eq!(plan(&args(&["-h", "::1", "-n"])).mode(), Mode::Local);
+        assert_eq!(plan(&args(&["--host", "192.168.1.2"])).mode(), Mode::Lan);
+    }
+
+    #[test]
+    fn the_token_from_a_flag_a_file_or_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "  from-file \nignored\n").unwrap();
+        let file_arg = file.to_str().unwrap();
+        let given = |list: &[&str], env: Option<&str>| given_token(&args(list), env.map(str::to_string));
+        assert_eq!(given(&["--auth-token", "flag"], Some("env")), Ok(Some("flag".into())));
+        assert_eq!(given(&["--auth-token-file", file_arg], Some("env")), Ok(Some("from-file".into())));
+        assert_eq!(given(&[], Some(" env ")), Ok(Some("env".into())));
+        assert_eq!(given(&[], None), Ok(None));
+        assert_eq!(given(&[], Some("  ")), Err("KIWI_WEB_AUTH_TOKEN gives an empty token".into()));
+        assert_eq!(given(&["--auth-token", ""], None), Err("--auth-token gives an empty token".into()));
+        let missing = given(&["--auth-token-file", "/nonexistent/kiwi-token"], None).unwrap_err();
+        assert!(missing.starts_with("Cannot read the token file /nonexistent/kiwi-token: "), "{missing}");
+        std::fs::write(&file, "\n").unwrap();
+        assert!(given(&["--auth-token-file", file_arg], None).unwrap_err().ends_with("gives an empty token"));
+        let from_env = Plan::from_args(&args(&[]), given(&[], Some("e")).unwrap());
+        assert_eq!(from_env.token.as_deref(), Some("e"));
     }
 
     #[test]
     fn origins() {
         assert_eq!(parse_origins(" http://a:1/ ,, https://b ,"), ["http://a:1", "https://b"]);
-        let plan = Plan::from_args(&args(&["-n", "--public"]));
-        let s = Settings::bound(&plan, 5495, &[Ipv4Addr::new(192, 0, 2, 2)], "/s".into(), "/".into());
+        let public = plan(&args(&["-n", "--public"]));
+        let s = Settings::bound(&public, 5495, &[Ipv4Addr::new(192, 0, 2, 2)], "/s".into(), "/".into());
         assert_eq!(s.allowed_origins, ["http://localhost:5495", "http://127.0.0.1:5495", "http://192.0.2.2:5495"]);
         assert!(s.origin_allowed("http://192.0.2.2:5495/") && !s.origin_allowed("http://evil.example"));
-        let plan = Plan::from_args(&args(&["-h", "fe80::1"]));
-        let s = Settings::bound(&plan, 1, &[], "/s".into(), "/".into());
+        let link_local = plan(&args(&["-h", "fe80::1"]));
+        let s = Settings::bound(&link_local, 1, &[], "/s".into(), "/".into());
         assert_eq!(s.allowed_origins[2], "http://[fe80::1]:1");
         let local = Settings::local(5494, "/s".into());
         assert!(local.allowed_origins.is_empty());
@@ -341,7 +387,7 @@ mod tests {
         for bad in ["http://localhost.evil", "http://localhost:", "ftp://localhost", "http://127.0.0.1:80x", "null"] {
             assert!(!local.origin_allowed(bad), "{bad}");
         }
-        let star = Plan { origins: vec!["*".into()], ..Plan::from_args(&args(&[])) };
+        let star = Plan { origins: vec!["*".into()], ..plan(&args(&[])) };
         assert!(Settings::bound(&star, 1, &[], "/s".into(), "/".into()).origin_allowed("http://anything"));
     }
 

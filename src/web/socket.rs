@@ -20,6 +20,8 @@ use std::io::{BufRead as _, Read as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, Path, Query, State};
@@ -28,6 +30,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::json;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::guard::token_matches;
 use super::hosted::{Client, Hosted, Hosting, SessionStatus, State as Status};
@@ -137,7 +140,8 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
         client.push(&status);
     }
     client.push(&status);
-    let writer = tokio::spawn(write(sink, history, frames, client.clone()));
+    let answered = Arc::new(AtomicBool::new(true));
+    let writer = tokio::spawn(write(sink, history, frames, client.clone(), answered.clone()));
     let mut connection = Connection { hosting, hosted: hosted.clone(), client: client.clone(), prompted: false };
     let closing = client.out().closing_token();
     loop {
@@ -145,6 +149,9 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
             message = stream.next() => message,
             () = closing.cancelled() => break,
         };
+        if matches!(message, Some(Ok(_))) {
+            answered.store(true, Ordering::Relaxed);
+        }
         match message {
             Some(Ok(Message::Text(text))) => connection.dispatch(text.as_str()).await,
             Some(Ok(Message::Binary(_))) => tracing::info!("ignoring a binary WebSocket frame"),
@@ -161,59 +168,86 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
     let _ = writer.await;
 }
 
-/// The history up to the seam, `history_complete`, then the queue until the socket closes.
+/// How long one write to a socket may take: a peer that stops reading is dropped then (its
+/// frames would otherwise wait in memory for ever; issue 30 item 7).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the close frame may take to leave (a peer too slow for its frames is not waited for).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// A socket with nothing to send is pinged this often; one that has not answered (any frame
+/// counts) since the previous ping is closed.
+const PING_INTERVAL: Duration = Duration::from_secs(30);
+
+/// One write, bounded by [`WRITE_TIMEOUT`] and given up as soon as the socket is to be closed
+/// (so a close asked for on overflow does not queue behind the backlog); whether it went out.
+async fn bounded<E>(closing: &CancellationToken, write: impl Future<Output = Result<(), E>>) -> bool {
+    tokio::select! {
+        biased;
+        () = closing.cancelled() => false,
+        done = tokio::time::timeout(WRITE_TIMEOUT, write) => matches!(done, Ok(Ok(()))),
+    }
+}
+
+/// The history up to the seam, `history_complete`, then the queue until the socket closes; pings
+/// when idle. `answered` is set by the reader whenever the peer sends anything.
 async fn write(
     mut sink: futures::stream::SplitSink<WebSocket, Message>,
     history: History,
     mut frames: Frames,
     client: Arc<Client>,
+    answered: Arc<AtomicBool>,
 ) {
     let closing = frames.closing.clone();
     let mut batches = read_history(history);
-    loop {
+    let mut open = true;
+    while open {
         let batch = tokio::select! {
             batch = batches.recv() => batch,
             () = closing.cancelled() => break,
         };
         let Some(batch) = batch else { break };
         for frame in batch {
-            if sink.feed(Message::Text(frame.into())).await.is_err() {
-                client.out().close(1000, "");
-                return;
-            }
+            open = open && bounded(&closing, sink.feed(Message::Text(frame.into()))).await;
         }
-        if sink.flush().await.is_err() {
-            client.out().close(1000, "");
-            return;
-        }
+        open = open && bounded(&closing, sink.flush()).await;
     }
-    if !closing.is_cancelled() {
+    if open && !closing.is_cancelled() {
         let marker = json!({"jsonrpc": "2.0", "method": "history_complete", "id": uuid::Uuid::new_v4().to_string()});
-        if sink.send(Message::Text(marker.to_string().into())).await.is_err() {
-            client.out().close(1000, "");
-            return;
-        }
+        open = bounded(&closing, sink.send(Message::Text(marker.to_string().into()))).await;
     }
-    loop {
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while open {
         tokio::select! {
             biased;
             () = closing.cancelled() => break,
             frame = frames.recv() => {
                 let Some(frame) = frame else { break };
-                let mut sent = sink.feed(Message::Text(frame.into())).await.is_ok();
-                while sent && let Some(more) = frames.try_recv() {
-                    sent = sink.feed(Message::Text(more.into())).await.is_ok();
+                open = bounded(&closing, sink.feed(Message::Text(frame.into()))).await;
+                while open && let Some(more) = frames.try_recv() {
+                    open = bounded(&closing, sink.feed(Message::Text(more.into()))).await;
                 }
-                if !sent || sink.flush().await.is_err() {
-                    client.out().close(1000, "");
-                    return;
+                open = open && bounded(&closing, sink.flush()).await;
+                ping.reset();
+            }
+            _ = ping.tick() => {
+                open = answered.swap(false, Ordering::Relaxed)
+                    && bounded(&closing, sink.send(Message::Ping(Default::default()))).await;
+                if !open {
+                    tracing::info!("a WebSocket client stopped answering; closing it");
                 }
             }
         }
     }
+    if !closing.is_cancelled() {
+        // A write failed or timed out, or a ping went unanswered: the connection is dropped.
+        client.out().close(1000, "");
+        return;
+    }
+    // The backlog is dropped with the queue; the close frame gets a moment to leave (behind what
+    // the socket already holds), and a peer that does not read meanwhile is dropped without it.
     if let Some(close) = client.out().close_reason() {
         let frame = CloseFrame { code: close.code, reason: close.reason.into() };
-        let _ = sink.send(Message::Close(Some(frame))).await;
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
@@ -75,11 +75,32 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/", get(index)).route("/index.html", get(index)).route("/assets/{version}/{name}", get(asset))
 }
 
-async fn index() -> Response {
+/// The page's Content-Security-Policy (`docs/web.md` §5): everything from kiwi's own origin
+/// only, images and media also from `data:`/`blob:`, the socket to the server itself; so a
+/// prompt-injected answer cannot make the page load anything from elsewhere (issue 30 item 4).
+/// `host` is the request's Host header, used only when it is a plain host[:port].
+pub fn page_csp(host: Option<&str>) -> String {
+    let socket = host
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)))
+        .map(|h| format!(" ws://{h} wss://{h}"))
+        .unwrap_or_default();
+    format!(
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; \
+         media-src 'self' data: blob:; connect-src 'self'{socket}; object-src 'none'; base-uri 'none'; \
+         form-action 'self'; frame-ancestors 'none'"
+    )
+}
+
+async fn index(headers: HeaderMap) -> Response {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let csp = HeaderValue::from_str(&page_csp(host)).unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));
     (
         [
             (header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8")),
             (header::CACHE_CONTROL, HeaderValue::from_static(PAGE_CACHE)),
+            (header::CONTENT_SECURITY_POLICY, csp),
+            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            (header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
         ],
         index_html(),
     )
@@ -123,6 +144,16 @@ mod tests {
                 assert!(ASSETS.iter().any(|a| a.name == name), "{} imports {name}, which is not embedded", asset.name);
             }
         }
+    }
+
+    #[test]
+    fn the_page_policy_allows_only_its_own_origin() {
+        let csp = page_csp(Some("127.0.0.1:5494"));
+        assert!(csp.starts_with("default-src 'self'; script-src 'self';"), "{csp}");
+        assert!(csp.contains("img-src 'self' data: blob:;") && csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert!(csp.contains("connect-src 'self' ws://127.0.0.1:5494 wss://127.0.0.1:5494;"), "{csp}");
+        assert!(page_csp(Some("evil; script-src *")).contains("connect-src 'self';"));
+        assert!(!page_csp(None).contains("ws://"));
     }
 
     #[test]

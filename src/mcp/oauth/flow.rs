@@ -76,7 +76,10 @@ pub async fn authorize(
             // The authorization server does not know the stored client (any more): forget it and
             // register once more.
             400 if !registered_now => {
-                tracing::info!("the stored OAuth client for {url} was rejected; registering again");
+                tracing::info!(
+                    "the stored OAuth client for {} was rejected; registering again",
+                    crate::net::loggable_url(url)
+                );
                 let _ = oauth_store::clear_client_info(share, url);
                 continue;
             }

@@ -303,9 +303,9 @@ impl TokenSource {
             fresh.insert("refresh_token".into(), Value::String(refresh_token.to_string()));
         }
         if let Err(e) = oauth_store::save_tokens(&self.share, &self.url, &fresh) {
-            tracing::warn!("cannot store the refreshed OAuth token for {}: {e}", self.url);
+            tracing::warn!("cannot store the refreshed OAuth token for {}: {e}", crate::net::loggable_url(&self.url));
         }
-        tracing::info!("refreshed the OAuth token for {}", self.url);
+        tracing::info!("refreshed the OAuth token for {}", crate::net::loggable_url(&self.url));
         Ok(fresh["access_token"].as_str().unwrap_or_default().to_string())
     }
 }

@@ -330,7 +330,7 @@ impl Inner {
         lock(&self.turn).flush(&mut lines);
         self.write_all(lines).await;
         let tool = request.sender.clone();
-        let decision = if self.extras.take_hook_allowance(&request.tool_call_id) {
+        let decision = if self.extras.take_hook_allowance(&request.tool_call_id, &tool, request.arguments.as_ref()) {
             Decision::Approve
         } else {
             self.policy.decide(&request)
@@ -500,7 +500,9 @@ impl Inner {
             }
             let tool_call_id = request.input_data.get("tool_call_id").and_then(Value::as_str).unwrap_or_default();
             match &verdict {
-                HookVerdict::AllowCall => this.extras.allow_call(tool_call_id),
+                HookVerdict::AllowCall => {
+                    this.extras.allow_call(tool_call_id, &request.target, request.input_data.get("tool_input"))
+                }
                 HookVerdict::Block(reason) if request.event == "PreToolUse" => {
                     lock(&this.turn).deny(&request.target, tool_call_id, reason);
                 }
@@ -545,6 +547,10 @@ impl Projection for ClaudeProjection {
                     inner.write_all(vec![OutLine::User(line)]).await;
                 }
                 return;
+            }
+            if let Event::ToolResult(result) = event {
+                // A hook's `allow` is for that one call (issue 30 item 6).
+                inner.extras.call_ended(&result.tool_call_id);
             }
             if let Event::StatusUpdate(status) = event
                 && let Some(tokens) = status.context_tokens

@@ -7,9 +7,10 @@
 //! sees them all; hooks are kiwi's own hook points (`crate::soul::hooks`) subscribed to by the
 //! host, asked with `hook_callback` and failing open (an error, a wrong answer or no answer in
 //! time allows); a `PreToolUse` hook's `allow` lets that one call run without any other
-//! permission check, `deny` refuses it (the turn goes on), `ask` leaves it to the usual rules.
+//! permission check (the allowance is keyed like approvals, by call id, tool and arguments, and
+//! dropped when that call ends, so a later call that reuses the id is checked again), `deny` refuses it (the turn goes on), `ask` leaves it to the usual rules.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,7 +34,7 @@ pub struct Extras {
     pub host: HostAsk,
     pub servers: Vec<Arc<SdkServer>>,
     /// Tool calls a `PreToolUse` hook allowed: they run without another permission check.
-    allowed_by_hook: Mutex<HashSet<String>>,
+    allowed_by_hook: HookAllowances,
     /// Seconds each hook callback may take, by callback id.
     hook_timeouts: Mutex<HashMap<String, u64>>,
     /// The names of the host's subagent types (`system/init.agents`).
@@ -52,7 +53,7 @@ impl Extras {
         Self {
             host,
             servers,
-            allowed_by_hook: Mutex::default(),
+            allowed_by_hook: HookAllowances::default(),
             hook_timeouts: Mutex::default(),
             agents: Mutex::default(),
             flag_agents: Mutex::default(),
@@ -74,9 +75,15 @@ impl Extras {
         lock(&self.agents).clone()
     }
 
-    /// Whether a `PreToolUse` hook allowed this call (asked once: the mark is used up).
-    pub fn take_hook_allowance(&self, tool_call_id: &str) -> bool {
-        lock(&self.allowed_by_hook).remove(tool_call_id)
+    /// Whether a `PreToolUse` hook allowed this very call — same id, tool and arguments (asked
+    /// once: the mark is used up).
+    pub fn take_hook_allowance(&self, tool_call_id: &str, tool: &str, arguments: Option<&Value>) -> bool {
+        self.allowed_by_hook.take(&HookAllowance::new(tool_call_id, tool, arguments))
+    }
+
+    /// The call `tool_call_id` ended: a hook's allowance for it that no approval used is dropped.
+    pub fn call_ended(&self, tool_call_id: &str) {
+        lock(&self.allowed_by_hook.0).retain(|a| a.tool_call_id != tool_call_id);
     }
 
     /// Serves `initialize`: connects the host's servers, subscribes its hooks and adds its
@@ -91,8 +98,19 @@ impl Extras {
             return Err("Already initialized".into());
         }
         let mut warnings = Vec::new();
-        for server in &self.servers {
-            match server.connect().await {
+        // Side by side, under one bound (one MCP call's timeout), so n silent servers cost the
+        // host's `initialize` one timeout, not n (issue 30 item 10); a server still connecting
+        // then is reported failed.
+        let bound = self.servers.iter().map(|s| s.timeout()).max().unwrap_or_default();
+        let connecting = self.servers.iter().map(|server| async move {
+            let outcome = match tokio::time::timeout(bound, server.connect()).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(server.give_up(format!("no handshake within {} s", bound.as_secs_f64()))),
+            };
+            (server, outcome)
+        });
+        for (server, outcome) in futures::future::join_all(connecting).await {
+            match outcome {
                 Ok(tools) => agent.update_toolset(|set| set.extend(tools)),
                 Err(e) => warnings.push(format!("the SDK MCP server {} failed to connect: {e}", server.name)),
             }
@@ -171,8 +189,39 @@ impl Extras {
     }
 
     /// Records a `PreToolUse` allow for the call.
-    pub fn allow_call(&self, tool_call_id: &str) {
-        lock(&self.allowed_by_hook).insert(tool_call_id.to_string());
+    pub fn allow_call(&self, tool_call_id: &str, tool: &str, arguments: Option<&Value>) {
+        lock(&self.allowed_by_hook.0).push(HookAllowance::new(tool_call_id, tool, arguments));
+    }
+}
+
+/// The calls `PreToolUse` hooks allowed and no approval has used yet.
+#[derive(Default)]
+struct HookAllowances(Mutex<Vec<HookAllowance>>);
+
+impl HookAllowances {
+    fn take(&self, asking: &HookAllowance) -> bool {
+        let mut allowed = lock(&self.0);
+        let found = allowed.iter().position(|a| a == asking);
+        found.map(|i| allowed.swap_remove(i)).is_some()
+    }
+}
+
+/// One call a `PreToolUse` hook allowed: its id, tool and arguments (absent or not an object
+/// counts as `{}`, as the hook saw it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HookAllowance {
+    tool_call_id: String,
+    tool: String,
+    arguments: Value,
+}
+
+impl HookAllowance {
+    fn new(tool_call_id: &str, tool: &str, arguments: Option<&Value>) -> Self {
+        let arguments = match arguments {
+            Some(v @ Value::Object(_)) => v.clone(),
+            _ => Value::Object(Map::new()),
+        };
+        Self { tool_call_id: tool_call_id.to_string(), tool: tool.to_string(), arguments }
     }
 }
 
@@ -337,6 +386,20 @@ fn subagent_defs(agent: &Agent, defs: BTreeMap<String, AgentDefinitionIn>) -> (V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hook_allowance_is_for_one_call_only() {
+        let allowed = HookAllowances::default();
+        let args = json!({"command": "ls"});
+        lock(&allowed.0).push(HookAllowance::new("c1", "Shell", Some(&args)));
+        assert!(!allowed.take(&HookAllowance::new("c1", "Shell", Some(&json!({"command": "rm -rf ~"})))));
+        assert!(!allowed.take(&HookAllowance::new("c1", "WriteFile", Some(&args))));
+        assert!(!allowed.take(&HookAllowance::new("c2", "Shell", Some(&args))));
+        assert!(allowed.take(&HookAllowance::new("c1", "Shell", Some(&args))));
+        assert!(!allowed.take(&HookAllowance::new("c1", "Shell", Some(&args))), "used up");
+        lock(&allowed.0).push(HookAllowance::new("c3", "ReadFile", None));
+        assert!(allowed.take(&HookAllowance::new("c3", "ReadFile", Some(&json!("not an object")))));
+    }
 
     #[test]
     fn pre_tool_use_decisions() {

@@ -131,6 +131,20 @@ impl SdkServer {
         })
     }
 
+    /// How long one request to the server may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The handshake was given up (out of time): the server is failed with `why`, returned.
+    pub fn give_up(&self, why: String) -> String {
+        tracing::error!("SDK MCP server {} failed to connect: {why}", self.name);
+        let mut state = self.lock();
+        state.0 = SdkState::Failed;
+        state.2 = Some(why.clone());
+        why
+    }
+
     /// `initialize`, `notifications/initialized`, `tools/list`: the server's tools, or why not.
     pub async fn connect(self: &Arc<Self>) -> Result<Vec<Arc<dyn Tool>>, String> {
         let outcome = self.handshake().await;

@@ -99,6 +99,9 @@ async fn receive(
     Err(ApiError::validation("missing", &["body", "file"], "Field required", Value::Null))
 }
 
+/// What the file API says of a path that is neither a regular file nor a folder.
+const NOT_REGULAR: &str = "Not a regular file or directory";
+
 /// Streams one field into `path`, refusing it once it passes the limit.
 async fn store(mut field: axum::extract::multipart::Field<'_>, path: &std::path::Path) -> Result<u64, ApiError> {
     let mut file =
@@ -124,16 +127,46 @@ async fn store(mut field: axum::extract::multipart::Field<'_>, path: &std::path:
     Ok(size)
 }
 
-/// Streams a file with its type and disposition.
+/// The policy of user content (uploads, work-dir files): whatever it is, it runs no script and
+/// loads nothing, in a sandbox of its own origin, so an uploaded page or SVG opened from the UI
+/// cannot reach the token kept in kiwi's origin (issue 30 item 3).
+pub const USER_CONTENT_CSP: &str =
+    "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'";
+
+/// Media a browser only displays (plain text included: `nosniff` keeps it text): served inline;
+/// everything else (HTML, SVG, scripts, PDF…) is an attachment.
+fn passive_media(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    matches!(
+        essence,
+        "text/plain" | "image/png" | "image/jpeg" | "image/gif" | "image/webp" | "image/avif" | "image/bmp"
+    ) || essence.starts_with("audio/")
+        || essence.starts_with("video/")
+}
+
+/// Streams a file with its type and disposition (`inline` only for passive media), with
+/// `nosniff` and [`USER_CONTENT_CSP`].
 async fn send_file(path: &std::path::Path, disposition: &str, entry_header: bool) -> Result<Response, ApiError> {
-    let file = tokio::fs::File::open(path).await.map_err(|_| ApiError::not_found(FILE_NOT_FOUND))?;
-    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Non-blocking open: a FIFO swapped in after the checks does not hang the request.
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true).custom_flags(libc::O_NONBLOCK);
+    let file = tokio::fs::OpenOptions::from(open).open(path).await.map_err(|_| ApiError::not_found(FILE_NOT_FOUND))?;
+    let meta = file.metadata().await.map_err(|_| ApiError::not_found(FILE_NOT_FOUND))?;
+    if !meta.is_file() {
+        return Err(ApiError::bad_request(NOT_REGULAR));
+    }
+    let len = meta.len();
     let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let content_type = workspace::content_type(&name);
+    let disposition = if passive_media(&content_type) { disposition } else { "attachment" };
     let mut response = (
         [
-            (header::CONTENT_TYPE, workspace::content_type(&name)),
-            (header::CONTENT_LENGTH, len.to_string()),
             (header::CONTENT_DISPOSITION, workspace::content_disposition(disposition, &name)),
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_LENGTH, len.to_string()),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+            (header::CONTENT_SECURITY_POLICY, USER_CONTENT_CSP.to_string()),
         ],
         Body::from_stream(tokio_util::io::ReaderStream::new(file)),
     )
@@ -183,10 +216,12 @@ async fn work_path(State(state): State<AppState>, id: String, path: String) -> R
             let home = crate::session::store::home_dir();
             workspace::check_restricted(&work_dir, &path, &target, &home, depth).map_err(ApiError::forbidden)?;
         }
-        if !target.exists() {
-            return Err(ApiError::not_found(FILE_NOT_FOUND));
+        let Ok(meta) = std::fs::metadata(&target) else { return Err(ApiError::not_found(FILE_NOT_FOUND)) };
+        if !meta.is_dir() && !meta.is_file() {
+            // A FIFO would block the read for ever; a device or socket is no file to serve.
+            return Err(ApiError::bad_request(NOT_REGULAR));
         }
-        if target.is_dir() {
+        if meta.is_dir() {
             let entries = workspace::list_dir(&target, restricted).map_err(|_| ApiError::not_found(FILE_NOT_FOUND))?;
             return Ok((target, Some(entries)));
         }

@@ -4,7 +4,9 @@
 // Supported: headings, paragraphs, emphasis, strikethrough, inline code, fenced code blocks
 // (with light syntax colouring), block quotes, ordered/unordered/task lists, tables, rules,
 // links, images and bare URLs. Unfinished constructs (a fence still streaming) render as far
-// as they go.
+// as they go. An image from another site is shown as a link, never loaded: a prompt-injected
+// answer must not send data out just by being displayed (the page's CSP refuses such loads too);
+// only inline `data:` images are drawn.
 
 export function escapeHtml(text) {
   return String(text)
@@ -24,25 +26,30 @@ function safeUrl(raw, forImage) {
 
 // ---------------------------------------------------------------- inline
 
-function renderInline(src) {
+// `shared`: the stash of the text a link's label comes from, whose code spans were cut out there.
+function renderInline(src, shared) {
   // Code spans are cut out first so nothing inside them is interpreted.
-  const stash = [];
+  const stash = shared || [];
   const keep = (html) => {
     stash.push(html);
     return `\u0000${stash.length - 1}\u0000`;
   };
-  let s = src.replace(/\u0000/g, "");
+  let s = shared ? src : src.replace(/\u0000/g, "");
   s = s.replace(/(`+)([\s\S]*?[^`])\1(?!`)/g, (_, __, code) => keep(`<code>${escapeHtml(code.trim() === "" ? code : code.replace(/^ (.*) $/s, "$1"))}</code>`));
   // Images and links, with their URL checked before escaping the rest.
   s = s.replace(/!\[([^\]]*)\]\(([^()\s]+(?:\([^()\s]*\))?)(?:\s+"[^"]*")?\)/g, (m, alt, url) => {
     const safe = safeUrl(url, true);
     if (!safe) return keep(escapeHtml(m));
+    if (!safe.startsWith("data:")) {
+      const label = escapeHtml(alt.trim() || safe);
+      return keep(`<a class="remote-image" href="${escapeHtml(safe)}" target="_blank" rel="noopener noreferrer" title="Image not loaded">🖼 ${label}</a>`);
+    }
     return keep(`<img src="${escapeHtml(safe)}" alt="${escapeHtml(alt)}" loading="lazy">`);
   });
   s = s.replace(/\[([^\]]+)\]\(([^()\s]+(?:\([^()\s]*\))?)(?:\s+"[^"]*")?\)/g, (m, text, url) => {
     const safe = safeUrl(url, false);
     if (!safe) return keep(escapeHtml(m));
-    return keep(`<a href="${escapeHtml(safe)}" target="_blank" rel="noopener noreferrer">${renderInline(text)}</a>`);
+    return keep(`<a href="${escapeHtml(safe)}" target="_blank" rel="noopener noreferrer">${renderInline(text, stash)}</a>`);
   });
   s = s.replace(/<(https?:\/\/[^\s<>]+)>/g, (_, url) => keep(link(url)));
   s = s.replace(/(^|[\s(])(https?:\/\/[^\s<>()]*[^\s<>().,;:!?'"])/g, (_, pre, url) => pre + keep(link(url)));
