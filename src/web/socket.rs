@@ -101,9 +101,9 @@ fn refusal(state: &AppState, peer: SocketAddr, headers: &HeaderMap, token: Optio
 async fn serve(state: AppState, id: String, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
     let hosting = state.hosting.clone();
+    let not_found = CloseFrame { code: CLOSE_NOT_FOUND, reason: Utf8Bytes::from_static(NOT_FOUND_REASON) };
     let Some(hosted) = hosting.entry(&id) else {
-        let close = CloseFrame { code: CLOSE_NOT_FOUND, reason: Utf8Bytes::from_static(NOT_FOUND_REASON) };
-        let _ = sink.send(Message::Close(Some(close))).await;
+        let _ = sink.send(Message::Close(Some(not_found))).await;
         return;
     };
     let (out, frames) = Outgoing::new(QUEUE_FRAMES, QUEUE_BYTES);
@@ -118,6 +118,11 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
     };
     let (started, history) = match opened {
         Ok(opened) => opened,
+        // Deleted while this socket connected: as if it had never been there.
+        Err(_) if hosted.is_gone() => {
+            let _ = sink.send(Message::Close(Some(not_found))).await;
+            return;
+        }
         Err(e) => {
             tracing::warn!("session {id} could not be started: {e}");
             let status = SessionStatus {
