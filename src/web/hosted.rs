@@ -435,7 +435,7 @@ impl Hosted {
         *lock(&self.worker) = Some(Worker { live: live.clone(), id: worker_id });
         self.set_status(State::Idle, Some("start"), None);
         // The SessionStart hooks must not hold up the socket that opened the session.
-        tokio::spawn(async move { live.start().await });
+        tokio::spawn(tracing::Instrument::in_current_span(async move { live.start().await }));
         Ok(true)
     }
 

@@ -16,6 +16,7 @@
 //! settings never reach a tool's environment; every socket is closed (1012) and every session
 //! closed at shutdown.
 
+pub mod environment;
 pub mod errors;
 pub mod guard;
 pub mod hosted;
@@ -25,6 +26,7 @@ pub mod rest;
 pub mod router;
 pub mod serve;
 pub mod settings;
+pub mod setup;
 pub mod socket;
 pub mod state;
 pub mod ui;

@@ -95,6 +95,8 @@ pub struct Settings {
     pub startup_dir: PathBuf,
     /// `KIMI_WEB_MAX_PUBLIC_PATH_DEPTH` or [`DEFAULT_PUBLIC_PATH_DEPTH`].
     pub max_public_path_depth: usize,
+    /// The config file and model the sessions are built from.
+    pub config: super::setup::ConfigChoice,
 }
 
 impl Settings {
@@ -123,6 +125,7 @@ impl Settings {
             share_dir,
             startup_dir,
             max_public_path_depth: DEFAULT_PUBLIC_PATH_DEPTH,
+            config: Default::default(),
         }
     }
 

@@ -28,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::json;
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use super::guard::token_matches;
 use super::hosted::{Client, Hosted, Hosting, SessionStatus, State as Status};
@@ -73,7 +74,9 @@ pub async fn upgrade(
         return StatusCode::FORBIDDEN.into_response();
     };
     let id = id.hyphenated().to_string();
-    ws.max_message_size(MAX_CLIENT_FRAME).on_upgrade(move |socket| serve(state, id, socket))
+    // Everything logged for this socket, and for the turns it starts, carries the session id.
+    let span = tracing::info_span!("session", id = %id);
+    ws.max_message_size(MAX_CLIENT_FRAME).on_upgrade(move |socket| serve(state, id, socket).instrument(span))
 }
 
 /// Why a handshake is refused: a client outside the LAN (LAN-only), an Origin the CORS rule
@@ -142,7 +145,8 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
         client.push(&status);
     }
     client.push(&status);
-    let writer = tokio::spawn(write(sink, history, frames, client.clone()));
+    tracing::info!("a client joined");
+    let writer = tokio::spawn(write(sink, history, frames, client.clone()).in_current_span());
     let mut connection = Connection { hosting, hosted: hosted.clone(), client: client.clone(), prompted: false };
     let closing = client.out().closing_token();
     loop {
@@ -162,6 +166,7 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
         }
     }
     hosted.detach(&client);
+    tracing::info!("a client left");
     client.out().close(1000, "");
     let _ = writer.await;
 }
