@@ -1,14 +1,16 @@
 //! What `kiwi web` costs, measured against the real binary (`cargo bench --bench web-bench`):
 //!
 //! 1. memory: 1,000 sessions opened in one server (each by a socket that then leaves; the
-//!    session stays open), RSS per idle session;
+//!    session stays open), RSS per idle session; then 1,000 sessions each with one socket that
+//!    stays connected, RSS per session, and what the socket adds;
 //! 2. time to create a session (`POST /api/sessions/`), to open it (socket connect → the status
 //!    after `history_complete`) and to answer its first prompt (`prompt` sent → its answer);
 //! 3. replay: a new socket joining a 10,000-event session, events per second up to
 //!    `history_complete`;
 //! 4. fan-out: one turn of 10,000 events watched by 10 sockets, events delivered per second.
 //!
-//! Numbers go to stdout, one line each. `WEB_BENCH_SESSIONS` changes the session count of 1.
+//! Numbers go to stdout, one line each. `WEB_BENCH_SESSIONS` changes the session count of 1;
+//! `WEB_BENCH_ONLY=memory` runs 1 alone.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -32,14 +34,23 @@ fn rss_kb(pid: i32) -> u64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
-    memory();
+    let idle = memory();
+    with_sockets(idle);
+    if std::env::var("WEB_BENCH_ONLY").is_ok_and(|v| v == "memory") {
+        return;
+    }
     first_prompt();
     replay();
     fan_out();
 }
 
-fn memory() {
-    let count: usize = std::env::var("WEB_BENCH_SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+fn session_count() -> usize {
+    std::env::var("WEB_BENCH_SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+}
+
+/// KB per idle session.
+fn memory() -> f64 {
+    let count = session_count();
     let home = Home::new();
     home.scripted(&["text: hi".to_string()]);
     let ids: Vec<String> = (0..count).map(|_| home.new_session()).collect();
@@ -64,6 +75,30 @@ fn memory() {
         opening.as_secs_f64(),
         opening.as_secs_f64() * 1000.0 / count as f64
     );
+    per
+}
+
+/// Sessions that each keep one socket connected (a browser tab per session).
+fn with_sockets(idle_per_session: f64) {
+    let count = session_count();
+    let home = Home::new();
+    home.scripted(&["text: hi".to_string()]);
+    let ids: Vec<String> = (0..count).map(|_| home.new_session()).collect();
+    let server = home.serve(&[]);
+    let (warm, _) = server.join(&home.new_session());
+    drop(warm);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = rss_kb(server.pid());
+    let sockets: Vec<_> = ids.iter().map(|id| server.join(id).0).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let after = rss_kb(server.pid());
+    let per = (after.saturating_sub(before)) as f64 / count as f64;
+    println!(
+        "memory: {count} sessions with one socket each: RSS {before} KB -> {after} KB, {per:.1} KB per session, \
+         {:.1} KB per socket beyond the session",
+        per - idle_per_session
+    );
+    drop(sockets);
 }
 
 fn first_prompt() {

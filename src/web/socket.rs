@@ -53,6 +53,14 @@ use crate::wire::server::{busy, idle, initialize_agent};
 pub const UPLOAD_ONLY_MARKER: &str = "KIMI_FILE_UPLOAD_WITHOUT_MESSAGE";
 /// The largest frame a client may send.
 const MAX_CLIENT_FRAME: usize = 16 * 1024 * 1024;
+/// The socket's read buffer. Clients send small frames (a prompt, an answer); a larger one
+/// grows the buffer while it is read. tungstenite's default, 128 KiB per socket allocated up
+/// front, was most of what a connected browser cost (`docs/web.md` §4.1).
+const READ_BUFFER: usize = 4 * 1024;
+/// Bytes gathered before a write to the connection (a flush writes at once whatever waits): a
+/// history batch goes out in writes of about this size instead of one per frame, and the
+/// buffer does not grow to a whole batch.
+const WRITE_BUFFER: usize = 8 * 1024;
 /// History frames read ahead of the socket.
 const HISTORY_BATCH: usize = 512;
 
@@ -76,7 +84,11 @@ pub async fn upgrade(
     let id = id.hyphenated().to_string();
     // Everything logged for this socket, and for the turns it starts, carries the session id.
     let span = tracing::info_span!("session", id = %id);
-    ws.max_message_size(MAX_CLIENT_FRAME).on_upgrade(move |socket| serve(state, id, socket).instrument(span))
+    ws.max_message_size(MAX_CLIENT_FRAME)
+        .max_frame_size(MAX_CLIENT_FRAME)
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(WRITE_BUFFER)
+        .on_upgrade(move |socket| serve(state, id, socket).instrument(span))
 }
 
 /// Why a handshake is refused: a client outside the LAN (LAN-only), an Origin the CORS rule
