@@ -9,7 +9,9 @@
 //! live session at the seam so its history replay and its live stream meet without loss or
 //! duplicates. [`router`] puts the HTTP stack together with the guards (CORS, LAN-only, Host,
 //! Origin, token); [`rest`] holds the REST endpoints and [`ui`] the embedded browser UI;
-//! [`serve`] is the command: settings, port probing, the banner, serving, shutdown.
+//! [`serve`] is the command: settings, port probing, the banner, serving, shutdown; [`setup`]
+//! is what sessions are built from (the config file, `-m`), [`environment`] the `KIMI_WEB_*`
+//! settings `src/main.rs` took out of the process environment.
 //!
 //! Invariants: one slow or dead socket never slows the others or the turn (each socket has a
 //! bounded queue and is disconnected when it overflows); the token and the other `KIMI_WEB_*`

@@ -409,6 +409,8 @@ def _escape(c):
     shot(page, "08-esc-stopped")
     page_b.reload()
     expect(page_b.locator(".turn").nth(1).locator(".stopped-note")).to_have_text("Stopped.")
+    # The first turn's call (the same id in the fork's scripts) does not take the later decision.
+    expect(page_b.locator(".turn").nth(0).locator(".tool-note", has_text="Rejected")).to_have_count(0)
     shot(page_b, "09-stopped-after-reload-other-page")
 
 

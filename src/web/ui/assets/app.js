@@ -1180,7 +1180,7 @@ function tomlKey(text) {
 function showSetup() {
   const type = h("input", { type: "text", id: "setup-type", list: "setup-types", value: "kimi", spellcheck: "false", autocapitalize: "off" });
   const types = h("datalist", { id: "setup-types" }, PROVIDER_TYPES.map((t) => h("option", { value: t })));
-  const url = h("input", { type: "url", id: "setup-url", placeholder: "https://api.moonshot.ai/v1", spellcheck: "false" });
+  const url = h("input", { type: "text", inputmode: "url", id: "setup-url", placeholder: "https://api.moonshot.ai/v1", spellcheck: "false" });
   const model = h("input", { type: "text", id: "setup-model", placeholder: "kimi-k2-turbo-preview", spellcheck: "false", autocapitalize: "off" });
   const key = h("input", { type: "password", id: "setup-key", autocomplete: "off" });
   const error = h("div", { class: "error-row", hidden: true });

@@ -137,7 +137,9 @@ class ToolCard {
     this.setState("running");
     this.updateArgs();
     // The approval decision is not in the session's record: this browser kept it.
-    const decided = stream.conv.recall(`decision.${this.id}`);
+    // Keyed by turn too: a call id is only unique within a turn.
+    this.turnIndex = stream.conv.turn ? stream.conv.turn.index : -1;
+    const decided = stream.conv.recall(`decision.${this.turnIndex}.${this.id}`);
     if (decided) this.note(decided.text, decided.kind);
     this.started = Date.now();
     this.tick = setInterval(() => this.elapsed(), 1000);
@@ -724,7 +726,7 @@ export class Conversation {
         const words = { approve: "Approved", approve_for_session: "Approved for this session", reject: "Rejected" };
         const decided = { text: `${words[response.response] || response.response}${response.feedback ? `: ${response.feedback}` : ""}`, kind: response.response === "reject" ? "rejected" : "approved" };
         card.note(decided.text, decided.kind);
-        this.remember(`decision.${toolId}`, decided);
+        this.remember(`decision.${card.turnIndex}.${toolId}`, decided);
         if (card.state === "waiting") card.setState("running");
       }
     }
