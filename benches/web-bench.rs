@@ -48,8 +48,10 @@ fn session_count() -> usize {
     std::env::var("WEB_BENCH_SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
 }
 
-/// KB per idle session.
-fn memory() -> f64 {
+/// What 1,000 sessions opened in one server add to its RSS: (count, KB before, KB after, the
+/// time to open them). `keep`: each keeps its socket connected (a browser tab per session);
+/// otherwise each socket leaves once the session is open.
+fn sessions_rss(keep: bool) -> (usize, u64, u64, Duration) {
     let count = session_count();
     let home = Home::new();
     home.scripted(&["text: hi".to_string()]);
@@ -61,13 +63,23 @@ fn memory() -> f64 {
     std::thread::sleep(Duration::from_millis(300));
     let before = rss_kb(server.pid());
     let started = Instant::now();
+    let mut sockets = Vec::new();
     for id in &ids {
         let (ws, _) = server.join(id);
-        drop(ws);
+        if keep {
+            sockets.push(ws);
+        }
     }
     let opening = started.elapsed();
     std::thread::sleep(Duration::from_millis(500));
     let after = rss_kb(server.pid());
+    drop(sockets);
+    (count, before, after, opening)
+}
+
+/// KB per idle session.
+fn memory() -> f64 {
+    let (count, before, after, opening) = sessions_rss(false);
     let per = (after.saturating_sub(before)) as f64 / count as f64;
     println!(
         "memory: {count} idle sessions: RSS {before} KB -> {after} KB, {per:.1} KB per session \
@@ -78,27 +90,15 @@ fn memory() -> f64 {
     per
 }
 
-/// Sessions that each keep one socket connected (a browser tab per session).
+/// Sessions that each keep one socket connected: what the socket adds to the session.
 fn with_sockets(idle_per_session: f64) {
-    let count = session_count();
-    let home = Home::new();
-    home.scripted(&["text: hi".to_string()]);
-    let ids: Vec<String> = (0..count).map(|_| home.new_session()).collect();
-    let server = home.serve(&[]);
-    let (warm, _) = server.join(&home.new_session());
-    drop(warm);
-    std::thread::sleep(Duration::from_millis(300));
-    let before = rss_kb(server.pid());
-    let sockets: Vec<_> = ids.iter().map(|id| server.join(id).0).collect();
-    std::thread::sleep(Duration::from_millis(500));
-    let after = rss_kb(server.pid());
+    let (count, before, after, _) = sessions_rss(true);
     let per = (after.saturating_sub(before)) as f64 / count as f64;
     println!(
         "memory: {count} sessions with one socket each: RSS {before} KB -> {after} KB, {per:.1} KB per session, \
          {:.1} KB per socket beyond the session",
         per - idle_per_session
     );
-    drop(sockets);
 }
 
 fn first_prompt() {

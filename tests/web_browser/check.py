@@ -169,6 +169,12 @@ def shot(page, name):
     page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
+def send(page, text):
+    """Types a message in the composer and sends it with Enter."""
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
+
+
 def watch_console(page, label, errors):
     page.on("pageerror", lambda e: errors.append(f"{label}: page error: {e}"))
     page.on("console", lambda m: errors.append(f"{label}: console {m.type}: {m.text}") if m.type == "error" else None)
@@ -397,8 +403,7 @@ def _escape(c):
     page, page_b = c["page"], c["page_b"]
     page_b.goto(c["fork_url"])
     expect(page_b.locator(".turn")).to_have_count(1)
-    page.fill("#prompt", "Run it again")
-    page.press("#prompt", "Enter")
+    send(page, "Run it again")
     expect(page.locator(".request.approval")).to_contain_text("echo kiwi-shell-ok")
     expect(page_b.locator(".request.approval")).to_contain_text("echo kiwi-shell-ok")
     page.keyboard.press("Escape")
@@ -418,12 +423,10 @@ def _escape(c):
 def _running_shell(c):
     page = c["page"]
     # The fork's scripts start again from the first: this prompt gets the text of turn 1's step 2.
-    page.fill("#prompt", "Say something")
-    page.press("#prompt", "Enter")
+    send(page, "Say something")
     expect(page.locator(".turn").nth(2)).to_contain_text("All done.")
     expect(page.locator("#status-line .state-pill")).to_have_text("ready")
-    page.fill("#prompt", "Now the slow one")
-    page.press("#prompt", "Enter")
+    send(page, "Now the slow one")
     page.locator(".request.approval button.primary").click()
     shell = page.locator(".turn").nth(3).locator('.tool[data-tool="Shell"]')
     expect(shell.locator(".tool-state")).to_contain_text("running · ")
@@ -482,8 +485,7 @@ def _setup(c):
         page.click("#new-session")
         page.locator("dialog.modal button[type=submit]").click()
         expect(page.locator("#status-line .state-pill")).to_have_text("ready")
-        page.fill("#prompt", "hello")
-        page.press("#prompt", "Enter")
+        send(page, "hello")
         # The socket's error names the key and the file; the panel opens again.
         error = page.locator(".error-row").first
         expect(error).to_contain_text("LLM is not set")
@@ -497,8 +499,7 @@ def _setup(c):
         expect(page.locator("#panel")).to_be_hidden()
         expect(page.locator("#model-select")).to_have_value("echo")
         expect(page.locator("#status-line .state-pill")).to_have_text("ready")
-        page.fill("#prompt", "text: the first answer")
-        page.press("#prompt", "Enter")
+        send(page, "text: the first answer")
         expect(page.locator(".turn").last.locator(".md.answer")).to_contain_text("the first answer")
         shot(page, "15-setup-first-answer")
         config = (share / "config.toml").read_text()
