@@ -1,14 +1,16 @@
 //! What `kiwi web` costs, measured against the real binary (`cargo bench --bench web-bench`):
 //!
 //! 1. memory: 1,000 sessions opened in one server (each by a socket that then leaves; the
-//!    session stays open), RSS per idle session;
+//!    session stays open), RSS per idle session; then 1,000 sessions each with one socket that
+//!    stays connected, RSS per session, and what the socket adds;
 //! 2. time to create a session (`POST /api/sessions/`), to open it (socket connect → the status
 //!    after `history_complete`) and to answer its first prompt (`prompt` sent → its answer);
 //! 3. replay: a new socket joining a 10,000-event session, events per second up to
 //!    `history_complete`;
 //! 4. fan-out: one turn of 10,000 events watched by 10 sockets, events delivered per second.
 //!
-//! Numbers go to stdout, one line each. `WEB_BENCH_SESSIONS` changes the session count of 1.
+//! Numbers go to stdout, one line each. `WEB_BENCH_SESSIONS` changes the session count of 1;
+//! `WEB_BENCH_ONLY=memory` runs 1 alone.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -32,14 +34,25 @@ fn rss_kb(pid: i32) -> u64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
-    memory();
+    let idle = memory();
+    with_sockets(idle);
+    if std::env::var("WEB_BENCH_ONLY").is_ok_and(|v| v == "memory") {
+        return;
+    }
     first_prompt();
     replay();
     fan_out();
 }
 
-fn memory() {
-    let count: usize = std::env::var("WEB_BENCH_SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+fn session_count() -> usize {
+    std::env::var("WEB_BENCH_SESSIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+}
+
+/// What 1,000 sessions opened in one server add to its RSS: (count, KB before, KB after, the
+/// time to open them). `keep`: each keeps its socket connected (a browser tab per session);
+/// otherwise each socket leaves once the session is open.
+fn sessions_rss(keep: bool) -> (usize, u64, u64, Duration) {
+    let count = session_count();
     let home = Home::new();
     home.scripted(&["text: hi".to_string()]);
     let ids: Vec<String> = (0..count).map(|_| home.new_session()).collect();
@@ -50,19 +63,41 @@ fn memory() {
     std::thread::sleep(Duration::from_millis(300));
     let before = rss_kb(server.pid());
     let started = Instant::now();
+    let mut sockets = Vec::new();
     for id in &ids {
         let (ws, _) = server.join(id);
-        drop(ws);
+        if keep {
+            sockets.push(ws);
+        }
     }
     let opening = started.elapsed();
     std::thread::sleep(Duration::from_millis(500));
     let after = rss_kb(server.pid());
+    drop(sockets);
+    (count, before, after, opening)
+}
+
+/// KB per idle session.
+fn memory() -> f64 {
+    let (count, before, after, opening) = sessions_rss(false);
     let per = (after.saturating_sub(before)) as f64 / count as f64;
     println!(
         "memory: {count} idle sessions: RSS {before} KB -> {after} KB, {per:.1} KB per session \
          (opened in {:.2} s, {:.1} ms each)",
         opening.as_secs_f64(),
         opening.as_secs_f64() * 1000.0 / count as f64
+    );
+    per
+}
+
+/// Sessions that each keep one socket connected: what the socket adds to the session.
+fn with_sockets(idle_per_session: f64) {
+    let (count, before, after, _) = sessions_rss(true);
+    let per = (after.saturating_sub(before)) as f64 / count as f64;
+    println!(
+        "memory: {count} sessions with one socket each: RSS {before} KB -> {after} KB, {per:.1} KB per session, \
+         {:.1} KB per socket beyond the session",
+        per - idle_per_session
     );
 }
 

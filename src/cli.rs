@@ -220,6 +220,13 @@ pub struct WebArgs {
     /// Accept clients from any address.
     #[arg(long)]
     pub public: bool,
+    /// Build every session from this config file (TOML, or JSON by suffix); the config API
+    /// edits it. Default: <share dir>/config.toml.
+    #[arg(long = "config-file", value_name = "PATH")]
+    pub config_file: Option<PathBuf>,
+    /// Model to use (a key of `models`) until the UI switches it.
+    #[arg(short = 'm', long = "model", value_name = "NAME")]
+    pub model: Option<String>,
 }
 
 impl WebArgs {

@@ -7,7 +7,23 @@ fn main() -> std::process::ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "web") {
         kiwi::web::listen::raise_fd_limit();
     }
+    kiwi::web::environment::keep(take_web_variables());
     kiwi::app::main()
+}
+
+/// Takes every `KIMI_WEB_*` variable and `KIWI_WEB_AUTH_TOKEN` out of the environment
+/// (`docs/web.md` §1.2): they configure `kiwi web` only, and no tool, hook or MCP server may see
+/// them (the tokens among them).
+fn take_web_variables() -> Vec<(String, String)> {
+    let taken: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+        .filter(|(name, _)| kiwi::web::environment::is_web_variable(&name.to_string_lossy()))
+        .collect();
+    for (name, _) in &taken {
+        // SAFETY: the first thing `main` does: no other thread exists yet, so nothing reads the
+        // environment concurrently.
+        unsafe { std::env::remove_var(name) };
+    }
+    taken.into_iter().map(|(n, v)| (n.to_string_lossy().into_owned(), v.to_string_lossy().into_owned())).collect()
 }
 
 /// C's `pow`, the only libm function the program calls (tokio's multi-thread scheduler, which

@@ -49,15 +49,16 @@ pub(crate) fn init_logging(debug: bool, log_stderr: bool, log_path: &Path) {
             tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
         return;
     }
-    let Some(dir) = log_path.parent() else { return };
+    let Some(file) = log_writer(log_path) else { return };
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(file).with_ansi(false).try_init();
+}
+
+/// The log file opened for appending (its folder created), written one line per `write`.
+pub(crate) fn log_writer(log_path: &Path) -> Option<std::sync::Mutex<std::fs::File>> {
+    let dir = log_path.parent()?;
     let opened = std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(log_path));
-    let Ok(file) = opened else { return };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::sync::Mutex::new(file))
-        .with_ansi(false)
-        .try_init();
+    opened.ok().map(std::sync::Mutex::new)
 }
 
 /// The config, where it came from, and what is wrong with it that does not stop us.

@@ -48,7 +48,7 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
             };
             export::run(&share, &work_dir, args.session_id.as_deref(), args.output.as_deref(), args.yes)
         }
-        Command::Web(args) => crate::web::serve::run(args),
+        Command::Web(args) => crate::web::serve::run(args, cli),
         Command::Schema => {
             crate::wire::schema::print();
             ExitCode::SUCCESS

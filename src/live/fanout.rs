@@ -112,6 +112,14 @@ impl Fanout {
         id
     }
 
+    /// Requests put to the subscribers that nobody has answered yet (and the soul still waits
+    /// for).
+    pub fn waiting_requests(&self) -> usize {
+        let mut inner = lock(&self.inner);
+        inner.asks.retain(|a| a.strong_count() > 0);
+        inner.asks.iter().filter_map(Weak::upgrade).filter(|a| !a.done.is_cancelled()).count()
+    }
+
     /// Removes a subscriber; what it was asked stays open for the others.
     pub fn detach(&self, id: SubscriberId) {
         let mut inner = lock(&self.inner);

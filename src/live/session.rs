@@ -184,6 +184,11 @@ impl LiveSession {
         self.fanout.subscriber_count()
     }
 
+    /// Requests (approvals, questions, …) waiting for a client's answer.
+    pub fn waiting_requests(&self) -> usize {
+        self.fanout.waiting_requests()
+    }
+
     /// Starts a turn for an attached client: its outcome goes back to that client.
     pub fn start_turn_for(&self, client: SubscriberId, input: UserInput, tag: TurnTag) -> Result<(), Busy> {
         self.driver.start(input, Fanout::tag_for(client, tag))

@@ -135,35 +135,41 @@ impl TurnDriver {
         }
         let (cancel, done_tx) = self.occupy(Some(turn.clone()))?;
         let driver = self.clone();
-        tokio::spawn(async move {
-            let mut soul = driver.soul.lock().await;
-            soul.turn = turn.clone();
-            // A panic inside the turn is still answered (-32603), never left in silence.
-            let run = std::panic::AssertUnwindSafe(soul.run_turn(input, &driver.sink)).catch_unwind();
-            // Cancel is checked first: a cancelled turn makes no further progress, even when its
-            // own next step is ready too.
-            let result = tokio::select! {
-                biased;
-                () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
-                r = run => r.unwrap_or_else(|panic| Err(TurnError::internal("Panic", panic_message(&panic)))),
-            };
-            if let Err(e) = &result {
-                match e {
-                    TurnError::LlmNotSet { reason: Some(reason) } => tracing::warn!("turn failed: {e}: {reason}"),
-                    _ => tracing::warn!("turn failed: {e}"),
+        // The turn logs in the span of whoever started it (a web session's id, for one).
+        let span = tracing::Span::current();
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                tracing::info!("a turn begins");
+                let mut soul = driver.soul.lock().await;
+                soul.turn = turn.clone();
+                // A panic inside the turn is still answered (-32603), never left in silence.
+                let run = std::panic::AssertUnwindSafe(soul.run_turn(input, &driver.sink)).catch_unwind();
+                // Cancel is checked first: a cancelled turn makes no further progress, even when its
+                // own next step is ready too.
+                let result = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => Ok(TurnOutcome::Cancelled),
+                    r = run => r.unwrap_or_else(|panic| Err(TurnError::internal("Panic", panic_message(&panic)))),
+                };
+                if let Err(e) = &result {
+                    match e {
+                        TurnError::LlmNotSet { reason: Some(reason) } => tracing::warn!("turn failed: {e}: {reason}"),
+                        _ => tracing::warn!("turn failed: {e}"),
+                    }
                 }
-            }
-            turn.inbox.close();
-            if turn.owes_turn_end() {
-                driver.sink.emit(Event::TurnEnd {}).await;
-                turn.mark_ended();
-            }
-            driver.agent.approvals.reject_turn(&turn.id, &driver.sink).await;
-            *lock(&driver.running) = None;
-            driver.sink.turn_ended(tag, result).await;
-            drop(soul);
-            let _ = done_tx.send(true);
-        });
+                turn.inbox.close();
+                if turn.owes_turn_end() {
+                    driver.sink.emit(Event::TurnEnd {}).await;
+                    turn.mark_ended();
+                }
+                driver.agent.approvals.reject_turn(&turn.id, &driver.sink).await;
+                *lock(&driver.running) = None;
+                driver.sink.turn_ended(tag, result).await;
+                drop(soul);
+                let _ = done_tx.send(true);
+            },
+            span,
+        ));
         Ok(())
     }
 

@@ -10,8 +10,9 @@
 //! socket left (until it is deleted, restarted or the server exits), as the reference's worker
 //! does; a restart keeps the sockets attached (they move to the new live session).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
@@ -121,6 +122,9 @@ struct Inner {
     /// The process's live sessions (the shell closes those still open at exit).
     sessions: Sessions,
     hosted: Mutex<HashMap<String, Arc<Hosted>>>,
+    /// Sessions being deleted or deleted (taken under the `hosted` lock): a socket that races
+    /// the deletion finds them gone, never opens them again from files about to disappear.
+    deleted: Mutex<HashSet<String>>,
     uploads: RwLock<Option<Arc<dyn UploadHook>>>,
     /// `server.version` in `initialize`.
     version: String,
@@ -142,6 +146,7 @@ impl Hosting {
                 setup: RwLock::new(setup),
                 sessions,
                 hosted: Mutex::default(),
+                deleted: Mutex::default(),
                 uploads: RwLock::default(),
                 version,
             }),
@@ -205,6 +210,9 @@ impl Hosting {
         }
         let place = self.locate(id)?;
         let mut map = lock(&self.inner.hosted);
+        if lock(&self.inner.deleted).contains(id) {
+            return None;
+        }
         Some(map.entry(id.to_string()).or_insert_with(|| Hosted::new(place)).clone())
     }
 
@@ -223,13 +231,30 @@ impl Hosting {
         self.get(id).is_some_and(|h| h.is_busy())
     }
 
-    /// Stops the session (before it is deleted): its sockets hear `stopped` and are closed with
-    /// 1001; the server forgets it.
+    /// Stops the session before it is deleted: its sockets hear `stopped` and are closed with
+    /// 1001; the server forgets it, and a socket that connects from now on (or was connecting)
+    /// is closed with 4004 (`docs/web.md` §3.1) until [`Self::undelete`].
     pub async fn stop(&self, id: &str) {
-        let hosted = lock(&self.inner.hosted).remove(id);
+        let hosted = {
+            let mut map = lock(&self.inner.hosted);
+            lock(&self.inner.deleted).insert(id.to_string());
+            map.remove(id)
+        };
         if let Some(hosted) = hosted {
             hosted.stop().await;
         }
+    }
+
+    /// The deletion after [`Self::stop`] failed: the session may be opened again.
+    pub fn undelete(&self, id: &str) {
+        lock(&self.inner.deleted).remove(id);
+    }
+
+    /// A prompt is in flight that waits for an answer no client can give: no socket is attached
+    /// and a request (approval, question, …) is pending. Such a session may be deleted (its turn
+    /// is cancelled first); it must not stay pinned by a client that left mid-approval.
+    pub fn is_abandoned(&self, id: &str) -> bool {
+        self.get(id).is_some_and(|h| h.is_abandoned())
     }
 
     /// Restarts every running session with the current setup (a config change); busy ones
@@ -272,6 +297,8 @@ pub struct Hosted {
     worker: Mutex<Option<Worker>>,
     /// Start, stop and restart one at a time.
     lifecycle: tokio::sync::Mutex<()>,
+    /// Stopped for deletion: never started or attached to again.
+    gone: AtomicBool,
     status: Mutex<SessionStatus>,
     clients: Mutex<Vec<Arc<Client>>>,
     /// The `prompt` in flight.
@@ -315,6 +342,7 @@ impl Hosted {
             place,
             worker: Mutex::new(None),
             lifecycle: tokio::sync::Mutex::new(()),
+            gone: AtomicBool::new(false),
             status: Mutex::new(status),
             clients: Mutex::default(),
             inflight: Mutex::new(None),
@@ -338,6 +366,16 @@ impl Hosted {
 
     pub fn is_busy(&self) -> bool {
         lock(&self.inflight).is_some()
+    }
+
+    /// Stopped because it is being deleted.
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+
+    /// Busy, with no socket attached and a request waiting for an answer.
+    pub fn is_abandoned(&self) -> bool {
+        self.is_busy() && lock(&self.clients).is_empty() && self.live().is_some_and(|l| l.waiting_requests() > 0)
     }
 
     /// The open live session, if any.
@@ -387,6 +425,9 @@ impl Hosted {
     /// Starts the live session unless one is open; `Ok(true)` when this call started it.
     pub async fn ensure_started(self: &Arc<Self>, hosting: &Hosting) -> Result<bool, String> {
         let _one = self.lifecycle.lock().await;
+        if self.is_gone() {
+            return Err(super::queue::NOT_FOUND_REASON.to_string());
+        }
         if self.is_running() {
             return Ok(false);
         }
@@ -394,7 +435,7 @@ impl Hosted {
         *lock(&self.worker) = Some(Worker { live: live.clone(), id: worker_id });
         self.set_status(State::Idle, Some("start"), None);
         // The SessionStart hooks must not hold up the socket that opened the session.
-        tokio::spawn(async move { live.start().await });
+        tokio::spawn(tracing::Instrument::in_current_span(async move { live.start().await }));
         Ok(true)
     }
 
@@ -422,11 +463,20 @@ impl Hosted {
 
     /// Attaches a socket at the seam: its history is `wire.jsonl` up to the returned point and
     /// everything later reaches its queue. `None` when the session is not running.
+    /// `None` too when the session was deleted meanwhile.
     pub async fn attach(self: &Arc<Self>, client: &Arc<Client>) -> Option<History> {
         let live = self.live()?;
         let (id, history) = live.attach(client.projection.clone()).await;
+        // Checked under the lock `stop` takes the clients with: a socket is either closed by
+        // the stop (1001) or sees the session gone here, never left attached to a closed one.
+        let mut clients = lock(&self.clients);
+        if self.is_gone() || live.is_closed() {
+            drop(clients);
+            live.detach(id);
+            return None;
+        }
         *lock(&client.subscriber) = Some(id);
-        lock(&self.clients).push(client.clone());
+        clients.push(client.clone());
         Some(history)
     }
 
@@ -496,11 +546,18 @@ impl Hosted {
         lock(&self.finished).clone()
     }
 
-    /// Closes the live session: status `stopped`/`stop`, sockets closed with 1001.
+    /// Closes the live session for good (it is being deleted): the running turn is cancelled
+    /// (also one waiting for an answer nobody will give), status `stopped`/`stop`, sockets
+    /// closed with 1001.
     pub async fn stop(&self) {
+        {
+            let _clients = lock(&self.clients);
+            self.gone.store(true, Ordering::SeqCst);
+        }
         let _one = self.lifecycle.lock().await;
         let worker = lock(&self.worker).take();
         if let Some(worker) = worker {
+            worker.live.driver().cancel();
             for client in self.clients() {
                 if let Some(id) = lock(&client.subscriber).take() {
                     worker.live.detach(id);

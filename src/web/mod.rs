@@ -10,13 +10,16 @@
 //! duplicates. [`router`] puts the HTTP stack together with the guards (CORS, LAN-only, Host,
 //! Origin, token); [`rest`] holds the REST endpoints and [`ui`] the embedded browser UI;
 //! [`serve`] is the command: settings, port probing, the banner, serving, shutdown; [`listen`]
-//! is its accept loop with the connection limits (head-read timeout, connection cap).
+//! is its accept loop with the connection limits (head-read timeout, connection cap); [`setup`]
+//! is what sessions are built from (the config file, `-m`), [`environment`] the `KIMI_WEB_*`
+//! settings `src/main.rs` took out of the process environment.
 //!
 //! Invariants: one slow or dead socket never slows the others or the turn (each socket has a
 //! bounded queue and is disconnected when it overflows); the token and the other `KIMI_WEB_*`
 //! settings never reach a tool's environment; every socket is closed (1012) and every session
 //! closed at shutdown.
 
+pub mod environment;
 pub mod errors;
 pub mod guard;
 pub mod hosted;
@@ -27,6 +30,7 @@ pub mod rest;
 pub mod router;
 pub mod serve;
 pub mod settings;
+pub mod setup;
 pub mod socket;
 pub mod state;
 pub mod ui;

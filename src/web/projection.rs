@@ -157,7 +157,15 @@ pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
         Result::Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
             PromptResult::TokenBudgetReached { tokens: *used, max_session_tokens: *limit }
         }
-        Result::Err(e) => return encode(&Err { jsonrpc: "2.0", id, error: turn_error(e) }),
+        Result::Err(e) => {
+            let mut error = turn_error(e);
+            // The code and message stay the wire's (clients match on them); a browser also
+            // learns why there is no model: which key to set in which config file.
+            if let crate::soul::TurnError::LlmNotSet { reason: Some(reason) } = e {
+                error.data = serde_json::json!({ "detail": reason });
+            }
+            return encode(&Err { jsonrpc: "2.0", id, error });
+        }
     };
     encode(&Ok { jsonrpc: "2.0", id, result: answer })
 }

@@ -3,15 +3,16 @@
 //! SIGINT/SIGTERM, and the shutdown: every socket closed with 1012, then (the process shell)
 //! every session closed and every process a tool left behind killed.
 //!
-//! Invariants: the `KIMI_WEB_*` variables are read once and removed from the environment before
-//! any thread starts, so no tool ever sees them (the token is never put there); stdout carries
-//! only the start-up lines; logs go to stderr at `LOG_LEVEL` (default WARNING) or `KIWI_LOG`.
+//! Invariants: the `KIMI_WEB_*` variables were taken out of the environment by `src/main.rs`
+//! before any thread started (`settings::web_variable`), so no tool ever sees them (the token is
+//! never put there); stdout carries only the start-up lines; logs go to `<share>/logs/kiwi.log`
+//! as in every mode, and to stderr at `LOG_LEVEL` (default WARNING) or `KIWI_LOG`; every line
+//! logged for a session carries its id (the `session` span).
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket};
@@ -22,9 +23,9 @@ use super::queue::CLOSE_SHUTDOWN;
 use super::settings::{
     Mode, Plan, Settings, TOKEN_VARIABLE, given_token, machine_ipv4s, max_public_path_depth, url_host,
 };
+use super::setup::ConfigChoice;
 use super::state::AppState;
-use crate::builder::{AgentChoice, AgentSetup};
-use crate::cli::WebArgs;
+use crate::cli::{Cli, WebArgs};
 use crate::live::{Runtime, shell};
 use crate::rpc::Outbound;
 
@@ -39,13 +40,25 @@ const WORKERS: usize = 2;
 /// The phrase `--dangerously-omit-auth` on a public address needs.
 const CONFIRMATION: &str = "I UNDERSTAND THE RISKS";
 
-/// Runs `kiwi web`.
+/// Runs `kiwi web`; `cli` holds the options given before `web` (`--config-file`, `-m`).
 #[allow(clippy::print_stderr)]
-pub fn run(args: &WebArgs) -> ExitCode {
-    let depth = max_public_path_depth(std::env::var("KIMI_WEB_MAX_PUBLIC_PATH_DEPTH").ok());
-    let env_token = std::env::var(TOKEN_VARIABLE).ok();
-    scrub_web_environment();
-    let _logging = init_logging();
+pub fn run(args: &WebArgs, cli: &Cli) -> ExitCode {
+    let depth = max_public_path_depth(super::environment::web_variable("KIMI_WEB_MAX_PUBLIC_PATH_DEPTH"));
+    let share = crate::session::store::share_dir();
+    init_logging(&share);
+    if cli.config.is_some() {
+        eprintln!(
+            "Usage: kiwi web [OPTIONS]\nTry 'kiwi web --help' for help.\n\nError: kiwi web takes its config from a \
+             file: use --config-file PATH instead of --config"
+        );
+        return ExitCode::from(2);
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let choice = ConfigChoice {
+        file: args.config_file.as_ref().or(cli.config_file.as_ref()).map(|f| crate::session::store::normalize(f, &cwd)),
+        model: args.model.clone().or_else(|| cli.model.clone()),
+    };
+    let env_token = super::environment::web_variable(TOKEN_VARIABLE);
     let given = match given_token(args, env_token) {
         Ok(given) => given,
         Err(message) => {
@@ -60,9 +73,11 @@ pub fn run(args: &WebArgs) -> ExitCode {
         eprintln!("{message}");
         return ExitCode::FAILURE;
     }
-    let share = crate::session::store::share_dir();
-    let setup = match default_setup(&share) {
-        Ok(setup) => setup,
+    let setup = match choice.setup(&share) {
+        Ok((setup, warnings)) => {
+            crate::startup::warn_at_start_up(&warnings);
+            setup
+        }
         Err(message) => {
             eprintln!("{message}");
             return ExitCode::FAILURE;
@@ -78,7 +93,7 @@ pub fn run(args: &WebArgs) -> ExitCode {
         };
         let addresses = machine_ipv4s();
         let settings = Settings::bound(&plan, port, &addresses, share, startup_dir);
-        let settings = Settings { max_public_path_depth: depth, ..settings };
+        let settings = Settings { max_public_path_depth: depth, config: choice, ..settings };
         for line in banner(&plan, &settings, &addresses) {
             let mut bytes = line.into_bytes();
             bytes.push(b'\n');
@@ -122,23 +137,13 @@ pub fn run(args: &WebArgs) -> ExitCode {
     }
 }
 
-/// Removes `KIMI_WEB_*` and the token variable from the environment (`docs/web.md` §8 item 1),
-/// while the process has one thread.
-fn scrub_web_environment() {
-    let names: Vec<std::ffi::OsString> = std::env::vars_os()
-        .map(|(name, _)| name)
-        .filter(|name| name.to_string_lossy().starts_with("KIMI_WEB_") || name == TOKEN_VARIABLE)
-        .collect();
-    for name in names {
-        // SAFETY: called at the start of `kiwi web`, before the runtime, the logger or any other
-        // thread exists, so nothing reads the environment concurrently.
-        unsafe { std::env::remove_var(&name) };
-    }
-}
-
-/// Logs on stderr: `KIWI_LOG` (tracing's syntax) wins, else `LOG_LEVEL` (Python's level names,
-/// default WARNING).
-fn init_logging() -> Option<()> {
+/// Logs: `<share>/logs/kiwi.log` at INFO as in every mode, and stderr at `LOG_LEVEL` (Python's
+/// level names, default WARNING); `KIWI_LOG` (tracing's syntax) wins for both. A line logged
+/// inside a session's span carries `session{id=…}`.
+fn init_logging(share: &Path) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let level = std::env::var("LOG_LEVEL").unwrap_or_default();
     let level = match level.trim().to_ascii_uppercase().as_str() {
         "DEBUG" => "debug",
@@ -146,8 +151,13 @@ fn init_logging() -> Option<()> {
         "ERROR" | "CRITICAL" => "error",
         _ => "warn",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| level.into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init().ok()
+    let filter =
+        |default: &str| tracing_subscriber::EnvFilter::try_from_env("KIWI_LOG").unwrap_or_else(|_| default.into());
+    let stderr =
+        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_filter(filter(level));
+    let file = crate::startup::log_writer(&crate::startup::log_file(share))
+        .map(|file| tracing_subscriber::fmt::layer().with_writer(file).with_ansi(false).with_filter(filter("info")));
+    let _ = tracing_subscriber::registry().with(stderr).with(file).try_init();
 }
 
 /// The boxed warning and the phrase, read from a terminal only.
@@ -175,49 +185,6 @@ fn confirm_omit_auth() -> Result<(), String> {
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     if answer.trim() == CONFIRMATION { Ok(()) } else { Err("Aborted by user.".into()) }
-}
-
-/// What hosted sessions are built from: the default config file (`<share>/config.toml`) with
-/// its defaults and no command-line overrides, and the global `mcp.json` when it reads
-/// (`docs/web.md` §4.8). `Err` is the config's error text.
-pub fn default_setup(share: &Path) -> Result<AgentSetup, String> {
-    std::fs::create_dir_all(share).map_err(|e| format!("Cannot create {}: {e}", share.display()))?;
-    let (config, path, warnings) = crate::config::load_default_reporting(share).map_err(|e| e.to_string())?;
-    for warning in warnings {
-        tracing::warn!("{warning}");
-    }
-    Ok(AgentSetup {
-        config: Arc::new(config),
-        share_dir: share.to_path_buf(),
-        model: None,
-        thinking: None,
-        agent: AgentChoice::Default,
-        skills_dir: None,
-        yolo: false,
-        config_source: path.display().to_string(),
-        system_prompt: Default::default(),
-        mcp_configs: global_mcp(share),
-        invocation: Default::default(),
-    })
-}
-
-/// `<share>/mcp.json`: invalid JSON or an invalid server table is logged and left out.
-fn global_mcp(share: &Path) -> Vec<serde_json::Value> {
-    let path = share.join("mcp.json");
-    let Ok(text) = std::fs::read_to_string(&path) else { return Vec::new() };
-    match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(doc) => match crate::mcp::server_table(std::slice::from_ref(&doc)) {
-            Ok(_) => vec![doc],
-            Err(e) => {
-                tracing::warn!("{} is not a valid MCP config ({e}); sessions start without MCP", path.display());
-                Vec::new()
-            }
-        },
-        Err(e) => {
-            tracing::warn!("{} is not valid JSON ({e}); ignored", path.display());
-            Vec::new()
-        }
-    }
 }
 
 /// Binds the first free port of `first`..`first+9` (address reuse on), saying so when the first

@@ -90,6 +90,8 @@ pub struct Settings {
     pub startup_dir: PathBuf,
     /// `KIMI_WEB_MAX_PUBLIC_PATH_DEPTH` or [`DEFAULT_PUBLIC_PATH_DEPTH`].
     pub max_public_path_depth: usize,
+    /// The config file and model the sessions are built from.
+    pub config: super::setup::ConfigChoice,
 }
 
 impl Settings {
@@ -118,6 +120,7 @@ impl Settings {
             share_dir,
             startup_dir,
             max_public_path_depth: DEFAULT_PUBLIC_PATH_DEPTH,
+            config: Default::default(),
         }
     }
 

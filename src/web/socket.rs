@@ -31,6 +31,7 @@ use futures::{SinkExt as _, StreamExt as _};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::guard::token_matches;
 use super::hosted::{Client, Hosted, Hosting, SessionStatus, State as Status};
@@ -55,6 +56,14 @@ use crate::wire::server::{busy, idle, initialize_agent};
 pub const UPLOAD_ONLY_MARKER: &str = "KIMI_FILE_UPLOAD_WITHOUT_MESSAGE";
 /// The largest frame a client may send.
 const MAX_CLIENT_FRAME: usize = 16 * 1024 * 1024;
+/// The socket's read buffer. Clients send small frames (a prompt, an answer); a larger one
+/// grows the buffer while it is read. tungstenite's default, 128 KiB per socket allocated up
+/// front, was most of what a connected browser cost (`docs/web.md` §4.1).
+const READ_BUFFER: usize = 4 * 1024;
+/// Bytes gathered before a write to the connection (a flush writes at once whatever waits): a
+/// history batch goes out in writes of about this size instead of one per frame, and the
+/// buffer does not grow to a whole batch.
+const WRITE_BUFFER: usize = 8 * 1024;
 /// History frames read ahead of the socket.
 const HISTORY_BATCH: usize = 512;
 
@@ -76,7 +85,13 @@ pub async fn upgrade(
         return StatusCode::FORBIDDEN.into_response();
     };
     let id = id.hyphenated().to_string();
-    ws.max_message_size(MAX_CLIENT_FRAME).on_upgrade(move |socket| serve(state, id, socket))
+    // Everything logged for this socket, and for the turns it starts, carries the session id.
+    let span = tracing::info_span!("session", id = %id);
+    ws.max_message_size(MAX_CLIENT_FRAME)
+        .max_frame_size(MAX_CLIENT_FRAME)
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(WRITE_BUFFER)
+        .on_upgrade(move |socket| serve(state, id, socket).instrument(span))
 }
 
 /// Why a handshake is refused: a client outside the LAN (LAN-only), an Origin the CORS rule
@@ -104,9 +119,9 @@ fn refusal(state: &AppState, peer: SocketAddr, headers: &HeaderMap, token: Optio
 async fn serve(state: AppState, id: String, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
     let hosting = state.hosting.clone();
+    let not_found = CloseFrame { code: CLOSE_NOT_FOUND, reason: Utf8Bytes::from_static(NOT_FOUND_REASON) };
     let Some(hosted) = hosting.entry(&id) else {
-        let close = CloseFrame { code: CLOSE_NOT_FOUND, reason: Utf8Bytes::from_static(NOT_FOUND_REASON) };
-        let _ = sink.send(Message::Close(Some(close))).await;
+        let _ = sink.send(Message::Close(Some(not_found))).await;
         return;
     };
     let (out, frames) = Outgoing::new(QUEUE_FRAMES, QUEUE_BYTES);
@@ -121,6 +136,11 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
     };
     let (started, history) = match opened {
         Ok(opened) => opened,
+        // Deleted while this socket connected: as if it had never been there.
+        Err(_) if hosted.is_gone() => {
+            let _ = sink.send(Message::Close(Some(not_found))).await;
+            return;
+        }
         Err(e) => {
             tracing::warn!("session {id} could not be started: {e}");
             let status = SessionStatus {
@@ -141,7 +161,8 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
     }
     client.push(&status);
     let answered = Arc::new(AtomicBool::new(true));
-    let writer = tokio::spawn(write(sink, history, frames, client.clone(), answered.clone()));
+    tracing::info!("a client joined");
+    let writer = tokio::spawn(write(sink, history, frames, client.clone(), answered.clone()).in_current_span());
     let mut connection = Connection { hosting, hosted: hosted.clone(), client: client.clone(), prompted: false };
     let closing = client.out().closing_token();
     loop {
@@ -164,6 +185,7 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
         }
     }
     hosted.detach(&client);
+    tracing::info!("a client left");
     client.out().close(1000, "");
     let _ = writer.await;
 }

@@ -58,13 +58,35 @@ impl AppState {
         self.hosting.stop(session_id).await;
     }
 
-    /// After a config change: reload the default config for new sessions, then restart the
-    /// running ones (busy ones only with `force`). The config must load (the caller just wrote
-    /// it); `Err` is its error text.
-    pub async fn restart_sessions(&self, force: bool) -> Result<Restarted, String> {
-        let setup = super::serve::default_setup(self.share_dir())?;
-        self.hosting.replace_setup(setup);
+    /// The config file sessions are built from and the config API edits.
+    pub fn config_path(&self) -> std::path::PathBuf {
+        self.settings.config.path(self.share_dir())
+    }
+
+    /// The model sessions use: `-m/--model` until the UI switched the default model, else the
+    /// config's `default_model`.
+    pub fn model_choice(&self) -> Option<String> {
+        self.hosting.setup().model
+    }
+
+    /// After a config change: reload the config for new sessions (dropping the `-m` choice when
+    /// the change picked a default model), then restart the running ones (busy ones only with
+    /// `force`). The config must load (the caller just wrote it); `Err` is its error text.
+    pub async fn restart_sessions(&self, force: bool, model_picked: bool) -> Result<Restarted, String> {
+        self.reload_setup(model_picked)?;
         Ok(self.hosting.restart_running(force).await)
+    }
+
+    /// Builds later sessions from the config as it is now on disk.
+    pub fn reload_setup(&self, model_picked: bool) -> Result<(), String> {
+        let model = if model_picked { None } else { self.model_choice() };
+        let choice = super::setup::ConfigChoice { model, ..self.settings.config.clone() };
+        let (setup, warnings) = choice.setup(self.share_dir())?;
+        for warning in warnings {
+            tracing::warn!("{warning}");
+        }
+        self.hosting.replace_setup(setup);
+        Ok(())
     }
 
     /// Installs the upload delivery of `docs/web.md` §6.1 (the REST layer's).

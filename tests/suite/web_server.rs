@@ -283,3 +283,117 @@ fn unfinished_requests_are_dropped_and_the_server_stays_reachable() {
         "the server is unreachable after the flood"
     );
 }
+
+/// The repository's demo config (its scripts file named relative to it).
+fn demo_config() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join("demo.toml")
+}
+
+fn prompt_once(server: &super::web_kit::Server, text: &str) -> Vec<serde_json::Value> {
+    let created = server.http("POST", "/api/sessions/", &[], Some("{}"));
+    assert_eq!(created.status, 200, "{}", created.body);
+    let id = created.json()["session_id"].as_str().unwrap().to_string();
+    let (mut ws, _) = server.join(&id);
+    ws.initialize("i1");
+    ws.send(serde_json::json!({"jsonrpc": "2.0", "method": "prompt", "id": "p1", "params": {"user_input": text}}));
+    let (mut before, answer) = ws.until(|m| m["id"] == "p1" && m.get("method").is_none());
+    before.push(answer);
+    before
+}
+
+fn texts(messages: &[serde_json::Value]) -> String {
+    messages
+        .iter()
+        .filter(|m| m["params"]["type"] == "ContentPart" && m["params"]["payload"]["type"] == "text")
+        .map(|m| m["params"]["payload"]["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn config_file_and_model_apply_to_every_session_after_or_before_web() {
+    // The demo config from another directory: its scripts file is found next to it.
+    let home = Home::new();
+    let config = demo_config();
+    let server = home.serve(&["--config-file", config.to_str().unwrap()]);
+    let got = prompt_once(&server, "hello");
+    assert_eq!(got.last().unwrap()["result"], serde_json::json!({"status": "finished"}), "{got:?}");
+    assert!(texts(&got).contains("Let me lay out the plan."), "{got:?}");
+    let (_, view) = server.get_json("/api/config/");
+    assert_eq!(view["default_model"], "demo", "the config API shows the file in use: {view}");
+    let (_, toml) = server.get_json("/api/config/toml");
+    assert_eq!(toml["path"], config.to_str().unwrap());
+    assert!(!home.share().join("config.toml").exists(), "the default config was not touched");
+    drop(server);
+
+    // The same options before `web`, and -m picking the second model of a config.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.json"), r#"["text: from model a"]"#).unwrap();
+    std::fs::write(dir.path().join("b.json"), r#"["text: from model b"]"#).unwrap();
+    let mut text = String::from("default_model = \"a\"\n");
+    for name in ["a", "b"] {
+        text.push_str(&format!(
+            "[models.{name}]\nprovider = \"p{name}\"\nmodel = \"scripted_echo\"\nmax_context_size = 100000\n\
+             [providers.p{name}]\ntype = \"_scripted_echo\"\nbase_url = \"\"\napi_key = \"\"\n\
+             env = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = \"{name}.json\" }}\n"
+        ));
+    }
+    let file = dir.path().join("two.toml");
+    std::fs::write(&file, text).unwrap();
+    let port = free_port().to_string();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+    cmd.args(["--config-file", file.to_str().unwrap(), "-m", "b", "web", "--no-open", "-p", &port]);
+    cmd.current_dir(home.work()).env("HOME", home.home()).env("KIMI_SHARE_DIR", home.share());
+    for var in crate::common::SCRUBBED_ENV {
+        cmd.env_remove(var);
+    }
+    let server = super::web_kit::Server::start(cmd);
+    let got = prompt_once(&server, "hello");
+    assert_eq!(texts(&got), "from model b", "{got:?}");
+    assert_eq!(server.get_json("/api/config/").1["default_model"], "b");
+    // Picking a model in the UI ends the -m choice.
+    let r = server.http("PATCH", "/api/config/", &[], Some(r#"{"default_model": "a"}"#));
+    assert_eq!((r.status, r.json()["config"]["default_model"].as_str()), (200, Some("a")), "{}", r.body);
+    assert_eq!(texts(&prompt_once(&server, "again")), "from model a");
+    drop(server);
+
+    // Config text is not a file: refused, not ignored.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"))
+        .args(["--config", "default_model = \"\"", "web", "--no-open"])
+        .env("HOME", home.home())
+        .env("KIMI_SHARE_DIR", home.share())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use --config-file PATH instead of --config"));
+}
+
+#[test]
+fn without_a_model_the_socket_says_which_key_to_set_where() {
+    let home = Home::new();
+    let server = home.serve(&[]);
+    let got = prompt_once(&server, "hello");
+    let error = &got.last().unwrap()["error"];
+    assert_eq!((error["code"].as_i64(), error["message"].as_str()), (Some(-32001), Some("LLM is not set")), "{got:?}");
+    let detail = error["data"]["detail"].as_str().unwrap();
+    let config = home.share().join("config.toml");
+    assert!(detail.contains("default_model") && detail.contains(config.to_str().unwrap()), "{detail}");
+}
+
+#[test]
+fn the_log_file_carries_each_sessions_id() {
+    let home = scripted_home();
+    let server = home.serve(&[]);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let got = prompt_once(&server, "hello");
+        assert!(got.last().unwrap()["result"]["status"] == "finished", "{got:?}");
+        ids.push(got[0]["params"]["session_id"].as_str().map(str::to_string));
+    }
+    drop(server);
+    let log = super::web_kit::read(&home.share().join("logs").join("kiwi.log"));
+    let turns: Vec<&str> = log.lines().filter(|l| l.contains("a turn begins")).collect();
+    assert_eq!(turns.len(), 2, "{log}");
+    let sessions: std::collections::BTreeSet<&str> =
+        turns.iter().filter_map(|l| l.split("session{id=").nth(1)).map(|rest| &rest[..36]).collect();
+    assert_eq!(sessions.len(), 2, "each turn names its own session: {log}");
+}

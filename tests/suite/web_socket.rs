@@ -454,3 +454,96 @@ fn a_peer_that_stops_reading_is_dropped_while_it_stays_silent() {
     assert_eq!(server.http("GET", "/healthz", &[], None).status, 200);
     drop(silent);
 }
+
+/// Closes a client's socket with the close handshake.
+fn leave(mut ws: Ws) {
+    let _ = ws.socket.close(None);
+    ws.until_closed();
+}
+
+#[test]
+fn deleted_sessions_close_4004_also_when_the_deletion_races_the_connection() {
+    let home = home_with(&[]);
+    let server = home.serve(&[]);
+    let id = home.new_session();
+    assert_eq!(server.http("DELETE", &format!("/api/sessions/{id}"), &[], None).status, 200);
+    let mut late = server.ws(&id, "", &[]).unwrap();
+    assert_eq!(late.until_closed(), (4004, "Session not found".to_string()));
+    // Sockets connecting while the session is deleted: each one either joined before the
+    // deletion (then it hears `stopped` and closes 1001) or finds it gone (4004); none keeps
+    // the session open, and nothing brings its folder back.
+    for round in 0..8 {
+        let body = json!({"work_dir": home.work()}).to_string();
+        let created = server.http("POST", "/api/sessions/", &[], Some(&body));
+        let id = created.json()["session_id"].as_str().unwrap().to_string();
+        let port = server.port;
+        let sid = id.clone();
+        let query =
+            server.token.as_deref().map(|t| format!("?token={}", super::web_kit::encode(t))).unwrap_or_default();
+        let connecting = std::thread::spawn(move || {
+            use tungstenite::client::IntoClientRequest as _;
+            let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            let request =
+                format!("ws://127.0.0.1:{port}/api/sessions/{sid}/stream{query}").into_client_request().unwrap();
+            let (socket, _) = tungstenite::client(request, stream).map_err(|_| "handshake failed").unwrap();
+            Ws { socket, seen: Vec::new(), closed: None }.until_closed()
+        });
+        let deleted = server.http("DELETE", &format!("/api/sessions/{id}"), &[], None);
+        assert_eq!(deleted.status, 200, "round {round}: {}", deleted.body);
+        let (code, reason) = connecting.join().unwrap();
+        assert!(
+            (code, reason.as_str()) == (4004, "Session not found")
+                || (code, reason.as_str()) == (1001, "Session process exited"),
+            "round {round}: {code} {reason}"
+        );
+        assert!(!home.session_dir(&id).exists(), "round {round}: the deleted session came back");
+        assert_eq!(server.get_json(&format!("/api/sessions/{id}")).1, Value::Null);
+    }
+}
+
+#[test]
+fn a_client_that_leaves_mid_approval_does_not_pin_the_session() {
+    let home = home_with(&[shell_script("tc-1", "echo hi"), shell_script("tc-2", "echo again")]);
+    let path = |id: &str| format!("/api/sessions/{id}");
+    // Left mid-approval, then deleted: the turn is cancelled and the session goes.
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut ws, _) = server.join(&id);
+    ws.initialize("i1");
+    prompt(&mut ws, "p1", "run it");
+    ws.until(|m| m["method"] == "request");
+    let r = server.http("DELETE", &path(&id), &[], None);
+    assert_eq!(r.status, 400, "a client is still there to answer: {}", r.body);
+    leave(ws);
+    let mut last = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let r = server.http("DELETE", &path(&id), &[], None);
+            last = Some((r.status, r.body));
+            last.as_ref().is_some_and(|(s, _)| *s == 200)
+        }),
+        "{last:?}"
+    );
+    assert!(!home.session_dir(&id).exists());
+    let mut gone = server.ws(&id, "", &[]).unwrap();
+    assert_eq!(gone.until_closed(), (4004, "Session not found".to_string()));
+
+    // Left mid-approval, then a new socket joins: it is asked again and can cancel the turn.
+    let other = home.new_session();
+    let (mut first, _) = server.join(&other);
+    first.initialize("i1");
+    prompt(&mut first, "p1", "run it");
+    let (_, asked) = first.until(|m| m["method"] == "request");
+    leave(first);
+    let (mut second, _) = server.join(&other);
+    let (_, again) = second.until(|m| m["method"] == "request");
+    assert_eq!(again["id"], asked["id"], "the pending request is put to the new socket");
+    let (_, cancelled) = second.call("c1", "cancel", json!({}));
+    assert_eq!(cancelled["result"], json!({}), "{cancelled}");
+    let (_, idle) = second.until(|m| m["method"] == "session_status" && m["params"]["state"] == "idle");
+    assert_eq!(idle["params"]["session_id"], other.as_str());
+    let r = server.http("DELETE", &path(&other), &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(second.until_closed(), (1001, "Session process exited".to_string()));
+}

@@ -7,7 +7,11 @@ A person's path through the UI: open it, start a session in the work dir, send a
 the scripted answer appear while the turn still runs, approve a shell command, see its output,
 reload and find the conversation again, then start a second turn and join it from a second page,
 answer its approval there and see both pages close the request. Screenshots of each stage are
-saved. Prints "<n> passed, <m> failed"; exits non-zero on any failure.
+saved. Then, in a forked session: Esc stops a turn waiting for approval and both pages say
+"Stopped." (also after a reload), a running Shell card shows its elapsed time, `/undo` takes the
+undone turn out of the view at once, the session exports as a ZIP; and a fresh install (no
+config) gets the model setup panel, whose model answers the first prompt. Prints
+"<n> passed, <m> failed"; exits non-zero on any failure.
 """
 
 import json
@@ -56,7 +60,7 @@ SCRIPTS = [
     "\n".join(
         [
             "text: Second turn: running another command.",
-            'tool_call: {"id": "tc-2", "name": "Shell", "arguments": "{\\"command\\": \\"echo second-turn-ok\\"}"}',
+            'tool_call: {"id": "tc-2", "name": "Shell", "arguments": "{\\"command\\": \\"sleep 2 && echo second-turn-ok\\"}"}',
         ]
     ),
     # Turn 2, step 2.
@@ -109,11 +113,11 @@ def write_config():
 
 
 class Server:
-    """`kiwi web` on a free port, in the work dir, with the temp home."""
+    """`kiwi web` on a free port, in the work dir, with the temp home (or `share`)."""
 
-    def __init__(self):
+    def __init__(self, share=SHARE):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "KIWI_"))}
-        env.update({"HOME": str(HOME), "KIMI_SHARE_DIR": str(SHARE)})
+        env.update({"HOME": str(HOME), "KIMI_SHARE_DIR": str(share)})
         self.port = free_port()
         self.proc = subprocess.Popen(
             [KIWI, "web", "--port", str(self.port), "--no-open"],
@@ -168,6 +172,12 @@ class Server:
 def shot(page, name):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def send(page, text):
+    """Types a message in the composer and sends it with Enter."""
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
 
 
 def watch_console(page, label, errors):
@@ -271,6 +281,8 @@ def _new_session(c):
     expect(page.locator("#session-sub")).to_have_text(str(WORK.resolve()))
     expect(page.locator("#status-line .state-pill")).to_have_text("ready")
     expect(page.locator(".session-item.active")).to_have_count(1)
+    # Ready to type at once.
+    expect(page.locator("#prompt")).to_be_focused()
 
 
 @check("the answer appears while the turn runs, and the shell command asks for approval")
@@ -308,6 +320,9 @@ def _approve(c):
     expect(page.locator(".turn").first).to_contain_text("All done.")
     expect(page.locator("#status-line .state-pill")).to_have_text("ready")
     expect(page.locator("#stop-btn")).to_be_hidden()
+    # The status line shows usage, never the raw message id.
+    expect(page.locator("#status-line")).to_contain_text("in 1.2k")
+    assert "msg-1" not in page.locator("#status-line").inner_text()
     shot(page, "02-turn-finished")
 
 
@@ -321,6 +336,8 @@ def _reload(c):
     shell = page.locator('.tool[data-tool="Shell"]').first
     expect(shell).to_have_attribute("data-state", "ok")
     expect(shell.locator(".tool-output")).to_contain_text("kiwi-shell-ok")
+    # The decision is not in the record; this browser kept it.
+    expect(shell.locator(".tool-note")).to_have_text("Approved")
     expect(page.locator("#status-line .state-pill")).to_have_text("ready")
     expect(page.locator("#todo-toggle")).to_contain_text("Todo 1/2")
     shot(page, "03-after-reload")
@@ -350,6 +367,7 @@ def _second_page(c):
         second = p.locator(".turn").nth(1)
         expect(second).to_contain_text("Second turn finished.")
         expect(second.locator('.tool[data-tool="Shell"] .tool-output')).to_contain_text("second-turn-ok")
+        expect(second.locator('.tool[data-tool="Shell"] .tool-note')).to_have_text("Approved")
         expect(p.locator("#status-line .state-pill")).to_have_text("ready")
     shot(page, "05-first-page-after-other-approved")
 
@@ -386,6 +404,120 @@ def _fork(c):
     expect(page.locator(".turn")).to_have_count(1)
     expect(page.locator(".turn").first).to_contain_text("All done.")
     expect(page.locator(".session-item")).to_have_count(2)
+    expect(page.locator("#prompt")).to_be_focused()
+    c["fork_url"] = page.url
+
+
+@check("Esc stops a turn waiting for approval; every page says Stopped, also after a reload")
+def _escape(c):
+    page, page_b = c["page"], c["page_b"]
+    page_b.goto(c["fork_url"])
+    expect(page_b.locator(".turn")).to_have_count(1)
+    send(page, "Run it again")
+    expect(page.locator(".request.approval")).to_contain_text("echo kiwi-shell-ok")
+    expect(page_b.locator(".request.approval")).to_contain_text("echo kiwi-shell-ok")
+    page.keyboard.press("Escape")
+    for p in (page, page_b):
+        expect(p.locator("#status-line .state-pill")).to_have_text("ready")
+        expect(p.locator(".turn").nth(1).locator(".stopped-note")).to_have_text("Stopped.")
+        expect(p.locator(".request.approval")).to_have_count(0)
+    shot(page, "08-esc-stopped")
+    page_b.reload()
+    expect(page_b.locator(".turn").nth(1).locator(".stopped-note")).to_have_text("Stopped.")
+    # The first turn's call (the same id in the fork's scripts) does not take the later decision.
+    expect(page_b.locator(".turn").nth(0).locator(".tool-note", has_text="Rejected")).to_have_count(0)
+    shot(page_b, "09-stopped-after-reload-other-page")
+
+
+@check("a running Shell card shows how long it has run, then its output")
+def _running_shell(c):
+    page = c["page"]
+    # The fork's scripts start again from the first: this prompt gets the text of turn 1's step 2.
+    send(page, "Say something")
+    expect(page.locator(".turn").nth(2)).to_contain_text("All done.")
+    expect(page.locator("#status-line .state-pill")).to_have_text("ready")
+    send(page, "Now the slow one")
+    page.locator(".request.approval button.primary").click()
+    shell = page.locator(".turn").nth(3).locator('.tool[data-tool="Shell"]')
+    expect(shell.locator(".tool-state")).to_contain_text("running · ")
+    shot(page, "10-shell-running-elapsed")
+    expect(shell.locator(".tool-output")).to_contain_text("second-turn-ok")
+    expect(page.locator("#status-line .state-pill")).to_have_text("ready")
+
+
+@check("/undo takes the undone turn out of the view at once")
+def _undo(c):
+    page = c["page"]
+    expect(page.locator(".turn")).to_have_count(4)
+    page.fill("#prompt", "/undo")
+    page.press("#prompt", "Escape")
+    page.press("#prompt", "Enter")
+    expect(page.locator(".turn")).to_have_count(4)
+    expect(page.locator(".turn").nth(2)).to_contain_text("All done.")
+    expect(page.locator(".turn").last.locator(".user-text")).to_have_text("/undo")
+    expect(page.locator("text=Now the slow one")).to_have_count(0)
+    expect(page.locator("#status-line .state-pill")).to_have_text("ready")
+    shot(page, "11-after-undo")
+    # The session's record no longer holds the undone turn (nor the /undo itself).
+    page.reload()
+    expect(page.locator(".turn")).to_have_count(3)
+    expect(page.locator(".turn").nth(2)).to_contain_text("All done.")
+    expect(page.locator("text=Now the slow one")).to_have_count(0)
+
+
+@check("the session can be exported from the UI as a ZIP")
+def _export(c):
+    page = c["page"]
+    page.click("#info-btn")
+    link = page.locator("#export-link")
+    expect(link).to_be_visible()
+    shot(page, "12-export")
+    response = page.request.get(c["server"].url + link.get_attribute("href"))
+    assert response.status == 200, response.status
+    assert response.headers["content-type"] == "application/zip", response.headers
+    assert response.body()[:2] == b"PK"
+    page.click("#panel-close")
+
+
+@check("a fresh install: the setup panel writes a model, and it answers the first prompt")
+def _setup(c):
+    share = DIR / "fresh-share"
+    server = Server(share)
+    try:
+        page = c["context"].new_page()
+        watch_console(page, "fresh", c["errors"])
+        # Its own server, its own token (the banner's URL carries it).
+        page.goto(server.url + "/?token=" + urllib.parse.quote(server.token, safe=""))
+        form = page.locator("#setup-form")
+        expect(form).to_be_visible()
+        expect(form).to_contain_text("kiwi login")
+        shot(page, "13-setup-panel")
+        page.click("#panel-close")
+        page.click("#new-session")
+        page.locator("dialog.modal button[type=submit]").click()
+        expect(page.locator("#status-line .state-pill")).to_have_text("ready")
+        send(page, "hello")
+        # The socket's error names the key and the file; the panel opens again.
+        error = page.locator(".error-row").first
+        expect(error).to_contain_text("LLM is not set")
+        expect(error).to_contain_text("default_model")
+        expect(error).to_contain_text(str(share / "config.toml"))
+        expect(form).to_be_visible()
+        page.fill("#setup-type", "_echo")
+        page.fill("#setup-model", "echo")
+        shot(page, "14-setup-filled")
+        form.locator("button[type=submit]").click()
+        expect(page.locator("#panel")).to_be_hidden()
+        expect(page.locator("#model-select")).to_have_value("echo")
+        expect(page.locator("#status-line .state-pill")).to_have_text("ready")
+        send(page, "text: the first answer")
+        expect(page.locator(".turn").last.locator(".md.answer")).to_contain_text("the first answer")
+        shot(page, "15-setup-first-answer")
+        config = (share / "config.toml").read_text()
+        assert 'default_model = "echo"' in config and 'type = "_echo"' in config, config
+        page.close()
+    finally:
+        server.stop()
 
 
 @check("no errors in the browser console")

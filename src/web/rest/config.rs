@@ -28,12 +28,16 @@ fn refuse_if_restricted(state: &AppState) -> Result<(), ApiError> {
     if state.restricted() { Err(ApiError::forbidden(RESTRICTED)) } else { Ok(()) }
 }
 
-/// The default config file's view, or why it does not load.
-fn load_view(share: &std::path::Path) -> Result<view::GlobalConfigView, String> {
-    let path = share.join("config.toml");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let config = crate::config::load_file(&path).map_err(|e| e.to_string())?;
-    Ok(view::global_view(&config, &view::model_order(&text)))
+/// The config file's view, or why it does not load; `model` is the `-m` choice, shown as the
+/// default model while it applies.
+fn load_view(path: &std::path::Path, model: Option<String>) -> Result<view::GlobalConfigView, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let config = crate::config::load_file(path).map_err(|e| e.to_string())?;
+    let mut shown = view::global_view(&config, &view::model_order(&text));
+    if let Some(model) = model {
+        shown.default_model = model;
+    }
+    Ok(shown)
 }
 
 fn internal_error() -> Response {
@@ -43,8 +47,8 @@ fn internal_error() -> Response {
 
 /// `GET /api/config/`.
 async fn read(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let share = state.share_dir().to_path_buf();
-    match blocking(move || load_view(&share)).await? {
+    let (path, model) = (state.config_path(), state.model_choice());
+    match blocking(move || load_view(&path, model)).await? {
         Ok(v) => Ok(axum::Json(v).into_response()),
         Err(e) => {
             tracing::warn!("GET /api/config/: {e}");
@@ -63,9 +67,9 @@ async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, 
     let force = common::bool_field(body.get("force_restart_busy_sessions"), &["body", "force_restart_busy_sessions"])?
         .unwrap_or(false);
     refuse_if_restricted(&state)?;
-    let share = state.share_dir().to_path_buf();
+    let path = state.config_path();
+    let model_picked = default_model.is_some();
     blocking(move || -> Result<(), ApiError> {
-        let path = share.join("config.toml");
         let config = crate::config::load_file(&path).map_err(|e| ApiError::internal(e.to_string()))?;
         if let Some(m) = &default_model
             && !config.models.contains_key(m)
@@ -83,13 +87,14 @@ async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, 
     })
     .await??;
     let (restarted, skipped) = if restart {
-        let outcome = state.restart_sessions(force).await.map_err(ApiError::internal)?;
+        let outcome = state.restart_sessions(force, model_picked).await.map_err(ApiError::internal)?;
         (outcome.restarted, outcome.skipped_busy)
     } else {
+        state.reload_setup(model_picked).map_err(ApiError::internal)?;
         (Vec::new(), Vec::new())
     };
-    let share = state.share_dir().to_path_buf();
-    let config = blocking(move || load_view(&share)).await?.map_err(ApiError::internal)?;
+    let (path, model) = (state.config_path(), state.model_choice());
+    let config = blocking(move || load_view(&path, model)).await?.map_err(ApiError::internal)?;
     let none_if_empty = |v: Vec<String>| if v.is_empty() { Value::Null } else { json!(v) };
     Ok(axum::Json(json!({
         "config": config,
@@ -102,7 +107,7 @@ async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, 
 /// `GET /api/config/toml`: the text with every secret redacted.
 async fn read_toml(State(state): State<AppState>) -> Result<Response, ApiError> {
     refuse_if_restricted(&state)?;
-    let path = state.share_dir().join("config.toml");
+    let path = state.config_path();
     let shown = path.to_string_lossy().to_string();
     let content = blocking(move || match std::fs::read_to_string(&path) {
         Ok(text) => view::redact(&text)
@@ -131,7 +136,7 @@ async fn write_toml(State(state): State<AppState>, bytes: Bytes) -> Result<Respo
         }
     };
     refuse_if_restricted(&state)?;
-    let path = state.share_dir().join("config.toml");
+    let path = state.config_path();
     let outcome = blocking(move || -> Result<(), String> {
         view::check_toml(&content)?;
         let disk = std::fs::read_to_string(&path).unwrap_or_default();
@@ -140,6 +145,11 @@ async fn write_toml(State(state): State<AppState>, bytes: Bytes) -> Result<Respo
         view::write_atomic(&path, &text).map_err(|e| format!("Cannot write {}: {e}", path.display()))
     })
     .await?;
+    if outcome.is_ok()
+        && let Err(e) = state.reload_setup(false)
+    {
+        tracing::warn!("the config written does not build sessions: {e}");
+    }
     Ok(axum::Json(match outcome {
         Ok(()) => json!({"success": true, "error": null}),
         Err(e) => json!({"success": false, "error": e}),

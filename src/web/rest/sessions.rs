@@ -140,12 +140,19 @@ async fn update(State(state): State<AppState>, Path(id): Path<String>, bytes: By
 /// `DELETE /api/sessions/{id}`.
 async fn remove(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let info = session(&state, &id).await?;
-    not_busy(&state, &info.id)?;
+    // A turn that waits for an answer from a client that left does not pin the session: the
+    // stop cancels it (`docs/web-api.md` §2).
+    if !state.hosting.is_abandoned(&info.id) {
+        not_busy(&state, &info.id)?;
+    }
     state.stop_session(&info.id).await;
     let share = state.share_dir().to_path_buf();
-    blocking(move || catalog::delete(&share, &info))
-        .await?
-        .map_err(|e| ApiError::internal(format!("Failed to delete session: {e}")))?;
+    let sid = info.id.clone();
+    let deleted = blocking(move || catalog::delete(&share, &info)).await?;
+    if let Err(e) = deleted {
+        state.hosting.undelete(&sid);
+        return Err(ApiError::internal(format!("Failed to delete session: {e}")));
+    }
     Ok(json(Value::Null))
 }
 

@@ -64,9 +64,9 @@ fn clean(reply: &str) -> String {
 }
 
 /// One call to the default model; `None` when it fails or says nothing.
-async fn ask_model(share: &Path, user: &str, assistant: &str) -> Option<String> {
-    let config = crate::config::load_file(&share.join("config.toml")).ok()?;
-    let settings = crate::config::select(&config, None, Some(false), &crate::config::select::ProcessEnv).ok()?;
+async fn ask_model(config: &Path, model: Option<&str>, user: &str, assistant: &str) -> Option<String> {
+    let config = crate::config::load_file(config).ok()?;
+    let settings = crate::config::select(&config, model, Some(false), &crate::config::select::ProcessEnv).ok()?;
     let provider = crate::llm::build::build_provider(&settings, &uuid::Uuid::new_v4().to_string(), None).ok()??;
     let prompt = format!("User: {}\nAssistant: {}\n\nTitle:", head(user, 300), head(assistant, 300));
     let history = [Message::user_text(prompt)];
@@ -128,7 +128,7 @@ pub async fn generate(
     let generated = if saved.title_generate_attempts >= MAX_ATTEMPTS {
         None
     } else {
-        ask_model(state.share_dir(), &user, &assistant).await
+        ask_model(&state.config_path(), state.model_choice().as_deref(), &user, &assistant).await
     };
     let exhausted = saved.title_generate_attempts >= MAX_ATTEMPTS;
     let title = blocking(move || {

@@ -46,6 +46,7 @@ function init() {
   bindTopbar();
   state.conv = new Conversation($("conversation"), $("requests"), {
     onFork: forkAt,
+    sessionId: () => (state.current ? state.current.session_id : null),
     respond: (id, result) => state.socket.respond(id, result),
     onTodos: showTodos,
     onStatusUpdate: (p) => {
@@ -162,6 +163,11 @@ function bindSidebar() {
     if ((e.ctrlKey || e.metaKey) && e.shiftKey && e.key.toLowerCase() === "o") {
       e.preventDefault();
       newSessionDialog();
+    }
+    // Esc stops the running turn, unless it closed a menu or a dialog first.
+    if (e.key === "Escape" && !e.defaultPrevented && busy() && !document.querySelector("dialog[open]")) {
+      e.preventDefault();
+      cancelTurn();
     }
   });
 }
@@ -445,9 +451,14 @@ async function openSession(id, push, known) {
       renderComposer();
     },
     onForeignError: (err) => console.warn("kiwi: error for another request", err),
+    onForeignResult: (result) => {
+      if (result && result.status === "cancelled") state.conv.markStopped();
+    },
     isWaitingOnUser: () => state.requests > 0,
   });
   refreshChanges();
+  // Ready to type: the caret is in the composer (not on touch screens, where it opens the keyboard).
+  if (!window.matchMedia("(pointer: coarse)").matches) $("prompt").focus();
 }
 
 function closeSession(deleted) {
@@ -632,7 +643,7 @@ async function sendPrompt(text, files) {
   const firstTurn = state.conv.turnCount === 0;
   try {
     const result = await sock.request("prompt", { user_input: input });
-    if (result && result.status === "cancelled" && state.current === session) state.conv.addNote("Stopped.");
+    if (result && result.status === "cancelled" && state.current === session) state.conv.markStopped();
     if (result && result.status === "max_steps_reached") state.conv.addError(`The turn stopped after ${result.steps} steps (the step limit).`);
     if (result && result.status === "finished" && firstTurn && state.current === session) generateTitle(session);
   } catch (e) {
@@ -640,6 +651,12 @@ async function sendPrompt(text, files) {
       state.queue.unshift({ text, files: [] });
       renderQueue();
       toast("The session is busy: your message was queued.");
+      return;
+    }
+    if (e.code === -32001 && state.current === session) {
+      // No model yet: say which key is missing where, and offer to set one up.
+      state.conv.addError(e.data && e.data.detail ? `${e.message}: ${e.data.detail}` : e.message);
+      showSetup();
       return;
     }
     if (state.current === session && e.code !== undefined) state.conv.addError(e.message);
@@ -755,6 +772,7 @@ function menuKey(e) {
     return true;
   }
   if (e.key === "Escape") {
+    e.preventDefault();
     hideMenu();
     return true;
   }
@@ -842,6 +860,11 @@ async function loadConfig() {
     state.config = null;
   }
   renderModel();
+  // A fresh install has no model: show what to do before the first prompt fails.
+  if (state.config && !(state.config.models || []).length && !state.setupOffered) {
+    state.setupOffered = true;
+    showSetup();
+  }
 }
 
 function currentModel() {
@@ -931,7 +954,6 @@ function renderStatusLine() {
   if (st && st.state === "busy" && s.step) box.appendChild(h("span", { class: "muted", text: `step ${s.step}` }));
   if (s.mcp_status && s.mcp_status.total) box.appendChild(h("span", { class: "muted", text: `MCP ${s.mcp_status.connected}/${s.mcp_status.total}` }));
   if (state.planMode) box.appendChild(h("span", { class: "badge plan-badge", text: "plan mode" }));
-  if (s.message_id) box.appendChild(h("span", { class: "muted msg-id", title: "Last message id", text: s.message_id }));
 }
 
 function showTodos(items) {
@@ -1133,11 +1155,90 @@ function showInfo() {
         "div",
         { class: "panel-actions" },
         h("button", { type: "button", onclick: () => renameSession(s) }, "Rename"),
+        h("a", { class: "button", id: "export-link", href: withToken(`/api/sessions/${s.session_id}/export`), download: `session-${s.session_id}.zip` }, "Export (ZIP)"),
         h("button", { type: "button", onclick: () => archiveSession(s, !s.archived) }, s.archived ? "Unarchive" : "Archive"),
         h("button", { type: "button", class: "danger", onclick: () => deleteSession(s) }, "Delete"),
       ),
     ),
   );
+}
+
+// ------------------------------------------------------------------ model setup
+
+const PROVIDER_TYPES = ["kimi", "openai_legacy", "openai_responses", "anthropic", "gemini", "vertexai", "_echo"];
+
+/** TOML table key from free text: lowercase letters, digits, `_` and `-`. */
+function tomlKey(text) {
+  return (text || "").toLowerCase().replace(/[^a-z0-9_-]+/g, "-").replace(/^-+|-+$/g, "") || "model";
+}
+
+/**
+ * The setup panel for a config without a usable model: writes a provider and a model into the
+ * config file through the config API (`PUT /api/config/toml`, then `PATCH /api/config/` to make
+ * it the default, which restarts the open sessions on it).
+ */
+function showSetup() {
+  const type = h("input", { type: "text", id: "setup-type", list: "setup-types", value: "kimi", spellcheck: "false", autocapitalize: "off" });
+  const types = h("datalist", { id: "setup-types" }, PROVIDER_TYPES.map((t) => h("option", { value: t })));
+  const url = h("input", { type: "text", inputmode: "url", id: "setup-url", placeholder: "https://api.moonshot.ai/v1", spellcheck: "false" });
+  const model = h("input", { type: "text", id: "setup-model", placeholder: "kimi-k2-turbo-preview", spellcheck: "false", autocapitalize: "off" });
+  const key = h("input", { type: "password", id: "setup-key", autocomplete: "off" });
+  const error = h("div", { class: "error-row", hidden: true });
+  const save = async (e) => {
+    e.preventDefault();
+    error.hidden = true;
+    const name = model.value.trim();
+    if (!name) {
+      error.textContent = "A model name is needed.";
+      error.hidden = false;
+      return;
+    }
+    const mkey = tomlKey(name);
+    const pkey = `${mkey}-provider`;
+    const q = (v) => JSON.stringify(v);
+    try {
+      const current = await api("GET", "/api/config/toml");
+      const added = [
+        "",
+        `[providers.${pkey}]`,
+        `type = ${q(type.value.trim())}`,
+        `base_url = ${q(url.value.trim())}`,
+        `api_key = ${q(key.value)}`,
+        "",
+        `[models.${mkey}]`,
+        `provider = ${q(pkey)}`,
+        `model = ${q(name)}`,
+        "max_context_size = 131072",
+        "",
+      ].join("\n");
+      const written = await api("PUT", "/api/config/toml", { content: `${(current.content || "").trimEnd()}\n${added}` });
+      if (!written.success) throw new Error(written.error || "the config was not saved");
+      await patchConfig({ default_model: mkey });
+      closePanel();
+      toast(`Model “${mkey}” set up in ${current.path}`);
+      $("prompt").focus();
+    } catch (err) {
+      error.textContent = `Not saved: ${err.message}`;
+      error.hidden = false;
+    }
+  };
+  const field = (label, input, hint) => h("label", { class: "field" }, h("span", { text: label }), input, hint ? h("small", { class: "muted", text: hint }) : null);
+  openPanel(
+    "Set up a model",
+    h(
+      "form",
+      { class: "setup", id: "setup-form", onsubmit: save },
+      h("p", { class: "muted", text: "kiwi has no model to answer with yet. Add one to the config file:" }),
+      h("label", { class: "field" }, h("span", { text: "Provider type" }), type, types),
+      field("Base URL", url, "The provider's API address (empty for the test providers)."),
+      field("Model name", model, "The provider's model id."),
+      field("API key", key, "Stored in the config file; never shown again by the server."),
+      error,
+      h("div", { class: "panel-actions" }, h("button", { type: "submit", class: "primary" }, "Save and use")),
+      h("p", { class: "muted" }, "Have a Kimi account? Run ", h("code", { text: "kiwi login" }), " in a terminal instead, then reload this page."),
+    ),
+  );
+  setTimeout(() => model.focus(), 0);
 }
 
 async function openIn(app) {

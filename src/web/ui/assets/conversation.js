@@ -136,6 +136,24 @@ class ToolCard {
     this.setOpen(OPEN_BY_DEFAULT.has(this.name));
     this.setState("running");
     this.updateArgs();
+    // The approval decision is not in the session's record: this browser kept it.
+    // Keyed by turn too: a call id is only unique within a turn.
+    this.turnIndex = stream.conv.turn ? stream.conv.turn.index : -1;
+    const decided = stream.conv.recall(`decision.${this.turnIndex}.${this.id}`);
+    if (decided) this.note(decided.text, decided.kind);
+    this.started = Date.now();
+    this.tick = setInterval(() => this.elapsed(), 1000);
+  }
+
+  /** The running time, shown while the tool runs (a Shell command can take a while). */
+  elapsed() {
+    if (this.state !== "running" && this.state !== "waiting") {
+      clearInterval(this.tick);
+      return;
+    }
+    if (!this.stream.conv.live) return;
+    const s = Math.floor((Date.now() - this.started) / 1000);
+    if (this.state === "running" && s >= 1) this.stateEl.textContent = `running · ${s < 60 ? `${s}s` : `${Math.floor(s / 60)}m ${s % 60}s`}`;
   }
 
   toggle() {
@@ -555,10 +573,11 @@ export class Conversation {
     this.root.appendChild(el);
     const { text } = splitUserInput(input);
     const clearing = /^\/(clear|reset)\s*$/.test(text.trim());
+    const undo = /^\/undo(?:\s+(\d+))?\s*$/.exec(text.trim());
     this.userBubble(input, el, index);
     const stream = new Stream(h("div", { class: "assistant" }), this, 0);
     el.appendChild(stream.container);
-    this.turn = { index, el, stream, clearing };
+    this.turn = { index, el, stream, clearing, undo: undo ? Number(undo[1] || 1) : 0 };
     this.turns.push(this.turn);
   }
 
@@ -596,6 +615,20 @@ export class Conversation {
       for (const t of this.turns) if (t !== turn) t.el.remove();
       this.turns = [turn];
     }
+    if (this.recall(`stopped.${turn.index}`) && !turn.el.querySelector(".stopped-note")) {
+      turn.stream.container.appendChild(h("div", { class: "status-row stopped-note", text: "Stopped." }));
+    }
+    if (turn.undo && !turn.el.querySelector(".error-row") && !/nothing was undone|nothing to undo|cannot undo|out of range|cannot be undone/i.test(turn.el.textContent)) {
+      // `/undo [N]`: the turns it took back leave the view at once, as they left the session's
+      // record (which keeps neither them nor the `/undo` turn: a reload shows the same).
+      const kept = this.turns.filter((t) => t !== turn);
+      const left = Math.max(0, kept.length - turn.undo);
+      for (const t of kept.slice(left)) t.el.remove();
+      this.turns = [...kept.slice(0, left), turn];
+      // Later turns are numbered as the record numbers them (fork counts on it).
+      this.turnCount = Math.max(0, this.turnCount - Math.min(turn.undo, kept.length) - 1);
+      turn.el.querySelectorAll(".msg-actions button").forEach((b) => b.textContent === "Fork" && b.remove());
+    }
     this.closeTurn();
   }
 
@@ -622,6 +655,30 @@ export class Conversation {
   addNote(text) {
     const target = this.turns.length ? this.turns[this.turns.length - 1].stream : this.outside();
     target.container.appendChild(h("div", { class: "status-row", text }));
+  }
+
+  /** What this browser remembers about the open session (kept in localStorage). */
+  recall(key) {
+    const sid = this.opts.sessionId && this.opts.sessionId();
+    if (!sid) return null;
+    try {
+      return JSON.parse(localStorage.getItem(`kiwi.${sid}.${key}`) || "null");
+    } catch {
+      return null;
+    }
+  }
+
+  remember(key, value) {
+    const sid = this.opts.sessionId && this.opts.sessionId();
+    if (sid) localStorage.setItem(`kiwi.${sid}.${key}`, JSON.stringify(value));
+  }
+
+  /** The last turn was stopped (by this page or another): say so, now and after a reload. */
+  markStopped() {
+    const turn = this.turns[this.turns.length - 1];
+    if (!turn || turn.el.querySelector(".stopped-note")) return;
+    turn.stream.container.appendChild(h("div", { class: "status-row stopped-note", text: "Stopped." }));
+    this.remember(`stopped.${turn.index}`, true);
   }
 
   addError(text) {
@@ -667,7 +724,9 @@ export class Conversation {
       const card = toolId ? this.findTool(toolId) : null;
       if (card) {
         const words = { approve: "Approved", approve_for_session: "Approved for this session", reject: "Rejected" };
-        card.note(`${words[response.response] || response.response}${response.feedback ? `: ${response.feedback}` : ""}`, response.response === "reject" ? "rejected" : "approved");
+        const decided = { text: `${words[response.response] || response.response}${response.feedback ? `: ${response.feedback}` : ""}`, kind: response.response === "reject" ? "rejected" : "approved" };
+        card.note(decided.text, decided.kind);
+        this.remember(`decision.${card.turnIndex}.${toolId}`, decided);
         if (card.state === "waiting") card.setState("running");
       }
     }

@@ -171,10 +171,14 @@ export class SessionSocket {
         if (msg.error) {
           const e = new Error(msg.error.message || "error");
           e.code = msg.error.code;
+          e.data = msg.error.data;
           p.reject(e);
         } else p.resolve(msg.result);
       } else if (msg.error) {
         this.h.onForeignError(msg.error);
+      } else if (this.h.onForeignResult) {
+        // Another page's request: a prompt's answer reaches every page.
+        this.h.onForeignResult(msg.result);
       }
     }
   }
