@@ -438,6 +438,29 @@ fn an_invalid_config_mode_stops_start_up() {
 }
 
 #[test]
+fn a_missing_work_dir_or_command_is_reported() {
+    let b = Sbx::new();
+    let kiwi = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiwi"));
+        cmd.env("HOME", b.p("home")).env("KIMI_SHARE_DIR", b.p("share")).stdin(Stdio::null());
+        cmd
+    };
+    let out = kiwi().args(["sandbox", "-w", "/no/such/dir", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Directory '/no/such/dir' does not exist."));
+    let out = kiwi().args(["sandbox", "--add-dir", "/no/such/dir", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let out = kiwi().args(["sandbox", "--", "no-such-program-here"]).current_dir(b.p("work")).output().unwrap();
+    assert_eq!(out.status.code(), Some(127), "{}", show(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        "kiwi sandbox: no-such-program-here: No such file or directory"
+    );
+    let out = kiwi().args(["sandbox"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+}
+
+#[test]
 fn a_missing_writable_root_is_left_out_with_a_warning() {
     let b = Sbx::with_config("[sandbox]\nexclude_slash_tmp = true\nwritable_roots = [\"/no/such/root\"]\n");
     let out = b.run("workspace-write", "echo x > ok");
