@@ -159,11 +159,6 @@ pub struct Prepared {
     filter: Option<Vec<libc::sock_filter>>,
 }
 
-// SAFETY: the filter's raw pointers are only dereferenced by the kernel during the seccomp call.
-unsafe impl Send for Prepared {}
-// SAFETY: as above; nothing is mutated after preparation.
-unsafe impl Sync for Prepared {}
-
 fn c_path(path: &Path) -> Result<CString, Failure> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| Failure { step: Step::BindRoot, errno: libc::EINVAL })
 }
