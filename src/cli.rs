@@ -132,6 +132,10 @@ pub struct Cli {
     #[arg(long = "stream-deltas")]
     pub stream_deltas: bool,
 
+    /// The OS sandbox for Shell commands.
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
+
     /// A subcommand; without one kiwi serves the wire protocol.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -166,6 +170,43 @@ kiwi acp --config-file PATH -m MODEL. In Zed's settings: \
     Acp,
     /// Print the wire protocol's JSON Schema (every method, event, request and error code) on stdout.
     Schema,
+    /// Run one command under the sandbox policy a Shell call in the work dir would get
+    /// (`docs/sandbox.md`); exits with the command's status, 125 when the sandbox cannot be set up.
+    Sandbox(SandboxArgs),
+}
+
+/// `--sandbox MODE` and `--sandbox-network` (spec sandbox.md §2.1), on the top-level command
+/// line, `kiwi web` and `kiwi sandbox`.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct SandboxFlags {
+    /// Confine the commands the model runs: `read-only`, `workspace-write` or `off` (default:
+    /// the config's `[sandbox] mode`, else off).
+    #[arg(long = "sandbox", value_name = "MODE")]
+    pub sandbox: Option<crate::sandbox::SandboxMode>,
+    /// In a sandboxed mode, let commands use the network (as `[sandbox] network = true`).
+    #[arg(long = "sandbox-network")]
+    pub sandbox_network: bool,
+}
+
+/// `kiwi sandbox [OPTIONS] -- CMD [ARG]...`.
+#[derive(Debug, Clone, Args)]
+pub struct SandboxArgs {
+    /// The mode (default: workspace-write) and the network switch.
+    #[command(flatten)]
+    pub flags: SandboxFlags,
+    /// A directory that is writable too, as `--add-dir` of a session (repeatable).
+    #[arg(long = "add-dir", value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
+    /// The work dir the command runs in and may write (default: the current directory).
+    #[arg(short = 'w', long = "work-dir", value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// The config file whose `[sandbox]` keys apply (default: <share dir>/config.toml when it
+    /// exists).
+    #[arg(long = "config-file", value_name = "PATH")]
+    pub config_file: Option<PathBuf>,
+    /// The command and its arguments (put them after `--`).
+    #[arg(value_name = "CMD", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 // `kiwi web [OPTIONS]` (`docs/web.md` §1): the reference's flags; `-h` is the host, `--help` is
@@ -227,6 +268,9 @@ pub struct WebArgs {
     /// Model to use (a key of `models`) until the UI switches it.
     #[arg(short = 'm', long = "model", value_name = "NAME")]
     pub model: Option<String>,
+    /// The sandbox of every session served (`--sandbox MODE`, `--sandbox-network`).
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
 }
 
 impl WebArgs {
@@ -627,6 +671,30 @@ mod tests {
         ] {
             assert_eq!(typo(not_a_typo), None, "{not_a_typo:?}");
         }
+    }
+
+    #[test]
+    fn sandbox_flags() {
+        use crate::sandbox::SandboxMode;
+        assert_eq!(parse(&[]).unwrap().sandbox.sandbox, None);
+        let cli = parse(&["--sandbox", "workspace-write", "--sandbox-network"]).unwrap();
+        assert_eq!((cli.sandbox.sandbox, cli.sandbox.sandbox_network), (Some(SandboxMode::WorkspaceWrite), true));
+        assert_eq!(parse(&["--sandbox", "danger-full-access"]).unwrap().sandbox.sandbox, Some(SandboxMode::Off));
+        let e = Cli::try_parse_from(["kiwi", "--sandbox", "bogus"]).unwrap_err();
+        let text = e.to_string();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("error: invalid value 'bogus' for '--sandbox <MODE>'"));
+        assert_eq!(lines.next(), Some("  [possible values: read-only, workspace-write, off]"));
+        assert!(text.contains("For more information, try '--help'."), "{text}");
+        assert_eq!(web(&["--sandbox", "read-only"]).sandbox.sandbox, Some(SandboxMode::ReadOnly));
+        match parse(&["sandbox", "--sandbox", "read-only", "-w", "/", "--", "ls", "-l"]).unwrap().command {
+            Some(Command::Sandbox(a)) => {
+                assert_eq!(a.flags.sandbox, Some(SandboxMode::ReadOnly));
+                assert_eq!(a.command, ["ls", "-l"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["sandbox"]).is_err());
     }
 
     #[test]

@@ -20,6 +20,9 @@
 //!
 //! - [`browser`]: opening a page in the user's browser.
 //! - [`net`]: the one place HTTP clients are built.
+//! - [`sandbox`]: the OS sandbox for the commands a `Shell` call starts: modes, the `[sandbox]`
+//!   settings, each command's policy (writable roots, read-only paths), the Linux mechanism
+//!   (namespaces, Landlock, seccomp) behind one platform module, the fail-closed probe.
 //! - [`protocol`]: the core's vocabulary: content parts, display blocks, tool calls and results,
 //!   events and requests, in the shape the wire and `wire.jsonl` use.
 //! - [`rpc`]: JSON-RPC 2.0 bytes ⇄ messages, generic over methods: the stdin reader (line framing,
@@ -77,7 +80,7 @@ pub mod net;
 pub mod print;
 pub mod protocol;
 pub mod rpc;
-
+pub mod sandbox;
 pub mod session;
 pub mod soul;
 pub mod startup;

@@ -1,4 +1,6 @@
-//! `kiwi info [--json]` (`docs/subcommands.md` §4): versions, in the reference's keys and order.
+//! `kiwi info [--json]` (`docs/subcommands.md` §4): versions, in the reference's keys and order;
+//! the text form adds one line after them: whether this machine can sandbox commands, and with
+//! which layers (`docs/sandbox.md`). The JSON line stays the reference's.
 //!
 //! Invariants: touches no file; the wire protocol version is the one `initialize` answers with
 //! (the wire module's constant), the CLI version the one `--version` and `initialize` announce;
@@ -22,6 +24,8 @@ pub fn lines(json: bool) -> Vec<String> {
             format!("agent spec versions: {}", AGENT_SPEC_VERSIONS.join(", ")),
             format!("wire protocol: {wire}"),
             format!("python version: {PYTHON_VERSION}"),
+            // kiwi's addition, after the reference's lines (spec sandbox.md §2.1).
+            format!("sandbox: {}", crate::sandbox::machine_report()),
         ];
     }
     let mut obj = Map::new();

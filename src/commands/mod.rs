@@ -1,5 +1,5 @@
 //! The subcommands: `login`, `logout`, `info`, `mcp`, `sessions`, `export` (`docs/subcommands.md`
-//! §1, §3, §4, §6, §7), and `web`, which runs the web server (`crate::web`). Unlike the wire
+//! §1, §3, §4, §6, §7), `sandbox` (`docs/sandbox.md`), and `web`, which runs the web server (`crate::web`). Unlike the wire
 //! server, stdout here belongs to the command: one message per line, text or (with `--json`) one
 //! JSON object per line, written only by [`print_line`] (`web` prints its start-up lines through
 //! the process shell).
@@ -19,6 +19,7 @@ mod logout;
 pub mod managed;
 mod mcp;
 mod mcp_remote;
+mod sandbox;
 mod sessions;
 
 use std::io::Write as _;
@@ -55,6 +56,7 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
         }
         // `crate::app` serves `kiwi … acp` itself (it is `--acp`); a caller that did not is told so.
         Command::Acp => usage_error("kiwi acp is a server, not a command: run it as `kiwi acp` or `kiwi --acp`"),
+        Command::Sandbox(args) => sandbox::run(args, cli, &share),
         Command::Mcp(command) => {
             if let Err(e) = std::fs::create_dir_all(&share) {
                 return mcp::fail(&format!("Cannot create {}: {e}", share.display()));

@@ -9,7 +9,20 @@ use super::schema::Config;
 use crate::llm::settings::{LlmSettings, ProviderType};
 
 /// The keys kiwi reads, per table (for "did you mean" on an unknown key).
-const TOP: &[&str] = &["default_model", "default_thinking", "models", "providers", "loop_control", "services", "mcp"];
+const TOP: &[&str] =
+    &["default_model", "default_thinking", "models", "providers", "loop_control", "services", "mcp", "sandbox"];
+const SANDBOX: &[&str] = &[
+    "mode",
+    "network",
+    "writable_roots",
+    "read_only_paths",
+    "deny_read",
+    "exclude_slash_tmp",
+    "exclude_tmpdir_env_var",
+    "auto_approve",
+    "allow_escalation",
+    "allow_landlock_only",
+];
 const MODEL: &[&str] = &["provider", "model", "max_context_size", "capabilities", "display_name"];
 const PROVIDER: &[&str] = &["type", "base_url", "api_key", "env", "custom_headers", "oauth", "reasoning_key"];
 const LOOP: &[&str] = &[
@@ -35,6 +48,7 @@ pub fn unknown_key(path: &str, source: &str) -> String {
         ["loop_control"] => LOOP,
         ["services"] => SERVICES,
         ["services", _] => SERVICE,
+        ["sandbox"] => SANDBOX,
         _ => &[],
     };
     match closest(key, known) {

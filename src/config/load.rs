@@ -75,7 +75,8 @@ pub fn load_file_reporting(path: &Path) -> Result<(Config, Vec<String>), ConfigE
     if let Some(dir) = path.parent() {
         anchor_paths(&mut config, dir);
     }
-    let warnings = ignored.iter().map(|p| super::diagnose::unknown_key(p, &shown)).collect();
+    let mut warnings: Vec<String> = ignored.iter().map(|p| super::diagnose::unknown_key(p, &shown)).collect();
+    warnings.extend(config.sandbox.warnings());
     Ok((config, warnings))
 }
 
@@ -119,7 +120,8 @@ pub fn load_text_reporting(text: &str) -> Result<(Config, Vec<String>), ConfigEr
         },
     };
     validate(&config).map_err(ConfigError::InvalidText)?;
-    let warnings = ignored.iter().map(|p| super::diagnose::unknown_key(p, "--config")).collect();
+    let mut warnings: Vec<String> = ignored.iter().map(|p| super::diagnose::unknown_key(p, "--config")).collect();
+    warnings.extend(config.sandbox.warnings());
     Ok((config, warnings))
 }
 
@@ -325,6 +327,37 @@ mod tests {
         let got = |p: &str| c.providers[p].env["KIMI_SCRIPTED_ECHO_SCRIPTS"].clone();
         assert_eq!(got("a"), dir.path().join("s/x.json").to_string_lossy());
         assert_eq!(got("b"), "/abs.json");
+    }
+
+    #[test]
+    fn sandbox_table_is_read_and_checked() {
+        let c = load_text("[sandbox]\nmode = \"danger-full-access\"\nnetwork = \"yes\"\nwritable_roots = [\"/\"]\n")
+            .unwrap();
+        assert_eq!(c.sandbox.mode, crate::sandbox::SandboxMode::Off);
+        assert!(c.sandbox.network && c.sandbox.auto_approve && c.sandbox.allow_escalation);
+        let (c, warnings) = load_text_reporting(
+            r#"{"sandbox":{"mode":"read-only","writable_roots":["/no/such/root"],"allow_landlock_only":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.sandbox.mode, crate::sandbox::SandboxMode::ReadOnly);
+        assert!(c.sandbox.allow_landlock_only);
+        assert_eq!(warnings, ["sandbox.writable_roots: '/no/such/root' does not exist and is left out"]);
+        let e = load_text("[sandbox]\nmode = \"bogus\"\n").unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "sandbox.mode: unknown variant `bogus`, expected one of `read-only`, `workspace-write`, `off`, \
+                 `danger-full-access`"
+            ),
+            "{e}"
+        );
+        let e = load_text(r#"{"sandbox":{"writable_roots":["rel"]}}"#).unwrap_err().to_string();
+        assert!(e.contains("sandbox.writable_roots: relative path 'rel'"), "{e}");
+        assert!(load_text(r#"{"sandbox":{"writable_roots":"/x"}}"#).is_err());
+        assert!(load_text(r#"{"sandbox":{"network":"maybe"}}"#).is_err());
+        let (_, warnings) = load_text_reporting(r#"{"sandbox":{"mod":"off"}}"#).unwrap();
+        assert_eq!(warnings, ["--config: unknown key 'sandbox.mod' is ignored; did you mean 'mode'?"]);
+        // The default table is not written back.
+        assert!(!toml::to_string(&load_text("{}").unwrap()).unwrap().contains("sandbox"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// never the reverse).
 pub use crate::llm::settings::{OAuthRef, OAuthStorage, ProviderConfig, ProviderType};
 use crate::protocol::HookEvent;
+use crate::sandbox::{SandboxMode, SandboxSettings};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Config {
@@ -37,6 +38,60 @@ pub struct Config {
     /// `/undo` and the undo methods (`docs/sessions.md` §9).
     #[serde(default)]
     pub undo: UndoSettings,
+    /// The OS sandbox for Shell commands (spec sandbox.md §2.2); left out when written back
+    /// while every key has its default.
+    #[serde(default, deserialize_with = "sandbox_table", skip_serializing_if = "SandboxSettings::is_default")]
+    pub sandbox: SandboxSettings,
+}
+
+/// `[sandbox]`: lenient scalars like the rest of the file; a mode that is not one of the names
+/// and a relative path make the config invalid, with the key and the bad value in the message.
+fn sandbox_table<'de, D: Deserializer<'de>>(d: D) -> Result<SandboxSettings, D::Error> {
+    use serde::de::Error;
+    #[derive(Deserialize)]
+    struct Raw {
+        #[serde(default)]
+        mode: Option<String>,
+        #[serde(default, deserialize_with = "lenient::opt_bool")]
+        network: Option<bool>,
+        #[serde(default)]
+        writable_roots: Vec<String>,
+        #[serde(default)]
+        read_only_paths: Vec<String>,
+        #[serde(default)]
+        deny_read: Vec<String>,
+        #[serde(default, deserialize_with = "lenient::opt_bool")]
+        exclude_slash_tmp: Option<bool>,
+        #[serde(default, deserialize_with = "lenient::opt_bool")]
+        exclude_tmpdir_env_var: Option<bool>,
+        #[serde(default, deserialize_with = "lenient::opt_bool")]
+        auto_approve: Option<bool>,
+        #[serde(default, deserialize_with = "lenient::opt_bool")]
+        allow_escalation: Option<bool>,
+        #[serde(default, deserialize_with = "lenient::opt_bool")]
+        allow_landlock_only: Option<bool>,
+    }
+    let raw = Raw::deserialize(d)?;
+    let def = SandboxSettings::default();
+    let mode = match raw.mode {
+        Some(name) => name.parse::<SandboxMode>().map_err(|e| D::Error::custom(format!("sandbox.mode: {e}")))?,
+        None => def.mode,
+    };
+    let paths = |key: &str, list: Vec<String>| {
+        list.iter().map(|p| crate::sandbox::check_path(key, p)).collect::<Result<Vec<_>, _>>().map_err(D::Error::custom)
+    };
+    Ok(SandboxSettings {
+        mode,
+        network: raw.network.unwrap_or(def.network),
+        writable_roots: paths("writable_roots", raw.writable_roots)?,
+        read_only_paths: paths("read_only_paths", raw.read_only_paths)?,
+        deny_read: paths("deny_read", raw.deny_read)?,
+        exclude_slash_tmp: raw.exclude_slash_tmp.unwrap_or(def.exclude_slash_tmp),
+        exclude_tmpdir_env_var: raw.exclude_tmpdir_env_var.unwrap_or(def.exclude_tmpdir_env_var),
+        auto_approve: raw.auto_approve.unwrap_or(def.auto_approve),
+        allow_escalation: raw.allow_escalation.unwrap_or(def.allow_escalation),
+        allow_landlock_only: raw.allow_landlock_only.unwrap_or(def.allow_landlock_only),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -290,17 +345,28 @@ mod lenient {
         opt_u64(d)?.ok_or_else(|| D::Error::custom("expected an integer"))
     }
 
+    pub fn opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        match Option::<Value>::deserialize(d)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => to_bool(v).map(Some),
+        }
+    }
+
     pub fn bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-        match Value::deserialize(d)? {
+        to_bool(Value::deserialize(d)?)
+    }
+
+    fn to_bool<E: Error>(v: Value) -> Result<bool, E> {
+        match v {
             Value::Bool(b) => Ok(b),
             Value::Number(n) if n.as_i64() == Some(0) => Ok(false),
             Value::Number(n) if n.as_i64() == Some(1) => Ok(true),
             Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
                 "true" | "yes" | "1" | "on" | "y" | "t" => Ok(true),
                 "false" | "no" | "0" | "off" | "n" | "f" => Ok(false),
-                _ => Err(D::Error::custom(format!("expected a boolean, got \"{s}\""))),
+                _ => Err(E::custom(format!("expected a boolean, got \"{s}\""))),
             },
-            other => Err(D::Error::custom(format!("expected a boolean, got {other}"))),
+            other => Err(E::custom(format!("expected a boolean, got {other}"))),
         }
     }
 }

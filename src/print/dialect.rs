@@ -128,6 +128,8 @@ const TAKES_VALUE: &[&str] = &[
     "--resume-session-at",
     "--resume-drops-turn",
     "--debug-file",
+    // kiwi's own (spec sandbox.md §2.1), accepted in both dialects.
+    "--sandbox",
     "--agents",
 ];
 
@@ -322,6 +324,8 @@ mod tests {
         assert_eq!(pick(&["-y", "-m", "k2", "--work-dir", "/w"]), Dialect::Kimi);
         // A kimi usage error is still kimi's to report.
         assert_eq!(pick(&["--output-format", "text"]), Dialect::Kimi);
+        assert_eq!(pick(&["--sandbox", "bogus"]), Dialect::Kimi);
+        assert_eq!(pick(&["--sandbox", "read-only", "--sandbox-network", "--wire"]), Dialect::Kimi);
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod providers_perf;
 mod providers_vertex;
 mod readme_configs;
 mod rewind;
+mod sandbox;
 mod sdk_client;
 mod secrets;
 mod sessions;

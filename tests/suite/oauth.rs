@@ -369,8 +369,9 @@ fn info_text_and_json_touch_nothing() {
     let wire = kiwi::wire::params::PROTOCOL_VERSION;
     let (code, out, err) = run(&mut kiwi(&env, None, &["info"]));
     assert_eq!((code, err.as_str()), (0, ""));
+    // The reference's four lines, then kiwi's sandbox line (docs/sandbox.md).
     assert_eq!(
-        out,
+        out[..4],
         [
             format!("kimi-cli version: {version}"),
             "agent spec versions: 1".to_string(),
@@ -378,6 +379,8 @@ fn info_text_and_json_touch_nothing() {
             "python version: n/a (kiwi is written in Rust)".to_string(),
         ]
     );
+    assert_eq!(out.len(), 5, "{out:?}");
+    assert!(out[4].starts_with("sandbox: "), "{out:?}");
     let (code, out, _) = run(&mut kiwi(&env, None, &["info", "--json"]));
     assert_eq!(code, 0);
     assert_eq!(
