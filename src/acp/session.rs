@@ -255,13 +255,14 @@ impl AcpSession {
     }
 }
 
-fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -> Option<Arc<dyn crate::tools::Tool>> {
+/// Shell through the client's terminal, when the client has one. A confined command never
+/// uses it (spec sandbox.md §2.5): the tool runs those itself; an approved escalation may.
+fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -> Option<crate::tools::shell::Shell> {
     if !shared.client_terminal.load(Ordering::SeqCst) {
         return None;
     }
     let runner = TerminalRunner::new(id.to_string(), shared.calls(), mapper.clone());
-    let tool = crate::tools::shell::Shell::with_runner(Arc::new(runner));
-    Some(Arc::new(crate::tools::Typed::new(tool)))
+    Some(crate::tools::shell::Shell::with_runner(Arc::new(runner)))
 }
 
 fn client_files(shared: &Shared, id: &str) -> Option<Arc<dyn ClientFiles>> {
@@ -273,7 +274,7 @@ fn client_files(shared: &Shared, id: &str) -> Option<Arc<dyn ClientFiles>> {
 }
 
 /// Fits the agent to what the client offers: its files, its terminals, its modes.
-fn fit_agent(driver: &TurnDriver, shell: Option<Arc<dyn crate::tools::Tool>>, files: Option<Arc<dyn ClientFiles>>) {
+fn fit_agent(driver: &TurnDriver, shell: Option<crate::tools::shell::Shell>, files: Option<Arc<dyn ClientFiles>>) {
     if let Some(files) = files {
         driver.agent().client.set_files(files);
     }
@@ -281,6 +282,7 @@ fn fit_agent(driver: &TurnDriver, shell: Option<Arc<dyn crate::tools::Tool>>, fi
     if let Some(shell) = shell
         && driver.agent().toolset().get("Shell").is_some()
     {
+        let shell = crate::tools::shell::into_tool(shell, &driver.agent().env);
         driver.agent().update_toolset(|set| set.insert(shell));
     }
     // Every ACP client can answer questions, through a form or permission cards

@@ -50,7 +50,7 @@ pub fn run(args: &WebArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let share = crate::session::store::share_dir();
-    let setup = match default_setup(&share) {
+    let setup = match default_setup(&share, args.sandbox) {
         Ok(setup) => setup,
         Err(message) => {
             eprintln!("{message}");
@@ -175,9 +175,27 @@ fn confirm_omit_auth() -> Result<(), String> {
 /// What hosted sessions are built from: the default config file (`<share>/config.toml`) with
 /// its defaults and no command-line overrides, and the global `mcp.json` when it reads
 /// (`docs/web.md` §4.8). `Err` is the config's error text.
-pub fn default_setup(share: &Path) -> Result<AgentSetup, String> {
+///
+/// `--sandbox`/`--sandbox-network` are the one command-line override (spec sandbox.md §2.7):
+/// they win over `[sandbox]`; the sandbox is probed here (fail closed), against the directory
+/// kiwi web was started in (each command's policy uses its session's work dir).
+pub fn default_setup(share: &Path, flags: crate::cli::SandboxFlags) -> Result<AgentSetup, String> {
     std::fs::create_dir_all(share).map_err(|e| format!("Cannot create {}: {e}", share.display()))?;
     let (config, path, warnings) = crate::config::load_default_reporting(share).map_err(|e| e.to_string())?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+    let probe_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let (sandbox, warnings) = crate::agent_env::SandboxRun::start(
+        config.sandbox.clone(),
+        flags.sandbox,
+        flags.sandbox_network,
+        share,
+        [path.clone(), share.join("mcp.json")].into_iter().filter(|p| p.is_file()).collect(),
+        &probe_dir,
+        &[],
+    )
+    .map_err(|line| format!("{line}\nSee logs: {}", share.join("logs").join("kiwi.log").display()))?;
     for warning in warnings {
         tracing::warn!("{warning}");
     }
@@ -193,6 +211,7 @@ pub fn default_setup(share: &Path) -> Result<AgentSetup, String> {
         system_prompt: Default::default(),
         mcp_configs: global_mcp(share),
         invocation: Default::default(),
+        sandbox,
     })
 }
 

@@ -32,6 +32,13 @@ impl AppState {
         self.settings.restrict_sensitive_apis
     }
 
+    /// `GET /api/config/`'s `sandbox` member: the mode sessions get and whether their commands
+    /// may use the network (spec sandbox.md §2.7).
+    pub fn sandbox_view(&self) -> serde_json::Value {
+        let sandbox = self.hosting.setup().sandbox.sandbox;
+        serde_json::json!({"mode": sandbox.mode().as_str(), "network": sandbox.network_allowed()})
+    }
+
     /// A stored session by id, in any work dir of `kimi.json`.
     pub fn locate(&self, session_id: &str) -> Option<SessionPlace> {
         self.hosting.locate(session_id)
@@ -62,7 +69,9 @@ impl AppState {
     /// running ones (busy ones only with `force`). The config must load (the caller just wrote
     /// it); `Err` is its error text.
     pub async fn restart_sessions(&self, force: bool) -> Result<Restarted, String> {
-        let setup = super::serve::default_setup(self.share_dir())?;
+        let run = self.hosting.setup().sandbox;
+        let flags = crate::cli::SandboxFlags { sandbox: run.mode_flag, sandbox_network: run.network_flag };
+        let setup = super::serve::default_setup(self.share_dir(), flags)?;
         self.hosting.replace_setup(setup);
         Ok(self.hosting.restart_running(force).await)
     }

@@ -135,9 +135,23 @@ pub struct InitializeResult {
     pub external_tools: Option<ExternalToolsOutcome>,
     pub hooks: HooksInfo,
     pub capabilities: ServerCapabilities,
+    /// The run's sandbox when it is not off (`--sandbox`/`[sandbox]`: the user asked for it;
+    /// spec sandbox.md §2.4). A kiwi extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
     /// kiwi's extension methods (`["fork", "undo"]`), absent from the reference's answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
+}
+
+/// `initialize`'s `sandbox` member.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxInfo {
+    pub mode: String,
+    pub network: bool,
+    pub writable_roots: Vec<String>,
+    /// The model may ask to run a command outside the sandbox (and somebody can be asked).
+    pub escalation: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

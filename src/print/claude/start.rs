@@ -207,6 +207,7 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
         mcp_configs: mcp.documents,
         invocation: Default::default(),
+        sandbox: crate::agent_env::SandboxRun::off(),
     };
     Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }, mcp.sdk))
 }
