@@ -27,6 +27,7 @@ mod providers_perf;
 mod providers_vertex;
 mod readme_configs;
 mod rewind;
+mod sandbox_front_ends;
 mod sdk_client;
 mod secrets;
 mod sessions;

@@ -1,0 +1,376 @@
+//! The sandbox end to end through the front ends (spec sandbox.md §2, §4, §6, §7): the wire server
+//! with the scripted echo provider. Every escape case runs twice — with the sandbox and without
+//! it — and asserts opposite outcomes, so a sandbox that does nothing fails the test.
+//!
+//! The test boxes live under the temp dir, so their configs exclude `/tmp` and `$TMPDIR` from
+//! the writable roots (as the spec's check does); "outside" is a file next to the work dir.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{Env, Kiwi, types};
+use serde_json::{Value, json};
+
+fn call(id: &str, name: &str, args: Value) -> String {
+    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": args.to_string()}))
+}
+
+fn shell(id: &str, command: &str) -> String {
+    call(id, "Shell", json!({ "command": command }))
+}
+
+/// The config with `scripts` and a `[sandbox]` that keeps the temp dirs out of the roots.
+fn config(env: &Env, scripts: &[&str], sandbox: Value) -> std::path::PathBuf {
+    let mut table = json!({"exclude_slash_tmp": true, "exclude_tmpdir_env_var": true});
+    common::merge(&mut table, sandbox);
+    env.scripted_config_with(scripts, json!({ "sandbox": table }))
+}
+
+fn outside(env: &Env) -> std::path::PathBuf {
+    env.dir.path().join("outside.txt")
+}
+
+/// Prompts once and returns every message of the turn; panics when kiwi asks for approval.
+fn turn_without_requests(k: &mut Kiwi) -> Vec<Value> {
+    k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
+    let (events, response) = k.until_response(&json!("p0"));
+    assert_eq!(response["result"]["status"], "finished", "{response}");
+    let asked: Vec<String> = types(&events).into_iter().filter(|t| t.starts_with("request:")).collect();
+    assert!(asked.is_empty(), "unexpected requests: {asked:?}");
+    events
+}
+
+fn results(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["params"]["type"] == "ToolResult")
+        .map(|e| e["params"]["payload"]["return_value"].clone())
+        .collect()
+}
+
+const WW_NOTE: &str = " The command ran in the workspace-write sandbox, which may have blocked it: commands may \
+                       write only in the work dir, the added dirs and the temp dirs, and cannot use the network. To \
+                       run it outside the sandbox, call Shell again with \"sandbox_permissions\": \
+                       \"require_escalated\" and a \"justification\"; the user will be asked.";
+
+/// A Shell write outside the work dir, with the sandbox (`--sandbox workspace-write`, no approval
+/// asked) or without it (`--yolo`, so nobody is asked either).
+fn shell_writes_outside(sandboxed: bool) -> (bool, Vec<Value>) {
+    let env = Env::new();
+    let target = outside(&env);
+    let command = format!("echo escaped > {}", target.display());
+    let scripts = [shell("a", &command), shell("b", "echo \"$KIWI_SANDBOX:$KIWI_SANDBOX_NETWORK_DISABLED\""), "text: done".into()];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let config = config(&env, &scripts, json!({}));
+    let flags: &[&str] = if sandboxed { &["--sandbox", "workspace-write"] } else { &["--yolo"] };
+    let mut k = env.spawn(&config, flags);
+    let events = turn_without_requests(&mut k);
+    (target.exists(), results(&events))
+}
+
+#[test]
+fn a_sandboxed_shell_cannot_write_outside_and_is_told_why() {
+    let (written, results) = shell_writes_outside(true);
+    assert!(!written, "the sandboxed command wrote outside the work dir");
+    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(results[0]["message"], format!("Command failed with exit code: 1.{WW_NOTE}"));
+    assert!(results[0]["output"].as_str().unwrap().contains("Read-only file system"), "{}", results[0]);
+    assert_eq!(results[0]["display"], json!([{"type":"brief","text":"Failed with exit code: 1"}]));
+    assert_eq!(results[1]["output"], "workspace-write:1\n");
+    // The same command without the sandbox writes the file and gets no note.
+    let (written, results) = shell_writes_outside(false);
+    assert!(written);
+    assert_eq!(results[0]["message"], "Command executed successfully.");
+    assert_eq!(results[1]["output"], ":\n");
+}
+
+#[test]
+fn the_config_mode_applies_without_the_flag() {
+    for sandboxed in [true, false] {
+        let env = Env::new();
+        let target = outside(&env);
+        let command = format!("echo escaped > {}", target.display());
+        let mode = if sandboxed { "workspace-write" } else { "off" };
+        let config = config(&env, &[&shell("a", &command), "text: done"], json!({ "mode": mode }));
+        let mut k = env.spawn(&config, &["--yolo"]);
+        turn_without_requests(&mut k);
+        assert_eq!(target.exists(), !sandboxed, "mode {mode}");
+    }
+}
+
+#[test]
+fn a_sandboxed_background_task_cannot_write_outside_and_its_notice_says_so() {
+    for sandboxed in [true, false] {
+        let env = Env::new();
+        let target = outside(&env);
+        let command = format!("echo escaped > {} ; echo finished > bg-finished", target.display());
+        let bg = call("bg", "Shell", json!({"command": command, "run_in_background": true, "description": "bg"}));
+        let config = config(&env, &[&bg, "text: started"], json!({}));
+        let flags: &[&str] = if sandboxed { &["--sandbox", "workspace-write"] } else { &["--yolo"] };
+        let mut k = env.spawn(&config, flags);
+        turn_without_requests(&mut k);
+        assert!(common::wait_until(Duration::from_secs(20), || env.work().join("bg-finished").exists()));
+        assert_eq!(target.exists(), !sandboxed, "sandboxed: {sandboxed}");
+    }
+}
+
+#[test]
+fn a_subagents_shell_is_sandboxed_too() {
+    for sandboxed in [true, false] {
+        let env = Env::new();
+        let target = outside(&env);
+        let command = format!("echo escaped > {}", target.display());
+        let long = "x".repeat(300);
+        let scripts = [
+            call("ag", "Agent", json!({"description": "d", "prompt": "p"})),
+            shell("sub", &command),
+            format!("text: {long}"),
+            "text: parent done".into(),
+        ];
+        let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+        let config = config(&env, &scripts, json!({}));
+        let flags: &[&str] = if sandboxed { &["--sandbox", "workspace-write"] } else { &["--yolo"] };
+        let mut k = env.spawn(&config, flags);
+        turn_without_requests(&mut k);
+        assert_eq!(target.exists(), !sandboxed, "sandboxed: {sandboxed}");
+    }
+}
+
+/// A WriteFile call's result with `flags`; panics on an approval request.
+fn write_file(env: &Env, path: &str, flags: &[&str], sandbox: Value) -> Value {
+    let config = config(env, &[&call("w", "WriteFile", json!({"path": path, "content": "new"})), "text: done"], sandbox);
+    let mut k = env.spawn(&config, flags);
+    results(&turn_without_requests(&mut k)).remove(0)
+}
+
+fn blocked(message: String) -> Value {
+    json!({"is_error": true, "output": "", "message": message,
+           "display": [{"type": "brief", "text": "Blocked by sandbox"}], "extras": null})
+}
+
+#[test]
+fn write_file_outside_the_roots_is_refused_before_any_approval() {
+    // Outside, by absolute path.
+    let env = Env::new();
+    let target = outside(&env);
+    let real = std::fs::canonicalize(env.dir.path()).unwrap().join("outside.txt");
+    let r = write_file(&env, target.to_str().unwrap(), &["--sandbox", "workspace-write"], json!({}));
+    assert_eq!(r, blocked(format!("Cannot write `{}`: it is outside the sandbox's writable roots.", real.display())));
+    assert!(!target.exists());
+    // Through a symlink in the work dir that points outside.
+    std::fs::write(&target, "old").unwrap();
+    std::os::unix::fs::symlink(&target, env.work().join("link")).unwrap();
+    let r = write_file(&env, "link", &["--sandbox", "workspace-write"], json!({}));
+    assert_eq!(r["message"], format!("Cannot write `{}`: it is outside the sandbox's writable roots.", real.display()));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "old");
+    // Into .git.
+    std::fs::create_dir_all(env.work().join(".git")).unwrap();
+    let git = std::fs::canonicalize(env.work()).unwrap().join(".git/config");
+    let r = write_file(&env, ".git/config", &["--sandbox", "workspace-write"], json!({}));
+    assert_eq!(r, blocked(format!("Cannot write `{}`: it is read-only in the sandbox.", git.display())));
+    assert!(!git.exists());
+    // Anything, in read-only mode.
+    let inside = std::fs::canonicalize(env.work()).unwrap().join("inside.txt");
+    let r = write_file(&env, "inside.txt", &["--sandbox", "read-only"], json!({}));
+    assert_eq!(r, blocked(format!("Cannot write `{}`: the sandbox is read-only.", inside.display())));
+    assert!(!inside.exists());
+    // Without the sandbox (and with --yolo, so nobody is asked) the same writes happen.
+    let r = write_file(&env, "link", &["--yolo"], json!({}));
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+    let r = write_file(&env, ".git/config", &["--yolo"], json!({}));
+    assert_eq!(r["is_error"], false, "{r}");
+}
+
+#[test]
+fn write_file_inside_the_work_dir_works_in_the_sandbox() {
+    let env = Env::new();
+    let r = write_file(&env, "inside.txt", &["--sandbox", "workspace-write", "--yolo"], json!({}));
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(std::fs::read_to_string(env.work().join("inside.txt")).unwrap(), "new");
+}
+
+#[test]
+fn read_file_honours_deny_read() {
+    let env = Env::new();
+    let secret = env.dir.path().join("secret.txt");
+    std::fs::write(&secret, "s3cret").unwrap();
+    let path = secret.to_str().unwrap();
+    let read = |flags: &[&str]| {
+        let config = config(
+            &env,
+            &[&call("r", "ReadFile", json!({"path": path})), "text: done"],
+            json!({"deny_read": [path]}),
+        );
+        let mut k = env.spawn(&config, flags);
+        results(&turn_without_requests(&mut k)).remove(0)
+    };
+    let real = std::fs::canonicalize(&secret).unwrap();
+    let r = read(&["--sandbox", "workspace-write"]);
+    assert_eq!(r, blocked(format!("Cannot read `{}`: reading it is denied by the sandbox.", real.display())));
+    let r = read(&[]);
+    assert!(r["output"].as_str().unwrap().contains("s3cret"), "{r}");
+}
+
+/// An escalation of a write outside, answered `response`; returns whether the file was written
+/// and the tool result.
+fn escalation_answered(response: &str) -> (bool, Value) {
+    let env = Env::new();
+    let target = outside(&env);
+    let command = format!("echo escaped > {}", target.display());
+    let esc = call(
+        "e",
+        "Shell",
+        json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "needs it"}),
+    );
+    let config = config(&env, &[&esc, "text: done"], json!({}));
+    let mut k = env.spawn(&config, &["--sandbox", "workspace-write"]);
+    k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
+    let (_, request) = k.until_request();
+    let payload = &request["params"]["payload"];
+    assert_eq!(payload["action"], "run command outside the sandbox");
+    assert_eq!(payload["description"], format!("Run command `{command}` outside the sandbox: needs it"));
+    assert_eq!(payload["display"], json!([{"type":"shell","language":"bash","command":command}]));
+    let id = request["id"].clone();
+    k.send(json!({"jsonrpc":"2.0","id":id,"result":{"request_id":id,"response":response}}));
+    let (events, _) = k.until_response(&json!("p0"));
+    (target.exists(), results(&events).remove(0))
+}
+
+#[test]
+fn an_escalation_is_asked_and_runs_unconfined_only_when_approved() {
+    let (written, r) = escalation_answered("approve");
+    assert!(written);
+    assert_eq!(r["message"], "Command executed successfully.");
+    let (written, r) = escalation_answered("reject");
+    assert!(!written);
+    assert_eq!(r["display"], json!([{"type":"brief","text":"Rejected by user"}]));
+}
+
+#[test]
+fn approve_for_session_does_not_cover_a_later_escalation() {
+    let env = Env::new();
+    let esc = |id: &str| {
+        call(id, "Shell", json!({"command": "true", "sandbox_permissions": "require_escalated", "justification": "j"}))
+    };
+    let config = config(&env, &[&esc("a"), &esc("b"), "text: done"], json!({}));
+    let mut k = env.spawn(&config, &["--sandbox", "workspace-write"]);
+    k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
+    for _ in 0..2 {
+        let (_, request) = k.until_request();
+        assert_eq!(request["params"]["payload"]["action"], "run command outside the sandbox");
+        let id = request["id"].clone();
+        k.send(json!({"jsonrpc":"2.0","id":id,"result":{"request_id":id,"response":"approve_for_session"}}));
+    }
+    let (events, _) = k.until_response(&json!("p0"));
+    assert!(results(&events).iter().all(|r| r["is_error"] == false));
+}
+
+#[test]
+fn an_escalation_is_refused_without_asking_under_yolo_and_needs_a_justification() {
+    let env = Env::new();
+    let target = outside(&env);
+    let command = format!("echo escaped > {}", target.display());
+    let esc = call("e", "Shell", json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "j"}));
+    let bare = call("f", "Shell", json!({"command": command, "sandbox_permissions": "require_escalated"}));
+    let first = config(&env, &[&esc, &bare, "text: done"], json!({}));
+    let mut k = env.spawn(&first, &["--sandbox", "workspace-write", "--yolo"]);
+    let r = results(&turn_without_requests(&mut k));
+    assert_eq!(
+        r[0],
+        json!({"is_error": true, "output": "", "message": "Running commands outside the sandbox is not allowed in this session.",
+               "display": [{"type": "brief", "text": "Escalation refused"}], "extras": null})
+    );
+    assert_eq!(
+        r[1]["message"],
+        "Error validating JSON arguments: justification is required when sandbox_permissions is require_escalated"
+    );
+    assert!(!target.exists());
+    // Without the sandbox the parameter means nothing: the command runs (yolo).
+    let env = Env::new();
+    let target = outside(&env);
+    let command = format!("echo escaped > {}", target.display());
+    let esc = call("e", "Shell", json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "j"}));
+    let config = config(&env, &[&esc, "text: done"], json!({}));
+    let mut k = env.spawn(&config, &["--yolo"]);
+    turn_without_requests(&mut k);
+    assert!(target.exists());
+}
+
+#[test]
+fn auto_approve_false_asks_for_sandboxed_commands() {
+    let env = Env::new();
+    let config = config(&env, &[&shell("a", "true"), "text: done"], json!({"auto_approve": false}));
+    let mut k = env.spawn(&config, &["--sandbox", "workspace-write"]);
+    k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
+    let (_, request) = k.until_request();
+    assert_eq!(request["params"]["payload"]["action"], "run command");
+}
+
+#[test]
+fn the_mode_is_not_saved_with_the_session() {
+    let env = Env::new();
+    let target = outside(&env);
+    let command = format!("echo escaped > {}", target.display());
+    let first = config(&env, &[&shell("a", &command), "text: done"], json!({}));
+    let mut k = env.spawn(&first, &["-S", "s1", "--sandbox", "workspace-write"]);
+    turn_without_requests(&mut k);
+    drop(k);
+    assert!(!target.exists());
+    // (wire.jsonl holds the first run's tool result, whose note names the mode; nothing reads
+    // a mode back from it.)
+    let state = std::fs::read_to_string(env.session_dir("s1").join("state.json")).unwrap();
+    assert!(!state.contains("sandbox") && !state.contains("workspace-write"), "{state}");
+    let mut k = env.spawn(&first, &["-S", "s1", "--yolo"]);
+    turn_without_requests(&mut k);
+    assert!(target.exists(), "the resumed run without the flag should be unconfined");
+}
+
+#[test]
+fn initialize_has_the_sandbox_member_only_when_it_is_on() {
+    let env = Env::new();
+    let config = config(&env, &["text: x"], json!({}));
+    let mut k = env.spawn(&config, &["--sandbox", "workspace-write"]);
+    let init = k.initialize();
+    let keys: Vec<&String> = init["result"].as_object().unwrap().keys().collect();
+    let at = keys.iter().position(|k| *k == "capabilities").unwrap();
+    assert_eq!(keys[at + 1], "sandbox");
+    let work = std::fs::canonicalize(env.work()).unwrap();
+    assert_eq!(
+        init["result"]["sandbox"],
+        json!({"mode": "workspace-write", "network": false, "writable_roots": [work], "escalation": true})
+    );
+    let mut k = env.spawn(&config, &["--sandbox", "read-only", "--sandbox-network", "--yolo"]);
+    assert_eq!(
+        k.initialize()["result"]["sandbox"],
+        json!({"mode": "read-only", "network": true, "writable_roots": [], "escalation": false})
+    );
+    for flags in [&[][..], &["--sandbox", "danger-full-access"][..]] {
+        let mut k = env.spawn(&config, flags);
+        assert!(k.initialize()["result"].get("sandbox").is_none());
+    }
+}
+
+#[test]
+fn an_invalid_mode_is_a_usage_error() {
+    let env = Env::new();
+    let config = config(&env, &["text: x"], json!({}));
+    let out = env.command(&config, &["--sandbox", "bogus"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines[0], "error: invalid value 'bogus' for '--sandbox <MODE>'");
+    assert_eq!(lines[1], "  [possible values: read-only, workspace-write, off]");
+    assert!(err.contains("For more information, try '--help'."));
+    // An invalid config mode stops the start-up too.
+    let bad = env.scripted_config_with(&["text: x"], json!({"sandbox": {"mode": "bogus"}}));
+    let out = env.command(&bad, &[]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sandbox.mode: unknown variant `bogus`"), "{err}");
+    assert!(Path::new(&bad).exists());
+}
