@@ -165,7 +165,24 @@ impl AcpSession {
 
     /// The config options as they stand.
     pub fn config_options(&self) -> Vec<agent_client_protocol::v1::schema::SessionConfigOption> {
-        modes::config_options(&self.config, &self.model_choice(), self.mode())
+        let mut options = modes::config_options(&self.config, &self.model_choice(), self.mode());
+        if let Some(driver) = self.driver() {
+            options.extend(modes::sandbox_option(&driver.agent().env.sandbox));
+        }
+        options
+    }
+
+    /// `session/set_config_option` for `sandbox` (spec sandbox.md §2.5): at least as strict as
+    /// the run's mode, from the next Shell call on; in memory only.
+    pub async fn set_sandbox(&self, value: &str) -> Result<(), ErrorObject> {
+        let Some(driver) = self.driver() else { return Err(errors::session_not_found()) };
+        let Some(mode) = crate::sandbox::SandboxMode::parse(value) else {
+            return Err(errors::invalid_params(format!("unknown sandbox mode `{value}`")));
+        };
+        let env = &driver.agent().env;
+        env.sandbox.set_mode(mode, &env.share_dir, &env.work_dir).map_err(errors::invalid_params)?;
+        self.announce_changes().await;
+        Ok(())
     }
 
     /// Switches the mode (`docs/acp.md` §4.9): the core's approval state, in memory. A change of
