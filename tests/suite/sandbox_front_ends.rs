@@ -374,3 +374,103 @@ fn an_invalid_mode_is_a_usage_error() {
     assert!(err.contains("sandbox.mode: unknown variant `bogus`"), "{err}");
     assert!(Path::new(&bad).exists());
 }
+
+/// `kiwi acp` with `flags`, initialized, and one session in the work dir.
+fn acp_session(env: &Env, config: &Path, flags: &[&str]) -> (Kiwi, String, Value) {
+    let mut k = Kiwi::spawn(env.acp_command(config, flags));
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    assert!(init.get("result").is_some(), "{init}");
+    let (_, r) = k.call("new", "session/new", json!({"cwd": env.work(), "mcpServers": []}));
+    let id = r["result"]["sessionId"].as_str().expect("a session id").to_string();
+    (k, id, r["result"].clone())
+}
+
+fn sandbox_option(result: &Value) -> Option<Value> {
+    result["configOptions"].as_array().unwrap().iter().find(|o| o["id"] == "sandbox").cloned()
+}
+
+#[test]
+fn acp_offers_the_sandbox_option_and_refuses_to_loosen_it() {
+    let env = Env::new();
+    let target = outside(&env);
+    let command = format!("echo escaped > {}", target.display());
+    let config = config(&env, &[&shell("a", &command), "text: done"], json!({}));
+    let (mut k, id, result) = acp_session(&env, &config, &["--sandbox", "workspace-write"]);
+    assert_eq!(
+        sandbox_option(&result).unwrap(),
+        json!({"id": "sandbox", "name": "Sandbox", "type": "select", "currentValue": "workspace-write", "options": [
+            {"value": "read-only", "name": "Read only"},
+            {"value": "workspace-write", "name": "Workspace write"},
+            {"value": "off", "name": "Off"}]})
+    );
+    let (_, r) = k.call("off", "session/set_config_option", json!({"sessionId": id, "configId": "sandbox", "value": "off"}));
+    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(r["error"]["data"], json!({"error": "the sandbox cannot be loosened below workspace-write in this run"}));
+    let (_, r) =
+        k.call("ro", "session/set_config_option", json!({"sessionId": id, "configId": "sandbox", "value": "read-only"}));
+    assert_eq!(sandbox_option(&r["result"]).unwrap()["currentValue"], "read-only");
+    // A sandboxed Shell call asks nothing and cannot write outside.
+    let (messages, r) =
+        k.call("p", "session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "go"}]}));
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(!messages.iter().any(|m| m["method"] == "session/request_permission"));
+    assert!(!target.exists());
+    // Without the sandbox the reference's options only.
+    let (_, _, result) = acp_session(&env, &config, &[]);
+    assert!(sandbox_option(&result).is_none());
+}
+
+/// A Claude-dialect run with [`config`]'s sandbox table and `more` arguments, prompt `go`.
+fn claude_run(env: &Env, scripts: &[&str], more: &[&str]) -> ClaudeOut {
+    let config = config(env, scripts, json!({}));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+    cmd.args(["-p", "--output-format", "stream-json", "--verbose"]).args(more);
+    cmd.arg("--config-file").arg(&config).arg("--work-dir").arg(env.work()).arg("go");
+    cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share()).current_dir(env.dir.path());
+    for var in ["KIMI_SCRIPTED_ECHO_TRACE", "KIMI_DIALECT", "KIMI_API_KEY", "OPENAI_API_KEY"] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    ClaudeOut {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A finished Claude-dialect run.
+struct ClaudeOut {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+#[test]
+fn the_claude_dialect_reads_the_sdks_sandbox_settings() {
+    let env = Env::new();
+    let target = outside(&env);
+    let command = format!("echo escaped > {}", target.display());
+    let scripts = [shell("a", &command), "text: done".to_string()];
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let settings = json!({"model": "ignored", "sandbox": {"enabled": true, "excludedCommands": ["docker"],
+        "network": {"allowedDomains": ["example.com"]}}})
+    .to_string();
+    let r = claude_run(&env, &scripts, &["--dangerously-skip-permissions", "--settings", &settings]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!target.exists(), "the host asked for a sandbox");
+    assert!(r.stderr.contains("sandbox.excludedCommands is not supported"), "{}", r.stderr);
+    assert!(r.stderr.contains("the network stays blocked for example.com"), "{}", r.stderr);
+    // The same run with the settings in a file, `enabled: false`: no sandbox.
+    std::fs::write(env.dir.path().join("settings.json"), r#"{"sandbox": {"enabled": false}}"#).unwrap();
+    let r = claude_run(&env, &scripts, &["--dangerously-skip-permissions", "--settings", "settings.json"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(target.exists());
+    // Settings that cannot be read stop the start-up.
+    let r = claude_run(&env, &scripts, &["--settings", "missing.json"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stdout.is_empty());
+    assert!(r.stderr.starts_with("Cannot read --settings: "), "{}", r.stderr);
+    let r = claude_run(&env, &scripts, &["--settings", "{not json"]);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.starts_with("Cannot read --settings: "), "{}", r.stderr);
+}
