@@ -64,7 +64,12 @@ impl SandboxRun {
 
     /// The same run's sandbox in a stricter `mode` (probed again: a run that started off has not
     /// probed anything yet).
-    pub fn with_mode(&self, mode: SandboxMode, share_dir: &std::path::Path, work_dir: &std::path::Path) -> Result<Sandbox, String> {
+    pub fn with_mode(
+        &self,
+        mode: SandboxMode,
+        share_dir: &std::path::Path,
+        work_dir: &std::path::Path,
+    ) -> Result<Sandbox, String> {
         let mut sandbox = Sandbox::new(
             self.sandbox.settings().clone(),
             Some(mode),
@@ -124,7 +129,12 @@ impl SessionSandbox {
 
     /// Sets the session's mode (at least as strict as the floor); `Err` is the client's error
     /// text.
-    pub fn set_mode(&self, mode: SandboxMode, share_dir: &std::path::Path, work_dir: &std::path::Path) -> Result<(), String> {
+    pub fn set_mode(
+        &self,
+        mode: SandboxMode,
+        share_dir: &std::path::Path,
+        work_dir: &std::path::Path,
+    ) -> Result<(), String> {
         let floor = self.floor();
         if mode < floor {
             return Err(format!("the sandbox cannot be loosened below {floor} in this run"));
@@ -132,7 +142,8 @@ impl SessionSandbox {
         if mode == self.current().mode() {
             return Ok(());
         }
-        let sandbox = if mode == floor { self.run.sandbox.clone() } else { self.run.with_mode(mode, share_dir, work_dir)? };
+        let sandbox =
+            if mode == floor { self.run.sandbox.clone() } else { self.run.with_mode(mode, share_dir, work_dir)? };
         match self.current.write() {
             Ok(mut s) => *s = Arc::new(sandbox),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(sandbox),

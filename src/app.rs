@@ -125,8 +125,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     let add_dirs = add_dirs(&cli)?;
     let sandbox = crate::startup::start_sandbox(
         config.sandbox.clone(),
-        cli.sandbox.sandbox,
-        cli.sandbox.sandbox_network,
+        (cli.sandbox.sandbox, cli.sandbox.sandbox_network),
         share,
         &config_source,
         &cli.mcp_config_file,

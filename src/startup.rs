@@ -107,12 +107,11 @@ pub(crate) fn resolve_work_dir(work_dir: Option<&Path>) -> Result<PathBuf, Start
 
 /// The run's sandbox (spec sandbox.md §2.3, §5.3): `mode_flag` wins over `[sandbox] mode`; the
 /// probe runs before the front end serves, and a sandbox that cannot be set up stops the
-/// start-up with its one line. `config_source` and `mcp_files` are kept read-only inside the
+/// start-up with its one line. The flags are `--sandbox` and `--sandbox-network`; `config_source` and `mcp_files` are kept read-only inside the
 /// writable roots (§3.3).
 pub(crate) fn start_sandbox(
     settings: crate::sandbox::SandboxSettings,
-    mode_flag: Option<crate::sandbox::SandboxMode>,
-    network_flag: bool,
+    (mode_flag, network_flag): (Option<crate::sandbox::SandboxMode>, bool),
     share: &Path,
     config_source: &str,
     mcp_files: &[PathBuf],
@@ -129,18 +128,15 @@ pub(crate) fn start_sandbox(
         protected.push(default_mcp);
     }
     protected.extend(mcp_files.iter().filter(|p| p.is_file()).cloned());
-    let (run, warnings) = crate::agent_env::SandboxRun::start(
-        settings,
-        mode_flag,
-        network_flag,
-        share,
-        protected,
-        work_dir,
-        added_dirs,
-    )
-    .map_err(StartError::Fatal)?;
+    let (run, warnings) =
+        crate::agent_env::SandboxRun::start(settings, mode_flag, network_flag, share, protected, work_dir, added_dirs)
+            .map_err(StartError::Fatal)?;
     if run.sandbox.is_on() {
-        tracing::info!("sandbox: {} (network {})", run.sandbox.mode(), if run.sandbox.network_allowed() { "on" } else { "off" });
+        tracing::info!(
+            "sandbox: {} (network {})",
+            run.sandbox.mode(),
+            if run.sandbox.network_allowed() { "on" } else { "off" }
+        );
     }
     warn_at_start_up(&warnings);
     Ok(run)

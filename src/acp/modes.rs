@@ -135,10 +135,14 @@ pub fn sandbox_option(sandbox: &crate::agent_env::SessionSandbox) -> Option<Sess
     if !sandbox.floor().is_sandboxed() {
         return None;
     }
-    let values: Vec<SessionConfigSelectOption> = [(SandboxMode::ReadOnly, "Read only"), (SandboxMode::WorkspaceWrite, "Workspace write"), (SandboxMode::Off, "Off")]
-        .into_iter()
-        .map(|(mode, name)| SessionConfigSelectOption::new(mode.as_str(), name))
-        .collect();
+    let values: Vec<SessionConfigSelectOption> = [
+        (SandboxMode::ReadOnly, "Read only"),
+        (SandboxMode::WorkspaceWrite, "Workspace write"),
+        (SandboxMode::Off, "Off"),
+    ]
+    .into_iter()
+    .map(|(mode, name)| SessionConfigSelectOption::new(mode.as_str(), name))
+    .collect();
     Some(SessionConfigOption::select(SANDBOX_OPTION, "Sandbox", sandbox.current().mode().as_str(), values))
 }
 

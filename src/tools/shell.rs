@@ -31,8 +31,10 @@ use super::{ToolCallContext, TypedTool, check_range, invalid_arguments};
 use crate::protocol::{DisplayBlock, ToolReturnValue};
 
 pub use local::{LocalRunner, SECRET_ENV_VARS, secret_env_names};
-pub use sandboxed::{ESCALATION_ACTION, ESCALATION_BACKGROUND_ACTION, EscalatingShell, is_escalation_action, into_tool};
 use sandboxed::{Confinement, Escalation};
+pub use sandboxed::{
+    ESCALATION_ACTION, ESCALATION_BACKGROUND_ACTION, EscalatingShell, into_tool, is_escalation_action,
+};
 
 /// The longest a command may run in the foreground, in seconds (`docs/tools.md` §3).
 pub const MAX_TIMEOUT: i64 = 300;
@@ -253,9 +255,13 @@ impl Shell {
             return ToolReturnValue::error(message, "Start failed");
         }
         let work = match &confinement.policy {
-            Some(policy) => {
-                Ok(self.local.background_confined(&params.command, params.timeout as u64, ctx, policy, confinement.note()))
-            }
+            Some(policy) => Ok(self.local.background_confined(
+                &params.command,
+                params.timeout as u64,
+                ctx,
+                policy,
+                confinement.note(),
+            )),
             None => self.runner.background(&params.command, params.timeout as u64, ctx).await,
         };
         let work = match work {

@@ -363,6 +363,7 @@ mod tests {
             external_tools: None,
             hooks: HooksInfo { supported_events: vec!["Stop".into()], configured: Map::new() },
             capabilities: ServerCapabilities { supports_question: true },
+            sandbox: None,
             extensions: Vec::new(),
         };
         assert_eq!(

@@ -62,7 +62,11 @@ fn shell_writes_outside(sandboxed: bool) -> (bool, Vec<Value>) {
     let env = Env::new();
     let target = outside(&env);
     let command = format!("echo escaped > {}", target.display());
-    let scripts = [shell("a", &command), shell("b", "echo \"$KIWI_SANDBOX:$KIWI_SANDBOX_NETWORK_DISABLED\""), "text: done".into()];
+    let scripts = [
+        shell("a", &command),
+        shell("b", "echo \"$KIWI_SANDBOX:$KIWI_SANDBOX_NETWORK_DISABLED\""),
+        "text: done".into(),
+    ];
     let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
     let config = config(&env, &scripts, json!({}));
     let flags: &[&str] = if sandboxed { &["--sandbox", "workspace-write"] } else { &["--yolo"] };
@@ -141,7 +145,8 @@ fn a_subagents_shell_is_sandboxed_too() {
 
 /// A WriteFile call's result with `flags`; panics on an approval request.
 fn write_file(env: &Env, path: &str, flags: &[&str], sandbox: Value) -> Value {
-    let config = config(env, &[&call("w", "WriteFile", json!({"path": path, "content": "new"})), "text: done"], sandbox);
+    let config =
+        config(env, &[&call("w", "WriteFile", json!({"path": path, "content": "new"})), "text: done"], sandbox);
     let mut k = env.spawn(&config, flags);
     results(&turn_without_requests(&mut k)).remove(0)
 }
@@ -200,11 +205,8 @@ fn read_file_honours_deny_read() {
     std::fs::write(&secret, "s3cret").unwrap();
     let path = secret.to_str().unwrap();
     let read = |flags: &[&str]| {
-        let config = config(
-            &env,
-            &[&call("r", "ReadFile", json!({"path": path})), "text: done"],
-            json!({"deny_read": [path]}),
-        );
+        let config =
+            config(&env, &[&call("r", "ReadFile", json!({"path": path})), "text: done"], json!({"deny_read": [path]}));
         let mut k = env.spawn(&config, flags);
         results(&turn_without_requests(&mut k)).remove(0)
     };
@@ -274,7 +276,11 @@ fn an_escalation_is_refused_without_asking_under_yolo_and_needs_a_justification(
     let env = Env::new();
     let target = outside(&env);
     let command = format!("echo escaped > {}", target.display());
-    let esc = call("e", "Shell", json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "j"}));
+    let esc = call(
+        "e",
+        "Shell",
+        json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "j"}),
+    );
     let bare = call("f", "Shell", json!({"command": command, "sandbox_permissions": "require_escalated"}));
     let first = config(&env, &[&esc, &bare, "text: done"], json!({}));
     let mut k = env.spawn(&first, &["--sandbox", "workspace-write", "--yolo"]);
@@ -293,7 +299,11 @@ fn an_escalation_is_refused_without_asking_under_yolo_and_needs_a_justification(
     let env = Env::new();
     let target = outside(&env);
     let command = format!("echo escaped > {}", target.display());
-    let esc = call("e", "Shell", json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "j"}));
+    let esc = call(
+        "e",
+        "Shell",
+        json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "j"}),
+    );
     let config = config(&env, &[&esc, "text: done"], json!({}));
     let mut k = env.spawn(&config, &["--yolo"]);
     turn_without_requests(&mut k);
@@ -403,11 +413,18 @@ fn acp_offers_the_sandbox_option_and_refuses_to_loosen_it() {
             {"value": "workspace-write", "name": "Workspace write"},
             {"value": "off", "name": "Off"}]})
     );
-    let (_, r) = k.call("off", "session/set_config_option", json!({"sessionId": id, "configId": "sandbox", "value": "off"}));
-    assert_eq!(r["error"]["code"], -32602);
-    assert_eq!(r["error"]["data"], json!({"error": "the sandbox cannot be loosened below workspace-write in this run"}));
     let (_, r) =
-        k.call("ro", "session/set_config_option", json!({"sessionId": id, "configId": "sandbox", "value": "read-only"}));
+        k.call("off", "session/set_config_option", json!({"sessionId": id, "configId": "sandbox", "value": "off"}));
+    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(
+        r["error"]["data"],
+        json!({"error": "the sandbox cannot be loosened below workspace-write in this run"})
+    );
+    let (_, r) = k.call(
+        "ro",
+        "session/set_config_option",
+        json!({"sessionId": id, "configId": "sandbox", "value": "read-only"}),
+    );
     assert_eq!(sandbox_option(&r["result"]).unwrap()["currentValue"], "read-only");
     // A sandboxed Shell call asks nothing and cannot write outside.
     let (messages, r) =
@@ -473,4 +490,27 @@ fn the_claude_dialect_reads_the_sdks_sandbox_settings() {
     let r = claude_run(&env, &scripts, &["--settings", "{not json"]);
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.starts_with("Cannot read --settings: "), "{}", r.stderr);
+}
+
+#[test]
+fn kiwi_web_takes_the_sandbox_flag_and_shows_it_in_the_config() {
+    let home = super::web_kit::Home::new();
+    home.scripted(&["text: x".to_string()]);
+    let server = home.serve(&["--sandbox", "workspace-write"]);
+    let (status, config) = server.get_json("/api/config/");
+    assert_eq!(status, 200);
+    assert_eq!(config["sandbox"], json!({"mode": "workspace-write", "network": false}));
+    drop(server);
+    // Without the flag the default config's `[sandbox]` applies.
+    let text = std::fs::read_to_string(home.share().join("config.toml")).unwrap();
+    std::fs::write(
+        home.share().join("config.toml"),
+        format!("{text}\n[sandbox]\nmode = \"read-only\"\nnetwork = true\n"),
+    )
+    .unwrap();
+    let server = home.serve(&[]);
+    assert_eq!(server.get_json("/api/config/").1["sandbox"], json!({"mode": "read-only", "network": true}));
+    drop(server);
+    let server = home.serve(&["--sandbox", "off"]);
+    assert_eq!(server.get_json("/api/config/").1["sandbox"], json!({"mode": "off", "network": true}));
 }

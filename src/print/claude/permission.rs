@@ -142,7 +142,9 @@ impl Policy {
         // An escalation out of the sandbox is asked, never approved by a mode, rule or grant
         // (spec sandbox.md §2.6).
         if crate::tools::shell::is_escalation_action(&request.action) {
-            let asks = self.can_ask && !self.skip_all && !matches!(mode, PermissionMode::BypassPermissions | PermissionMode::DontAsk);
+            let asks = self.can_ask
+                && !self.skip_all
+                && !matches!(mode, PermissionMode::BypassPermissions | PermissionMode::DontAsk);
             return if asks {
                 Decision::Ask
             } else {

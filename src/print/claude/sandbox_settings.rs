@@ -26,7 +26,8 @@ pub fn read(value: &str, cwd: &Path) -> Result<Value, String> {
         trimmed.to_string()
     } else {
         let path = cwd.join(trimmed);
-        std::fs::read_to_string(&path).map_err(|e| format!("{}: {}", path.display(), crate::sandbox::strerror_of(&e)))?
+        std::fs::read_to_string(&path)
+            .map_err(|e| format!("{}: {}", path.display(), crate::sandbox::strerror_of(&e)))?
     };
     let json: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     if !json.is_object() {
@@ -91,9 +92,14 @@ pub fn apply(settings: &Value, sandbox: &mut SandboxSettings, work_dir: &Path) -
                 ));
             }
         }
-        for key in
-            ["allowUnixSockets", "allowAllUnixSockets", "allowLocalBinding", "allowMachLookup", "httpProxyPort", "socksProxyPort"]
-        {
+        for key in [
+            "allowUnixSockets",
+            "allowAllUnixSockets",
+            "allowLocalBinding",
+            "allowMachLookup",
+            "httpProxyPort",
+            "socksProxyPort",
+        ] {
             let set = net.get(key).is_some_and(|v| !v.is_null() && *v != Value::Bool(false));
             if set {
                 out.warnings.push(format!("--settings sandbox.network.{key} is not supported: it stays blocked"));

@@ -239,8 +239,7 @@ fn claude_sandbox(
     let files: Vec<PathBuf> = args.mcp_config.iter().map(PathBuf::from).filter(|p| p.is_file()).collect();
     crate::startup::start_sandbox(
         config.sandbox.clone(),
-        mode,
-        args.sandbox_network,
+        (mode, args.sandbox_network),
         share,
         config_source,
         &files,

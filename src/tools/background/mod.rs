@@ -358,9 +358,10 @@ impl BackgroundTasks {
         };
         self.store.write_runtime(&info);
         let tail = notify::output_tail(&info.output_path);
-        let denied = entry.denial_note.as_deref().filter(|_| {
-            info.status == TaskStatus::Failed && crate::sandbox::looks_denied(info.exit_code, None, &tail)
-        });
+        let denied = entry
+            .denial_note
+            .as_deref()
+            .filter(|_| info.status == TaskStatus::Failed && crate::sandbox::looks_denied(info.exit_code, None, &tail));
         let notice = notify::notice_with_note(&info, tail, denied);
         self.store.write_notice(&notice);
         self.notices.lock().unwrap_or_else(|p| p.into_inner()).push_back(notice);
