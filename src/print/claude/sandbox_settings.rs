@@ -22,7 +22,7 @@ pub struct HostSandbox {
 /// `Cannot read --settings: <detail>`.
 pub fn read(value: &str, cwd: &Path) -> Result<Value, String> {
     let trimmed = value.trim();
-    let text = if trimmed.starts_with('{') {
+    let text = if trimmed.starts_with('{') || trimmed.starts_with('[') {
         trimmed.to_string()
     } else {
         let path = cwd.join(trimmed);
