@@ -33,6 +33,27 @@ fn outside(env: &Env) -> std::path::PathBuf {
     env.dir.path().join("outside.txt")
 }
 
+/// The file outside the work dir and a command that writes it.
+fn escape(env: &Env) -> (std::path::PathBuf, String) {
+    let target = outside(env);
+    let command = format!("echo escaped > {}", target.display());
+    (target, command)
+}
+
+/// The run's flags with the sandbox, or without it (`--yolo`, so nobody is asked either).
+/// A Shell call asking to run `command` outside the sandbox.
+fn escalated(id: &str, command: &str, justification: &str) -> String {
+    call(
+        id,
+        "Shell",
+        json!({"command": command, "sandbox_permissions": "require_escalated", "justification": justification}),
+    )
+}
+
+fn flags(sandboxed: bool) -> &'static [&'static str] {
+    if sandboxed { &["--sandbox", "workspace-write"] } else { &["--yolo"] }
+}
+
 /// Prompts once and returns every message of the turn; panics when kiwi asks for approval.
 fn turn_without_requests(k: &mut Kiwi) -> Vec<Value> {
     k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
@@ -60,8 +81,7 @@ const WW_NOTE: &str = " The command ran in the workspace-write sandbox, which ma
 /// asked) or without it (`--yolo`, so nobody is asked either).
 fn shell_writes_outside(sandboxed: bool) -> (bool, Vec<Value>) {
     let env = Env::new();
-    let target = outside(&env);
-    let command = format!("echo escaped > {}", target.display());
+    let (target, command) = escape(&env);
     let scripts = [
         shell("a", &command),
         shell("b", "echo \"$KIWI_SANDBOX:$KIWI_SANDBOX_NETWORK_DISABLED\""),
@@ -69,8 +89,7 @@ fn shell_writes_outside(sandboxed: bool) -> (bool, Vec<Value>) {
     ];
     let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
     let config = config(&env, &scripts, json!({}));
-    let flags: &[&str] = if sandboxed { &["--sandbox", "workspace-write"] } else { &["--yolo"] };
-    let mut k = env.spawn(&config, flags);
+    let mut k = env.spawn(&config, flags(sandboxed));
     let events = turn_without_requests(&mut k);
     (target.exists(), results(&events))
 }
@@ -95,8 +114,7 @@ fn a_sandboxed_shell_cannot_write_outside_and_is_told_why() {
 fn the_config_mode_applies_without_the_flag() {
     for sandboxed in [true, false] {
         let env = Env::new();
-        let target = outside(&env);
-        let command = format!("echo escaped > {}", target.display());
+        let (target, command) = escape(&env);
         let mode = if sandboxed { "workspace-write" } else { "off" };
         let config = config(&env, &[&shell("a", &command), "text: done"], json!({ "mode": mode }));
         let mut k = env.spawn(&config, &["--yolo"]);
@@ -113,8 +131,7 @@ fn a_sandboxed_background_task_cannot_write_outside_and_its_notice_says_so() {
         let command = format!("echo escaped > {} ; echo finished > bg-finished", target.display());
         let bg = call("bg", "Shell", json!({"command": command, "run_in_background": true, "description": "bg"}));
         let config = config(&env, &[&bg, "text: started"], json!({}));
-        let flags: &[&str] = if sandboxed { &["--sandbox", "workspace-write"] } else { &["--yolo"] };
-        let mut k = env.spawn(&config, flags);
+        let mut k = env.spawn(&config, flags(sandboxed));
         turn_without_requests(&mut k);
         assert!(common::wait_until(Duration::from_secs(20), || env.work().join("bg-finished").exists()));
         assert_eq!(target.exists(), !sandboxed, "sandboxed: {sandboxed}");
@@ -125,8 +142,7 @@ fn a_sandboxed_background_task_cannot_write_outside_and_its_notice_says_so() {
 fn a_subagents_shell_is_sandboxed_too() {
     for sandboxed in [true, false] {
         let env = Env::new();
-        let target = outside(&env);
-        let command = format!("echo escaped > {}", target.display());
+        let (target, command) = escape(&env);
         let long = "x".repeat(300);
         let scripts = [
             call("ag", "Agent", json!({"description": "d", "prompt": "p"})),
@@ -136,8 +152,7 @@ fn a_subagents_shell_is_sandboxed_too() {
         ];
         let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
         let config = config(&env, &scripts, json!({}));
-        let flags: &[&str] = if sandboxed { &["--sandbox", "workspace-write"] } else { &["--yolo"] };
-        let mut k = env.spawn(&config, flags);
+        let mut k = env.spawn(&config, flags(sandboxed));
         turn_without_requests(&mut k);
         assert_eq!(target.exists(), !sandboxed, "sandboxed: {sandboxed}");
     }
@@ -221,13 +236,8 @@ fn read_file_honours_deny_read() {
 /// and the tool result.
 fn escalation_answered(response: &str) -> (bool, Value) {
     let env = Env::new();
-    let target = outside(&env);
-    let command = format!("echo escaped > {}", target.display());
-    let esc = call(
-        "e",
-        "Shell",
-        json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "needs it"}),
-    );
+    let (target, command) = escape(&env);
+    let esc = escalated("e", &command, "needs it");
     let config = config(&env, &[&esc, "text: done"], json!({}));
     let mut k = env.spawn(&config, &["--sandbox", "workspace-write"]);
     k.send(json!({"jsonrpc":"2.0","id":"p0","method":"prompt","params":{"user_input":"go"}}));
@@ -274,13 +284,8 @@ fn approve_for_session_does_not_cover_a_later_escalation() {
 #[test]
 fn an_escalation_is_refused_without_asking_under_yolo_and_needs_a_justification() {
     let env = Env::new();
-    let target = outside(&env);
-    let command = format!("echo escaped > {}", target.display());
-    let esc = call(
-        "e",
-        "Shell",
-        json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "j"}),
-    );
+    let (target, command) = escape(&env);
+    let esc = escalated("e", &command, "j");
     let bare = call("f", "Shell", json!({"command": command, "sandbox_permissions": "require_escalated"}));
     let first = config(&env, &[&esc, &bare, "text: done"], json!({}));
     let mut k = env.spawn(&first, &["--sandbox", "workspace-write", "--yolo"]);
@@ -297,13 +302,8 @@ fn an_escalation_is_refused_without_asking_under_yolo_and_needs_a_justification(
     assert!(!target.exists());
     // Without the sandbox the parameter means nothing: the command runs (yolo).
     let env = Env::new();
-    let target = outside(&env);
-    let command = format!("echo escaped > {}", target.display());
-    let esc = call(
-        "e",
-        "Shell",
-        json!({"command": command, "sandbox_permissions": "require_escalated", "justification": "j"}),
-    );
+    let (target, command) = escape(&env);
+    let esc = escalated("e", &command, "j");
     let config = config(&env, &[&esc, "text: done"], json!({}));
     let mut k = env.spawn(&config, &["--yolo"]);
     turn_without_requests(&mut k);
@@ -323,8 +323,7 @@ fn auto_approve_false_asks_for_sandboxed_commands() {
 #[test]
 fn the_mode_is_not_saved_with_the_session() {
     let env = Env::new();
-    let target = outside(&env);
-    let command = format!("echo escaped > {}", target.display());
+    let (target, command) = escape(&env);
     let first = config(&env, &[&shell("a", &command), "text: done"], json!({}));
     let mut k = env.spawn(&first, &["-S", "s1", "--sandbox", "workspace-write"]);
     turn_without_requests(&mut k);
@@ -402,8 +401,7 @@ fn sandbox_option(result: &Value) -> Option<Value> {
 #[test]
 fn acp_offers_the_sandbox_option_and_refuses_to_loosen_it() {
     let env = Env::new();
-    let target = outside(&env);
-    let command = format!("echo escaped > {}", target.display());
+    let (target, command) = escape(&env);
     let config = config(&env, &[&shell("a", &command), "text: done"], json!({}));
     let (mut k, id, result) = acp_session(&env, &config, &["--sandbox", "workspace-write"]);
     assert_eq!(
@@ -465,8 +463,7 @@ struct ClaudeOut {
 #[test]
 fn the_claude_dialect_reads_the_sdks_sandbox_settings() {
     let env = Env::new();
-    let target = outside(&env);
-    let command = format!("echo escaped > {}", target.display());
+    let (target, command) = escape(&env);
     let scripts = [shell("a", &command), "text: done".to_string()];
     let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
     let settings = json!({"model": "ignored", "sandbox": {"enabled": true, "excludedCommands": ["docker"],
