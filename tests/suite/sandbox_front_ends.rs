@@ -511,3 +511,33 @@ fn kiwi_web_takes_the_sandbox_flag_and_shows_it_in_the_config() {
     let server = home.serve(&["--sandbox", "off"]);
     assert_eq!(server.get_json("/api/config/").1["sandbox"], json!({"mode": "off", "network": true}));
 }
+
+#[test]
+fn glob_and_grep_skip_denied_paths() {
+    let env = Env::new();
+    let denied = env.work().join("private");
+    std::fs::create_dir_all(&denied).unwrap();
+    std::fs::write(denied.join("key.txt"), "s3cret").unwrap();
+    std::fs::create_dir_all(env.work().join("pub")).unwrap();
+    std::fs::write(env.work().join("pub/open.txt"), "s3cret too").unwrap();
+    let run = |flags: &[&str]| {
+        let scripts = [
+            call("g", "Glob", json!({"pattern": "*/*.txt"})),
+            call("r", "Grep", json!({"pattern": "s3cret", "output_mode": "files_with_matches"})),
+            "text: done".to_string(),
+        ];
+        let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+        let config = config(&env, &scripts, json!({"deny_read": [denied.to_str().unwrap()]}));
+        let mut k = env.spawn(&config, flags);
+        results(&turn_without_requests(&mut k))
+    };
+    let r = run(&["--sandbox", "workspace-write"]);
+    for (i, result) in r.iter().enumerate() {
+        let output = result["output"].as_str().unwrap();
+        assert!(output.contains("open.txt") && !output.contains("key.txt"), "call {i}: {result}");
+    }
+    let r = run(&[]);
+    for result in &r {
+        assert!(result["output"].as_str().unwrap().contains("key.txt"), "{result}");
+    }
+}
