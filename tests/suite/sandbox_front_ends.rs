@@ -541,3 +541,52 @@ fn glob_and_grep_skip_denied_paths() {
         assert!(result["output"].as_str().unwrap().contains("key.txt"), "{result}");
     }
 }
+
+/// Runs kiwi under a seccomp filter that makes `landlock_create_ruleset` (444 on every
+/// architecture) fail with ENOSYS, as on a kernel without Landlock (spec sandbox.md §5.3).
+const WITHOUT_LANDLOCK: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+prog = [(0x20, 0, 0, 0), (0x15, 0, 1, 444), (0x06, 0, 0, 0x00050000 | 38), (0x06, 0, 0, 0x7fff0000)]
+buf = b"".join(struct.pack("HBBI", *f) for f in prog)
+filt = ctypes.create_string_buffer(buf)
+fprog = struct.pack("HxxxxxxP", len(prog), ctypes.addressof(filt))
+fbuf = ctypes.create_string_buffer(fprog)
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+assert libc.prctl(22, 2, ctypes.addressof(fbuf), 0, 0) == 0, ctypes.get_errno()
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+
+#[test]
+fn a_sandbox_that_cannot_be_set_up_stops_the_start_up() {
+    let env = Env::new();
+    let config = config(&env, &["text: x"], json!({}));
+    let run = |flags: &[&str]| {
+        let wire = env.command(&config, flags);
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg("-c").arg(WITHOUT_LANDLOCK).arg(wire.get_program()).args(wire.get_args());
+        cmd.envs(wire.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))));
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let line = json!({"jsonrpc":"2.0","id":"1","method":"initialize","params":{"protocol_version":"1.2"}});
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = std::io::Write::write_all(&mut stdin, format!("{line}\n").as_bytes());
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&["--sandbox", "workspace-write"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[0],
+        "Cannot start the sandbox (workspace-write): Landlock is not available (landlock_create_ruleset: Function \
+         not implemented); use --sandbox off to run commands without it"
+    );
+    assert_eq!(lines[1], format!("See logs: {}", env.share().join("logs/kiwi.log").display()));
+    // The same machine serves without the sandbox.
+    let out = run(&[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"protocol_version\":\"1.10\""));
+}
