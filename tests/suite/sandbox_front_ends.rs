@@ -128,14 +128,42 @@ fn a_sandboxed_background_task_cannot_write_outside_and_its_notice_says_so() {
     for sandboxed in [true, false] {
         let env = Env::new();
         let target = outside(&env);
-        let command = format!("echo escaped > {} ; echo finished > bg-finished", target.display());
+        let command = format!("echo finished > bg-finished ; echo escaped > {}", target.display());
         let bg = call("bg", "Shell", json!({"command": command, "run_in_background": true, "description": "bg"}));
         let config = config(&env, &[&bg, "text: started"], json!({}));
         let mut k = env.spawn(&config, flags(sandboxed));
         turn_without_requests(&mut k);
-        assert!(common::wait_until(Duration::from_secs(20), || env.work().join("bg-finished").exists()));
+        // The task's end notification, as kiwi stores it for the next step.
+        let mut notice = None;
+        assert!(common::wait_until(Duration::from_secs(20), || {
+            notice = find_file(&sessions_of(&env), "event.json");
+            notice.is_some()
+        }));
+        let event = std::fs::read_to_string(notice.unwrap()).unwrap();
+        assert!(env.work().join("bg-finished").exists());
         assert_eq!(target.exists(), !sandboxed, "sandboxed: {sandboxed}");
+        assert_eq!(event.contains("The command ran in the workspace-write sandbox"), sandboxed, "{event}");
     }
+}
+
+/// The first file named `name` under `dir`, depth first.
+fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        } else if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// The folder every session of the work dir lies in.
+fn sessions_of(env: &Env) -> std::path::PathBuf {
+    env.session_dir("x").parent().unwrap().to_path_buf()
 }
 
 #[test]
