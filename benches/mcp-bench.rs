@@ -88,6 +88,7 @@ async fn tool_call() {
         session_id: "bench".into(),
         config: Arc::default(),
         model: Default::default(),
+        sandbox: Default::default(),
     });
     let ctx = ToolCallContext { tool_call_id: "c".into(), raw_arguments: None, env: agent_env, host: Arc::new(Yolo) };
     let mut through_kiwi = Vec::with_capacity(CALLS);

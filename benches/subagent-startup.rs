@@ -99,6 +99,7 @@ fn in_process() {
         system_prompt: PromptEdit::default(),
         mcp_configs: Vec::new(),
         invocation: Default::default(),
+        sandbox: kiwi::agent_env::SandboxRun::off(),
     };
     let built = setup
         .build(SessionRequest { work_dir: env.work(), session: SessionChoice::New, trace: None })

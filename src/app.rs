@@ -139,6 +139,16 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         (None, Some(name)) => AgentChoice::Builtin(name.clone()),
         (None, None) => AgentChoice::Default,
     };
+    let add_dirs = add_dirs(&cli)?;
+    let sandbox = crate::startup::start_sandbox(
+        config.sandbox.clone(),
+        (cli.sandbox.sandbox, cli.sandbox.sandbox_network),
+        share,
+        &config_source,
+        &cli.mcp_config_file,
+        &work_dir,
+        &add_dirs,
+    )?;
     let setup = AgentSetup {
         config: Arc::new(config),
         share_dir: share.to_path_buf(),
@@ -154,8 +164,9 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         invocation: Invocation {
             // kimi 1.49's `--print` implies afk: nobody is there to answer a question.
             afk: cli.afk || cli.print_mode(),
-            add_dirs: add_dirs(&cli)?,
+            add_dirs,
         },
+        sandbox,
     };
     let diagnostics = setup.diagnostics();
     warnings.extend(diagnostics.warnings);

@@ -67,6 +67,8 @@ pub struct AgentSetup {
     pub mcp_configs: Vec<serde_json::Value>,
     /// What the command line adds for the sessions this setup builds (`--afk`, `--add-dir`).
     pub invocation: Invocation,
+    /// The run's sandbox (probed by the front end before serving); never saved with a session.
+    pub sandbox: crate::agent_env::SandboxRun,
 }
 
 /// Command-line choices applied to each session built (`docs/configuration.md` §1.1).
@@ -206,6 +208,7 @@ impl AgentSetup {
             session_id: session.id.clone(),
             config: config.clone(),
             model: ModelSlot::new(model),
+            sandbox: Arc::new(crate::agent_env::SessionSandbox::new(self.sandbox.clone())),
         });
         let spec = match &self.agent {
             AgentChoice::File(path) => load_agent_spec(Some(path)),

@@ -175,9 +175,10 @@ kiwi acp --config-file PATH -m MODEL. In Zed's settings: \
     Sandbox(SandboxArgs),
 }
 
-/// `--sandbox MODE` and `--sandbox-network` (spec sandbox.md §2.1), on the top-level command
-/// line, `kiwi web` and `kiwi sandbox`.
-#[derive(Debug, Clone, Copy, Default, Args)]
+// `--sandbox MODE` and `--sandbox-network` (spec sandbox.md §2.1), on the top-level command
+// line, `kiwi web` and `kiwi sandbox` (a plain comment: clap would show a doc comment as the
+// help of every command that flattens these flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Args)]
 pub struct SandboxFlags {
     /// Confine the commands the model runs: `read-only`, `workspace-write` or `off` (default:
     /// the config's `[sandbox] mode`, else off).
@@ -188,7 +189,7 @@ pub struct SandboxFlags {
     pub sandbox_network: bool,
 }
 
-/// `kiwi sandbox [OPTIONS] -- CMD [ARG]...`.
+// `kiwi sandbox [OPTIONS] -- CMD [ARG]...` (its help is the variant's doc comment).
 #[derive(Debug, Clone, Args)]
 pub struct SandboxArgs {
     /// The mode (default: workspace-write) and the network switch.

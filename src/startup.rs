@@ -105,3 +105,40 @@ pub(crate) fn resolve_work_dir(work_dir: Option<&Path>) -> Result<PathBuf, Start
     }
     Ok(dir)
 }
+
+/// The run's sandbox (spec sandbox.md §2.3, §5.3): `mode_flag` wins over `[sandbox] mode`; the
+/// probe runs before the front end serves, and a sandbox that cannot be set up stops the
+/// start-up with its one line. The flags are `--sandbox` and `--sandbox-network`; `config_source` and `mcp_files` are kept read-only inside the
+/// writable roots (§3.3).
+pub(crate) fn start_sandbox(
+    settings: crate::sandbox::SandboxSettings,
+    (mode_flag, network_flag): (Option<crate::sandbox::SandboxMode>, bool),
+    share: &Path,
+    config_source: &str,
+    mcp_files: &[PathBuf],
+    work_dir: &Path,
+    added_dirs: &[PathBuf],
+) -> Result<crate::agent_env::SandboxRun, StartError> {
+    let mut protected: Vec<PathBuf> = Vec::new();
+    let config_path = Path::new(config_source);
+    if config_path.is_file() {
+        protected.push(config_path.to_path_buf());
+    }
+    let default_mcp = share.join("mcp.json");
+    if default_mcp.is_file() {
+        protected.push(default_mcp);
+    }
+    protected.extend(mcp_files.iter().filter(|p| p.is_file()).cloned());
+    let (run, warnings) =
+        crate::agent_env::SandboxRun::start(settings, mode_flag, network_flag, share, protected, work_dir, added_dirs)
+            .map_err(StartError::Fatal)?;
+    if run.sandbox.is_on() {
+        tracing::info!(
+            "sandbox: {} (network {})",
+            run.sandbox.mode(),
+            if run.sandbox.network_allowed() { "on" } else { "off" }
+        );
+    }
+    warn_at_start_up(&warnings);
+    Ok(run)
+}

@@ -16,6 +16,7 @@ pub const YOLO_MODE: &str = "yolo";
 pub const MODE_OPTION: &str = "mode";
 pub const MODEL_OPTION: &str = "model";
 pub const THINKING_OPTION: &str = "thinking";
+pub const SANDBOX_OPTION: &str = "sandbox";
 const ON: &str = "on";
 const OFF: &str = "off";
 
@@ -125,6 +126,24 @@ pub fn config_options(config: &Config, choice: &ModelChoice, mode: &str) -> Vec<
         .category(SessionConfigOptionCategory::ThoughtLevel),
     );
     options
+}
+
+/// The `sandbox` option (spec sandbox.md §2.5), offered when the run is sandboxed (the user
+/// asked for it; a run without a sandbox shows the reference's options only).
+pub fn sandbox_option(sandbox: &crate::agent_env::SessionSandbox) -> Option<SessionConfigOption> {
+    use crate::sandbox::SandboxMode;
+    if !sandbox.floor().is_sandboxed() {
+        return None;
+    }
+    let values: Vec<SessionConfigSelectOption> = [
+        (SandboxMode::ReadOnly, "Read only"),
+        (SandboxMode::WorkspaceWrite, "Workspace write"),
+        (SandboxMode::Off, "Off"),
+    ]
+    .into_iter()
+    .map(|(mode, name)| SessionConfigSelectOption::new(mode.as_str(), name))
+    .collect();
+    Some(SessionConfigOption::select(SANDBOX_OPTION, "Sandbox", sandbox.current().mode().as_str(), values))
 }
 
 /// A requested option change applied to `choice`; `Err` is the readable reason it is refused.

@@ -27,6 +27,18 @@ pub fn request(session_id: &str, tool_call: ToolCallUpdate) -> RequestPermission
     )
 }
 
+/// The request for one command outside the sandbox (spec sandbox.md §2.5): no "always".
+pub fn escalation_request(session_id: &str, tool_call: ToolCallUpdate) -> RequestPermissionRequest {
+    RequestPermissionRequest::new(
+        session_id.to_string(),
+        tool_call,
+        vec![
+            PermissionOption::new(APPROVE, "Approve once", PermissionOptionKind::AllowOnce),
+            PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
+        ],
+    )
+}
+
 /// The client's answer (the `result` of the request) as an approval decision.
 pub fn decision(result: Value) -> ApprovalDecision {
     let Ok(response) = serde_json::from_value::<RequestPermissionResponse>(result) else {

@@ -81,9 +81,19 @@ impl AcpProjection {
         } else {
             diffs
         };
-        let fields =
-            ToolCallUpdateFields::new().title(title.unwrap_or_else(|| approval.description.clone())).content(content);
-        let params = permission::request(&self.session_id, ToolCallUpdate::new(tool_call_id.clone(), fields));
+        let params = if crate::tools::shell::is_escalation_action(&approval.action) {
+            let fields = ToolCallUpdateFields::new()
+                .title("Run command outside the sandbox".to_string())
+                .kind(agent_client_protocol::v1::schema::ToolKind::Execute)
+                .raw_input(approval.arguments.clone())
+                .content(content);
+            permission::escalation_request(&self.session_id, ToolCallUpdate::new(tool_call_id.clone(), fields))
+        } else {
+            let fields = ToolCallUpdateFields::new()
+                .title(title.unwrap_or_else(|| approval.description.clone()))
+                .content(content);
+            permission::request(&self.session_id, ToolCallUpdate::new(tool_call_id.clone(), fields))
+        };
         let id = self.peer.next_id();
         let frame = Outbound::request_frame(&id, permission::METHOD, &params);
         let started = Started { updates: self.updates.clone(), session_id: self.session_id.clone(), tool_call_id };

@@ -241,6 +241,8 @@ impl AcpServer {
                         return Err(errors::invalid_params(format!("unknown mode `{}`", value.0)));
                     };
                     session.set_mode(mode).await?;
+                } else if &*request.config_id.0 == modes::SANDBOX_OPTION {
+                    session.set_sandbox(&value.0).await?;
                 } else {
                     let next = modes::apply(config, &session.model_choice(), &request.config_id.0, &value.0)
                         .map_err(errors::invalid_params)?;

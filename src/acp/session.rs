@@ -174,7 +174,24 @@ impl AcpSession {
 
     /// The config options as they stand.
     pub fn config_options(&self) -> Vec<agent_client_protocol::v1::schema::SessionConfigOption> {
-        modes::config_options(&self.config, &self.model_choice(), self.mode())
+        let mut options = modes::config_options(&self.config, &self.model_choice(), self.mode());
+        if let Some(driver) = self.driver() {
+            options.extend(modes::sandbox_option(&driver.agent().env.sandbox));
+        }
+        options
+    }
+
+    /// `session/set_config_option` for `sandbox` (spec sandbox.md §2.5): at least as strict as
+    /// the run's mode, from the next Shell call on; in memory only.
+    pub async fn set_sandbox(&self, value: &str) -> Result<(), ErrorObject> {
+        let Some(driver) = self.driver() else { return Err(errors::session_not_found()) };
+        let Some(mode) = crate::sandbox::SandboxMode::parse(value) else {
+            return Err(errors::invalid_params(format!("unknown sandbox mode `{value}`")));
+        };
+        let env = &driver.agent().env;
+        env.sandbox.set_mode(mode, &env.share_dir, &env.work_dir).map_err(errors::invalid_params)?;
+        self.announce_changes().await;
+        Ok(())
     }
 
     /// Switches the mode (`docs/acp.md` §4.9): the core's approval state, in memory. A change of
@@ -264,13 +281,14 @@ impl AcpSession {
     }
 }
 
-fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -> Option<Arc<dyn crate::tools::Tool>> {
+/// Shell through the client's terminal, when the client has one. A confined command never
+/// uses it (spec sandbox.md §2.5): the tool runs those itself; an approved escalation may.
+fn terminal_shell(shared: &Shared, id: &str, mapper: &Arc<Mutex<EventMapper>>) -> Option<crate::tools::shell::Shell> {
     if !shared.client_terminal.load(Ordering::SeqCst) {
         return None;
     }
     let runner = TerminalRunner::new(id.to_string(), shared.calls(), shared.updates.clone(), mapper.clone());
-    let tool = crate::tools::shell::Shell::with_runner(Arc::new(runner));
-    Some(Arc::new(crate::tools::Typed::new(tool)))
+    Some(crate::tools::shell::Shell::with_runner(Arc::new(runner)))
 }
 
 fn client_files(shared: &Shared, id: &str) -> Option<Arc<dyn ClientFiles>> {
@@ -282,7 +300,7 @@ fn client_files(shared: &Shared, id: &str) -> Option<Arc<dyn ClientFiles>> {
 }
 
 /// Fits the agent to what the client offers: its files, its terminals, its modes.
-fn fit_agent(driver: &TurnDriver, shell: Option<Arc<dyn crate::tools::Tool>>, files: Option<Arc<dyn ClientFiles>>) {
+fn fit_agent(driver: &TurnDriver, shell: Option<crate::tools::shell::Shell>, files: Option<Arc<dyn ClientFiles>>) {
     if let Some(files) = files {
         driver.agent().client.set_files(files);
     }
@@ -290,6 +308,7 @@ fn fit_agent(driver: &TurnDriver, shell: Option<Arc<dyn crate::tools::Tool>>, fi
     if let Some(shell) = shell
         && driver.agent().toolset().get("Shell").is_some()
     {
+        let shell = crate::tools::shell::into_tool(shell, &driver.agent().env);
         driver.agent().update_toolset(|set| set.insert(shell));
     }
     // Every ACP client can answer questions, through a form or permission cards

@@ -178,7 +178,10 @@ impl ApprovalHub {
 
     /// Asks the client on behalf of `origin`; resolves as described in the module doc.
     pub async fn request(self: &Arc<Self>, ask: ApprovalAsk, origin: &ApprovalOrigin, sink: &EventSink) -> Verdict {
-        let granted = self.state.grants(&ask.action) || self.edit_granted(&ask);
+        // An escalation out of the sandbox is never granted: no yolo, afk or session grant
+        // covers it (spec sandbox.md §6.2; the Shell tool refuses it where nobody may be asked).
+        let escalation = crate::tools::shell::is_escalation_action(&ask.action);
+        let granted = !escalation && (self.state.grants(&ask.action) || self.edit_granted(&ask));
         if granted && !self.front_end_decides.load(Ordering::SeqCst) {
             return Verdict::approve();
         }
@@ -239,7 +242,9 @@ impl ApprovalHub {
         if !from_waiter && let Some(w) = &entry.waiter {
             w.abort();
         }
-        let approve_for_session = verdict.decision == ApprovalDecision::ApproveForSession;
+        // Approving an escalation for the session counts as approving it once.
+        let approve_for_session = verdict.decision == ApprovalDecision::ApproveForSession
+            && !crate::tools::shell::is_escalation_action(&entry.action);
         let action = entry.action.clone();
         announce(sink, &entry.id, &verdict).await;
         let _ = entry.decide.send(verdict);

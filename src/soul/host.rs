@@ -217,6 +217,10 @@ impl ToolHost for SoulToolHost {
         Presence { yolo: state.yolo(), afk: state.afk() }
     }
 
+    fn added_dirs(&self) -> Vec<std::path::PathBuf> {
+        self.hub.state().additional_dirs().into_iter().map(std::path::PathBuf::from).collect()
+    }
+
     fn todos(&self) -> Vec<TodoItem> {
         self.hub.state().todos()
     }

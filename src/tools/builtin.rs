@@ -58,7 +58,7 @@ fn build(name: &str, env: &Arc<AgentEnv>) -> Option<Option<Arc<dyn Tool>>> {
     let tool: Arc<dyn Tool> = match name {
         "SetTodoList" => Arc::new(Typed::new(SetTodoList)),
         "Think" => Arc::new(Typed::new(Think)),
-        "Shell" => Arc::new(Typed::new(Shell::new())),
+        "Shell" => super::shell::into_tool(Shell::new(), env),
         "ReadFile" => Arc::new(Typed::new(ReadFile)),
         "ReadMediaFile" => match ReadMediaFile::for_env(env) {
             Some(t) => Arc::new(Typed::new(t)),

@@ -53,8 +53,9 @@ impl TypedTool for Glob {
 
     fn run<'a>(&'a self, params: GlobParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         let work_dir = ctx.env.work_dir.clone();
+        let sandbox = ctx.env.sandbox.current();
         Box::pin(async move {
-            match tokio::task::spawn_blocking(move || glob_tool(&work_dir, &params)).await {
+            match tokio::task::spawn_blocking(move || glob_tool(&work_dir, &params, &sandbox)).await {
                 Ok(r) => r,
                 Err(e) => ToolReturnValue::crashed(format!("Error running tool: {e}")),
             }
@@ -62,7 +63,8 @@ impl TypedTool for Glob {
     }
 }
 
-fn glob_tool(work_dir: &Path, params: &GlobParams) -> ToolReturnValue {
+/// Entries under the sandbox's `deny_read` are skipped (spec sandbox.md §4).
+fn glob_tool(work_dir: &Path, params: &GlobParams, sandbox: &crate::sandbox::Sandbox) -> ToolReturnValue {
     let pattern = params.pattern.as_str();
     if pattern.starts_with("**") {
         return ToolReturnValue::error(
@@ -116,6 +118,7 @@ fn glob_tool(work_dir: &Path, params: &GlobParams) -> ToolReturnValue {
     if !params.include_dirs {
         matches.retain(|p| p.is_file());
     }
+    matches.retain(|p| !sandbox.read_denied(p));
     let total = matches.len();
     let mut message = if total > 0 {
         format!("Found {total} matches for pattern `{pattern}`.")

@@ -99,8 +99,9 @@ impl TypedTool for Grep {
 
     fn run<'a>(&'a self, params: GrepParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
         let work_dir = ctx.env.work_dir.clone();
+        let sandbox = ctx.env.sandbox.current();
         Box::pin(async move {
-            match tokio::task::spawn_blocking(move || grep_tool(&work_dir, &params)).await {
+            match tokio::task::spawn_blocking(move || grep_tool(&work_dir, &params, sandbox)).await {
                 Ok(r) => r,
                 Err(e) => ToolReturnValue::error(format!("Failed to grep. Error: {e}"), "Failed to grep"),
             }
@@ -108,8 +109,12 @@ impl TypedTool for Grep {
     }
 }
 
-fn grep_tool(work_dir: &Path, params: &GrepParams) -> ToolReturnValue {
-    let result = search(work_dir, params);
+fn grep_tool(
+    work_dir: &Path,
+    params: &GrepParams,
+    sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
+) -> ToolReturnValue {
+    let result = search_skipping(work_dir, params, sandbox);
     let mut output = if result.errors.is_empty() && result.matched {
         String::from_utf8_lossy(&result.stdout).into_owned()
     } else {
@@ -152,6 +157,15 @@ enum Mode {
 
 /// Runs the search like `rg` would with the equivalent flags.
 pub fn search(work_dir: &Path, params: &GrepParams) -> SearchResult {
+    search_skipping(work_dir, params, std::sync::Arc::new(crate::sandbox::Sandbox::off()))
+}
+
+/// [`search`] without the entries the sandbox's `deny_read` covers (spec sandbox.md §4).
+pub fn search_skipping(
+    work_dir: &Path,
+    params: &GrepParams,
+    sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
+) -> SearchResult {
     let mode = match params.output_mode.as_str() {
         "files_with_matches" => Mode::Files,
         "count_matches" => Mode::Count,
@@ -176,6 +190,9 @@ pub fn search(work_dir: &Path, params: &GrepParams) -> SearchResult {
 
     let mut walk = WalkBuilder::new(&abs_root);
     walk.current_dir(work_dir).add_custom_ignore_filename(".rgignore");
+    if sandbox.is_on() && !sandbox.settings().deny_read.is_empty() {
+        walk.filter_entry(move |entry| !sandbox.read_denied(entry.path()));
+    }
     if let Some(glob) = params.glob.as_deref().filter(|g| !g.is_empty()) {
         let mut ob = OverrideBuilder::new(work_dir);
         if let Err(e) = ob.add(glob) {

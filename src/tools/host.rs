@@ -118,6 +118,11 @@ pub trait ToolHost: Send + Sync {
         Presence::default()
     }
 
+    /// The session's added dirs (`--add-dir`, `/add-dir`): writable roots of a sandboxed command.
+    fn added_dirs(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
     /// The session's todo list.
     fn todos(&self) -> Vec<TodoItem> {
         Vec::new()

@@ -23,6 +23,7 @@ pub mod plan_mode;
 pub mod process;
 pub mod read_file;
 pub mod read_media_file;
+pub mod sandbox_gate;
 pub mod schema;
 pub mod search_web;
 pub mod shell;
@@ -321,6 +322,7 @@ mod dispatch_tests {
             session_id: "t".into(),
             config: Arc::default(),
             model: Default::default(),
+            sandbox: Default::default(),
         });
         let ctx = ToolCallContext { tool_call_id: "c".into(), raw_arguments: None, env, host: Arc::new(NoHost) };
         let r = set.dispatch("P", None, &ctx).await;

@@ -276,6 +276,15 @@ impl CallGuard {
     /// Spawns `cmd` as a new call: a session leader carrying a fresh marker, registered before
     /// anyone can observe it.
     pub fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<Self> {
+        Self::spawn_confined(cmd, None)
+    }
+
+    /// [`Self::spawn`] with the command confined by `policy` (its set-up runs after `setsid`,
+    /// last before `exec`); a set-up failure is the spawn's error.
+    pub fn spawn_confined(
+        cmd: &mut tokio::process::Command,
+        policy: Option<&crate::sandbox::CommandPolicy>,
+    ) -> std::io::Result<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         ensure_subreaper();
         ensure_reaper();
@@ -289,6 +298,9 @@ impl CallGuard {
                 }
                 Ok(())
             });
+        }
+        if let Some(policy) = policy {
+            policy.apply(cmd);
         }
         let mut reg = registry();
         let child = cmd.spawn()?;

@@ -75,6 +75,11 @@ impl TypedTool for ReadFile {
                 ));
             }
             let work_dir = ctx.env.work_dir.clone();
+            if let Ok(path) = check_path(&work_dir, &params.path, "read a file")
+                && let Some(refused) = super::sandbox_gate::read_refusal(ctx, &path)
+            {
+                return refused;
+            }
             let client = ctx.host.client_files().map(ClientFileAccess::new).filter(|c| c.can_read());
             match tokio::task::spawn_blocking(move || read_file(&work_dir, &params, client.as_ref())).await {
                 Ok(result) => result,

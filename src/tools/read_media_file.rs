@@ -66,6 +66,11 @@ impl TypedTool for ReadMediaFile {
         let work_dir = ctx.env.work_dir.clone();
         let (image_in, video_in) = (self.image_in, self.video_in);
         Box::pin(async move {
+            if let Ok(path) = check_path(&work_dir, &params.path, "read a file")
+                && let Some(refused) = super::sandbox_gate::read_refusal(ctx, &path)
+            {
+                return refused;
+            }
             let loaded = match tokio::task::spawn_blocking(move || {
                 read_media(&work_dir, &params.path, image_in, video_in)
             })

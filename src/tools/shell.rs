@@ -14,6 +14,7 @@
 //!   work alike whatever runs the command.
 
 pub mod local;
+pub mod sandboxed;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +31,10 @@ use super::{ToolCallContext, TypedTool, check_range, invalid_arguments};
 use crate::protocol::{DisplayBlock, ToolReturnValue};
 
 pub use local::{LocalRunner, SECRET_ENV_VARS, secret_env_names};
+use sandboxed::{Confinement, Escalation};
+pub use sandboxed::{
+    ESCALATION_ACTION, ESCALATION_BACKGROUND_ACTION, EscalatingShell, into_tool, is_escalation_action,
+};
 
 /// The longest a command may run in the foreground, in seconds (`docs/tools.md` §3).
 pub const MAX_TIMEOUT: i64 = 300;
@@ -104,18 +109,29 @@ pub struct Shell {
     /// The interpreter the description names.
     shell_path: PathBuf,
     runner: Arc<dyn CommandRunner>,
+    /// Runs sandboxed commands: a confined command always runs as kiwi's own process (an ACP
+    /// client's terminal could be neither confined nor verified, spec sandbox.md §2.5).
+    local: Arc<LocalRunner>,
+    /// What the description tells the model about the sandbox (none when it is off).
+    sandbox_note: Option<String>,
 }
 
 impl Shell {
     /// The built-in: commands run as kiwi's own processes.
     pub fn new() -> Self {
-        let local = LocalRunner::new();
-        Self { shell_path: local.shell_path().to_path_buf(), runner: Arc::new(local) }
+        let local = Arc::new(LocalRunner::new());
+        Self { shell_path: local.shell_path().to_path_buf(), runner: local.clone(), local, sandbox_note: None }
     }
 
     /// The same tool with its commands run by `runner`.
     pub fn with_runner(runner: Arc<dyn CommandRunner>) -> Self {
-        Self { shell_path: local::default_shell(), runner }
+        Self { shell_path: local::default_shell(), runner, local: Arc::new(LocalRunner::new()), sandbox_note: None }
+    }
+
+    /// Tells the model, in the description, how its commands are confined.
+    pub fn with_sandbox_note(mut self, note: Option<String>) -> Self {
+        self.sandbox_note = note;
+        self
     }
 
     fn shell_name(&self) -> String {
@@ -134,18 +150,22 @@ impl TypedTool for Shell {
     const NAME: &'static str = "Shell";
 
     fn description(&self) -> String {
-        include_str!("desc/shell.md")
+        let text = include_str!("desc/shell.md")
             .trim()
-            .replace("{shell}", &format!("{} (`{}`)", self.shell_name(), self.shell_path.display()))
+            .replace("{shell}", &format!("{} (`{}`)", self.shell_name(), self.shell_path.display()));
+        match &self.sandbox_note {
+            Some(note) => format!("{text}\n\n{note}"),
+            None => text,
+        }
     }
 
     fn run<'a>(&'a self, params: ShellParams, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {
-        Box::pin(self.execute(params, ctx))
+        Box::pin(self.execute(params, Escalation::default(), ctx))
     }
 }
 
 impl Shell {
-    async fn execute(&self, params: ShellParams, ctx: &ToolCallContext) -> ToolReturnValue {
+    async fn execute(&self, params: ShellParams, escalation: Escalation, ctx: &ToolCallContext) -> ToolReturnValue {
         let max = if params.run_in_background { MAX_BACKGROUND_TIMEOUT } else { MAX_TIMEOUT };
         if let Some(invalid) = check_range("timeout", params.timeout, 1..=max) {
             return invalid;
@@ -153,19 +173,43 @@ impl Shell {
         if params.command.is_empty() {
             return ToolReturnValue::error("Command cannot be empty.", "Empty command");
         }
+        if let Some(invalid) = escalation.check() {
+            return invalid;
+        }
+        let confinement = Confinement::of(ctx, &escalation);
         if params.run_in_background {
-            return self.start_background(params, ctx).await;
+            return self.start_background(params, confinement, ctx).await;
         }
         let display = vec![DisplayBlock::Shell { language: "bash".into(), command: params.command.clone() }];
-        if !ctx.approve("Shell", "run command", format!("Run command `{}`", params.command), display).await {
-            return ToolReturnValue::rejected();
+        match confinement.approval(&params.command, false) {
+            Err(refused) => return refused,
+            Ok(None) => {}
+            Ok(Some((action, description))) => {
+                if !ctx.approve("Shell", action, description, display).await {
+                    return ToolReturnValue::rejected();
+                }
+            }
         }
         let timeout = params.timeout as u64;
-        let ran = match self.runner.run(&params.command, Duration::from_secs(timeout), ctx).await {
-            Ok(ran) => ran,
-            Err(e) => return ToolReturnValue::crashed(format!("Error running tool: {e}")),
+        let ran = match &confinement.policy {
+            Some(policy) => {
+                match self.local.run_confined(&params.command, Duration::from_secs(timeout), ctx, policy).await {
+                    Ok(ran) => ran,
+                    Err(local::ConfinedError::Setup(reason)) => return confinement.spawn_failed(reason),
+                    Err(local::ConfinedError::Other(e)) => {
+                        return ToolReturnValue::crashed(format!("Error running tool: {e}"));
+                    }
+                }
+            }
+            None => match self.runner.run(&params.command, Duration::from_secs(timeout), ctx).await {
+                Ok(ran) => ran,
+                Err(e) => return ToolReturnValue::crashed(format!("Error running tool: {e}")),
+            },
         };
-        let note = ran.note.map(|n| format!(" {n}")).unwrap_or_default();
+        let mut note = ran.note.map(|n| format!(" {n}")).unwrap_or_default();
+        if let Some(denial) = confinement.denial_note(&ran.exit, ran.output.text()) {
+            note.push_str(&denial);
+        }
         match ran.exit {
             Exit::Code(0) => ran.output.ok(format!("Command executed successfully.{note}")),
             Exit::Code(code) => ran.output.error(
@@ -183,7 +227,12 @@ impl Shell {
     }
 
     /// `run_in_background`: approval, then a `bash` task; returns at once (`docs/protocol-1.10.md` §9.1).
-    async fn start_background(&self, params: ShellParams, ctx: &ToolCallContext) -> ToolReturnValue {
+    async fn start_background(
+        &self,
+        params: ShellParams,
+        confinement: Confinement,
+        ctx: &ToolCallContext,
+    ) -> ToolReturnValue {
         let description = params.description.as_deref().map(str::trim).unwrap_or_default().to_string();
         if description.is_empty() {
             return invalid_arguments(
@@ -192,21 +241,41 @@ impl Shell {
         }
         let Some(tasks) = ctx.host.background() else { return root_only() };
         let display = vec![DisplayBlock::Shell { language: "bash".into(), command: params.command.clone() }];
-        let what = format!("Run background command `{}`", params.command);
-        if !ctx.approve("Shell", "run background command", what, display).await {
-            return ToolReturnValue::rejected();
+        match confinement.approval(&params.command, true) {
+            Err(refused) => return refused,
+            Ok(None) => {}
+            Ok(Some((action, what))) => {
+                if !ctx.approve("Shell", action, what, display).await {
+                    return ToolReturnValue::rejected();
+                }
+            }
         }
         // Checked before the runner prepares anything (a client terminal would be opened for nothing).
         if let Err(message) = tasks.check_room() {
             return ToolReturnValue::error(message, "Start failed");
         }
-        let work = match self.runner.background(&params.command, params.timeout as u64, ctx).await {
+        let work = match &confinement.policy {
+            Some(policy) => Ok(self.local.background_confined(
+                &params.command,
+                params.timeout as u64,
+                ctx,
+                policy,
+                confinement.note(),
+            )),
+            None => self.runner.background(&params.command, params.timeout as u64, ctx).await,
+        };
+        let work = match work {
             Ok(work) => work,
             Err(e) => return ToolReturnValue::error(format!("Failed to start background task: {e}"), "Start failed"),
         };
         let info = match tasks.start(work, &description) {
             Ok(info) => info,
-            Err(message) => return ToolReturnValue::error(message, "Start failed"),
+            Err(message) => {
+                return match confinement.policy.as_ref().and(message.split_once("sandbox set-up: ")) {
+                    Some((_, reason)) => confinement.spawn_failed(reason.to_string()),
+                    None => ToolReturnValue::error(message, "Start failed"),
+                };
+            }
         };
         let output = [
             format!("task_id: {}", info.id),

@@ -115,6 +115,9 @@ impl TypedTool for StrReplaceFile {
                 Ok(p) => p,
                 Err(r) => return *r,
             };
+            if let Some(refused) = super::sandbox_gate::write_refusal(ctx, &prepared.real) {
+                return refused;
+            }
             let description = format!("Edit file `{}`", prepared.shown);
             if !ctx.approve("StrReplaceFile", prepared.action, description, prepared.blocks.clone()).await {
                 return ToolReturnValue::rejected();

@@ -102,6 +102,9 @@ impl TypedTool for WriteFile {
                 Ok(p) => p,
                 Err(r) => return *r,
             };
+            if let Some(refused) = super::sandbox_gate::write_refusal(ctx, &prepared.real) {
+                return refused;
+            }
             let description = format!("Write file `{}`", prepared.shown);
             if !ctx.approve("WriteFile", prepared.action, description, prepared.blocks.clone()).await {
                 return ToolReturnValue::rejected();

@@ -57,6 +57,10 @@ pub fn run(args: &WebArgs, cli: &Cli) -> ExitCode {
     let choice = ConfigChoice {
         file: args.config_file.as_ref().or(cli.config_file.as_ref()).map(|f| crate::session::store::normalize(f, &cwd)),
         model: args.model.clone().or_else(|| cli.model.clone()),
+        sandbox: crate::cli::SandboxFlags {
+            sandbox: args.sandbox.sandbox.or(cli.sandbox.sandbox),
+            sandbox_network: args.sandbox.sandbox_network || cli.sandbox.sandbox_network,
+        },
     };
     let env_token = super::environment::web_variable(TOKEN_VARIABLE);
     let given = match given_token(args, env_token) {

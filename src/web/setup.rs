@@ -19,6 +19,9 @@ pub struct ConfigChoice {
     /// The `--config-file` path, absolute.
     pub file: Option<PathBuf>,
     pub model: Option<String>,
+    /// `--sandbox`/`--sandbox-network`: the one other command-line choice (spec sandbox.md
+    /// §2.7); they win over `[sandbox]`, also after a config change.
+    pub sandbox: crate::cli::SandboxFlags,
 }
 
 impl ConfigChoice {
@@ -37,6 +40,22 @@ impl ConfigChoice {
             crate::startup::load_config(None, self.file.as_deref(), share).map_err(|e| match e {
                 crate::startup::StartError::Usage(m) | crate::startup::StartError::Fatal(m) => m,
             })?;
+        // The sandbox is probed here (fail closed), against the directory kiwi web was started
+        // in; each command's policy uses its own session's work dir.
+        let config_path = self.path(share);
+        let protected = [config_path, share.join("mcp.json")].into_iter().filter(|p| p.is_file()).collect();
+        let probe_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let (sandbox, sandbox_warnings) = crate::agent_env::SandboxRun::start(
+            config.sandbox.clone(),
+            self.sandbox.sandbox,
+            self.sandbox.sandbox_network,
+            share,
+            protected,
+            &probe_dir,
+            &[],
+        )
+        .map_err(|line| format!("{line}\nSee logs: {}", share.join("logs").join("kiwi.log").display()))?;
+        warnings.extend(sandbox_warnings);
         let setup = AgentSetup {
             config: Arc::new(config),
             share_dir: share.to_path_buf(),
@@ -49,6 +68,7 @@ impl ConfigChoice {
             system_prompt: Default::default(),
             mcp_configs: global_mcp(share),
             invocation: Default::default(),
+            sandbox,
         };
         let diagnostics = setup.diagnostics();
         warnings.extend(diagnostics.warnings);

@@ -32,6 +32,13 @@ impl AppState {
         self.settings.restrict_sensitive_apis
     }
 
+    /// `GET /api/config/`'s `sandbox` member: the mode sessions get and whether their commands
+    /// may use the network (spec sandbox.md §2.7).
+    pub fn sandbox_view(&self) -> serde_json::Value {
+        let sandbox = self.hosting.setup().sandbox.sandbox;
+        serde_json::json!({"mode": sandbox.mode().as_str(), "network": sandbox.network_allowed()})
+    }
+
     /// A stored session by id, in any work dir of `kimi.json`.
     pub fn locate(&self, session_id: &str) -> Option<SessionPlace> {
         self.hosting.locate(session_id)

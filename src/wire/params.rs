@@ -140,10 +140,24 @@ pub struct InitializeResult {
     pub external_tools: Option<ExternalToolsOutcome>,
     pub hooks: HooksInfo,
     pub capabilities: ServerCapabilities,
+    /// The run's sandbox when it is not off (`--sandbox`/`[sandbox]`: the user asked for it;
+    /// spec sandbox.md §2.4). A kiwi extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
     /// kiwi extension: the extensions granted of those the client asked for; absent when it asked
     /// for none (then the answer is the reference's, member for member).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<Vec<String>>,
+}
+
+/// `initialize`'s `sandbox` member.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxInfo {
+    pub mode: String,
+    pub network: bool,
+    pub writable_roots: Vec<String>,
+    /// The model may ask to run a command outside the sandbox (and somebody can be asked).
+    pub escalation: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -355,6 +369,7 @@ mod tests {
             external_tools: None,
             hooks: HooksInfo { supported_events: vec!["Stop".into()], configured: Map::new() },
             capabilities: ServerCapabilities { supports_question: true },
+            sandbox: None,
             extensions: None,
         };
         assert_eq!(

@@ -299,8 +299,29 @@ pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: 
             configured,
         },
         capabilities: ServerCapabilities { supports_question: true },
+        sandbox: sandbox_info(agent),
         extensions: granted.map(|g| g.iter().map(|e| e.to_string()).collect()),
     }
+}
+
+/// `initialize`'s `sandbox` member: absent when the sandbox is off.
+fn sandbox_info(agent: &crate::soul::Agent) -> Option<super::params::SandboxInfo> {
+    let sandbox = agent.env.sandbox.current();
+    if !sandbox.is_on() {
+        return None;
+    }
+    let added: Vec<std::path::PathBuf> = agent.state.additional_dirs().into_iter().map(Into::into).collect();
+    let roots = sandbox.paths_for(&agent.env.work_dir, &added).writable_roots;
+    let escalation = sandbox.settings().allow_escalation
+        && !agent.state.yolo()
+        && !agent.state.afk()
+        && !agent.env.sandbox.nobody_to_ask();
+    Some(super::params::SandboxInfo {
+        mode: sandbox.mode().as_str().into(),
+        network: sandbox.network_allowed(),
+        writable_roots: roots.iter().map(|r| r.display().to_string()).collect(),
+        escalation,
+    })
 }
 
 /// -32000 `An agent turn is already in progress`.

@@ -90,6 +90,7 @@ fn setup(dir: &std::path::Path, scripts: &[&str]) -> (AgentSetup, SessionRequest
         system_prompt: Default::default(),
         mcp_configs: Vec::new(),
         invocation: Default::default(),
+        sandbox: kiwi::agent_env::SandboxRun::off(),
     };
     (setup, SessionRequest { work_dir: work, session: SessionChoice::New, trace: None })
 }

@@ -29,6 +29,7 @@ mod providers_vertex;
 mod readme_configs;
 mod rewind;
 mod sandbox;
+mod sandbox_front_ends;
 mod sdk_client;
 mod secrets;
 mod sessions;

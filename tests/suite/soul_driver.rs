@@ -90,6 +90,7 @@ fn world(scripts: &[&str]) -> World {
         system_prompt: Default::default(),
         mcp_configs: Vec::new(),
         invocation: Default::default(),
+        sandbox: kiwi::agent_env::SandboxRun::off(),
     };
     let request = SessionRequest { work_dir: work, session: SessionChoice::New, trace: None };
     let BuiltSession { session, soul, recorder } = setup.build(request).unwrap();

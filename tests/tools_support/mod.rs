@@ -64,6 +64,7 @@ pub fn runtime(work_dir: &Path, config: Config, caps: &[Capability]) -> Arc<Agen
             capabilities: caps.iter().copied().collect::<BTreeSet<_>>(),
             ..Default::default()
         }),
+        sandbox: Default::default(),
     })
 }
 

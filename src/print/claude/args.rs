@@ -115,6 +115,11 @@ pub struct ClaudeArgs {
     pub thinking: Option<bool>,
     /// `--fork-session`: refused (kiwi cannot fork a session).
     pub fork_session: bool,
+    /// `--settings` (inline JSON or a file): only its `sandbox` member is read.
+    pub settings: Option<String>,
+    /// kiwi's `--sandbox MODE` and `--sandbox-network`, accepted in this dialect too.
+    pub sandbox: Option<crate::sandbox::SandboxMode>,
+    pub sandbox_network: bool,
     /// Options accepted and ignored (each named on stderr at start-up).
     pub ignored: Vec<String>,
 }
@@ -161,13 +166,15 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--agents"], Arity::Value),
     (&["--max-thinking-tokens"], Arity::Value),
     (&["--thinking"], Arity::Value),
+    (&["--settings"], Arity::Value),
+    (&["--sandbox"], Arity::Value),
+    (&["--sandbox-network"], Arity::Switch),
     // Accepted and ignored (named on stderr): kiwi has no equivalent.
     (&["--include-hook-events"], Arity::Switch),
     (&["--session-mirror"], Arity::Switch),
     (&["--allow-dangerously-skip-permissions"], Arity::Switch),
     (&["--no-session-persistence"], Arity::Switch),
     (&["--ide"], Arity::Switch),
-    (&["--settings"], Arity::Value),
     (&["--setting-sources"], Arity::Value),
     (&["--max-budget-usd"], Arity::Value),
     (&["--task-budget"], Arity::Value),
@@ -352,6 +359,14 @@ impl ClaudeArgs {
             }
             "--debug" => self.debug = true,
             "--log-stderr" => self.log_stderr = true,
+            "--settings" => self.settings = Some(v),
+            "--sandbox" => {
+                self.sandbox = Some(
+                    crate::sandbox::SandboxMode::parse(&v)
+                        .ok_or_else(|| invalid("--sandbox", &v, "read-only, workspace-write, off"))?,
+                )
+            }
+            "--sandbox-network" => self.sandbox_network = true,
             other => self.ignored.push(if v.is_empty() { other.to_string() } else { format!("{other}={v}") }),
         }
         Ok(())
@@ -477,7 +492,11 @@ mod tests {
         assert_eq!(a.thinking, Some(false));
         assert!(a.ignored.is_empty());
         let a = parse(&["--max-budget-usd", "1", "--settings", "s.json", "-p", "q"]).unwrap();
-        assert_eq!(a.ignored, ["--max-budget-usd=1", "--settings=s.json"]);
+        assert_eq!(a.ignored, ["--max-budget-usd=1"]);
+        assert_eq!(a.settings.as_deref(), Some("s.json"));
+        let a = parse(&["--sandbox", "read-only", "--sandbox-network", "-p", "q"]).unwrap();
+        assert_eq!((a.sandbox, a.sandbox_network), (Some(crate::sandbox::SandboxMode::ReadOnly), true));
+        assert!(parse(&["--sandbox", "bogus", "-p", "q"]).is_err());
     }
 
     #[test]

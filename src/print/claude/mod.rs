@@ -13,6 +13,7 @@ pub mod permission;
 pub mod projection;
 pub mod retry;
 pub mod run;
+pub mod sandbox_settings;
 pub mod sdk;
 pub mod sdk_mcp;
 pub mod start;

@@ -139,6 +139,18 @@ impl Policy {
     pub fn decide(&self, request: &ApprovalRequest) -> Decision {
         let tool = request.sender.as_str();
         let mode = self.chosen();
+        // An escalation out of the sandbox is asked, never approved by a mode, rule or grant
+        // (spec sandbox.md §2.6).
+        if crate::tools::shell::is_escalation_action(&request.action) {
+            let asks = self.can_ask
+                && !self.skip_all
+                && !matches!(mode, PermissionMode::BypassPermissions | PermissionMode::DontAsk);
+            return if asks {
+                Decision::Ask
+            } else {
+                Decision::Deny("Running commands outside the sandbox is not allowed in this session.".into())
+            };
+        }
         if self.skip_all || mode == PermissionMode::BypassPermissions {
             return Decision::Approve;
         }

@@ -378,7 +378,11 @@ impl Inner {
                 input: input.clone(),
                 tool_use_id: request.tool_call_id.clone(),
                 permission_suggestions: Vec::new(),
-                description: request.description.clone(),
+                description: if crate::tools::shell::is_escalation_action(&request.action) {
+                    "Run command outside the sandbox".into()
+                } else {
+                    request.description.clone()
+                },
                 agent_id: request.agent_id.clone(),
             },
         });

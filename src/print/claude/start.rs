@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::args::{ClaudeArgs, InputFormat, OutputFormat, UsageError};
+use super::args::{ClaudeArgs, InputFormat, OutputFormat, PermissionMode, UsageError};
 use super::control::HostAsk;
 use super::input::spawn_reader;
 use super::lines::AgentDefinitionIn;
@@ -108,7 +108,7 @@ fn why_ignored(option: &str) -> &'static str {
     match name {
         "--max-budget-usd" | "--task-budget" => "kiwi knows no prices, so it cannot keep a budget in dollars",
         "--fallback-model" => "kiwi retries the same model; choose another one with --model or set_model",
-        "--settings" | "--setting-sources" => "kiwi reads no Claude Code settings files (its config is --config-file)",
+        "--setting-sources" => "kiwi reads no Claude Code settings files (its config is --config-file)",
         "--include-hook-events" => "hook runs are not reported as lines in this dialect",
         "--no-session-persistence" => "kiwi always saves the session",
         _ => "kiwi has no equivalent",
@@ -195,6 +195,7 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         (None, None, false) => SessionChoice::New,
     };
     let mcp = super::mcp::documents(&args.mcp_config, args.strict_mcp_config, share).map_err(StartError::Fatal)?;
+    let sandbox = claude_sandbox(args, &mut config, share, &config_source, &work_dir)?;
     let setup = AgentSetup {
         config: Arc::new(config),
         share_dir: share.to_path_buf(),
@@ -207,8 +208,44 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
         mcp_configs: mcp.documents,
         invocation: Default::default(),
+        sandbox,
     };
     Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }, mcp.sdk))
+}
+
+/// The run's sandbox (spec sandbox.md §2.3, §2.6): kiwi's `--sandbox` wins; else the stricter
+/// of the host's `--settings` `sandbox` and `[sandbox] mode`. The `sandbox` settings' other keys
+/// are mapped onto the config's `[sandbox]`. Probed here, before any output.
+fn claude_sandbox(
+    args: &ClaudeArgs,
+    config: &mut crate::config::Config,
+    share: &Path,
+    config_source: &str,
+    work_dir: &Path,
+) -> Result<crate::agent_env::SandboxRun, StartError> {
+    let mut mode = args.sandbox;
+    if let Some(value) = &args.settings {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| work_dir.to_path_buf());
+        let settings = super::sandbox_settings::read(value, &cwd)
+            .map_err(|detail| StartError::Fatal(format!("Cannot read --settings: {detail}")))?;
+        let host = super::sandbox_settings::apply(&settings, &mut config.sandbox, work_dir);
+        crate::startup::warn_at_start_up(&host.warnings);
+        if mode.is_none()
+            && let Some(asked) = host.mode
+        {
+            mode = Some(asked.stricter(config.sandbox.mode));
+        }
+    }
+    let files: Vec<PathBuf> = args.mcp_config.iter().map(PathBuf::from).filter(|p| p.is_file()).collect();
+    crate::startup::start_sandbox(
+        config.sandbox.clone(),
+        (mode, args.sandbox_network),
+        share,
+        config_source,
+        &files,
+        work_dir,
+        &args.add_dirs,
+    )
 }
 
 /// A failure once output may have begun: an error `result` for JSON output, a stderr line always.
@@ -318,6 +355,10 @@ async fn run(
     let streaming = args.output_format == OutputFormat::StreamJson;
     let can_ask =
         args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == InputFormat::StreamJson;
+    // Nobody approves an escalation out of the sandbox in these modes (spec sandbox.md §2.6).
+    let bypass = args.dangerously_skip_permissions
+        || matches!(args.permission_mode, PermissionMode::BypassPermissions | PermissionMode::DontAsk);
+    agent.env.sandbox.set_nobody_to_ask(bypass || !can_ask);
     let policy = Arc::new(
         Policy::new(
             args.permission_mode,

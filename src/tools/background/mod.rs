@@ -105,6 +105,8 @@ struct Entry {
     done: watch::Sender<bool>,
     /// Asks the work to stop (with the reason); taken by the first stop.
     stop: Mutex<Option<oneshot::Sender<String>>>,
+    /// A sandboxed command's denial note (spec sandbox.md §7).
+    denial_note: Option<String>,
 }
 
 /// The session's background tasks.
@@ -118,7 +120,17 @@ pub struct BackgroundTasks {
 /// What a task's work is.
 pub enum Work {
     /// Run by `shell_task` (its process group in its own session).
-    Shell { command: String, shell: PathBuf, work_dir: PathBuf, scrub: Vec<std::ffi::OsString>, timeout_s: u64 },
+    Shell {
+        command: String,
+        shell: PathBuf,
+        work_dir: PathBuf,
+        scrub: Vec<std::ffi::OsString>,
+        timeout_s: u64,
+        /// The sandbox of the command (spec sandbox.md §4: confined for its whole life).
+        policy: Option<crate::sandbox::CommandPolicy>,
+        /// Added to the end notification when the sandbox may have blocked it (§7).
+        denial_note: Option<String>,
+    },
     /// A `bash` task run outside kiwi's processes (the ACP client's terminal): `run` owns the
     /// command from its start to its end, keeps the output file current, ends the command when
     /// stopped or at its own time limit, and says how it ended.
@@ -191,6 +203,7 @@ impl BackgroundTasks {
                 info: Mutex::new(info),
                 done: watch::channel(true).0,
                 stop: Mutex::new(None),
+                denial_note: None,
             }));
         }
         Arc::new(Self { settings, store, tasks: Mutex::new(tasks), notices: Mutex::new(notices) })
@@ -258,17 +271,23 @@ impl BackgroundTasks {
         self.store.write_spec(&info);
         self.store.write_runtime(&info);
         let (stop_tx, stop_rx) = oneshot::channel();
+        let denial_note = match &work {
+            Work::Shell { denial_note, .. } => denial_note.clone(),
+            _ => None,
+        };
         let entry = Arc::new(Entry {
             info: Mutex::new(info.clone()),
             done: watch::channel(false).0,
             stop: Mutex::new(Some(stop_tx)),
+            denial_note,
         });
         self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(entry.clone());
         let manager = self.clone();
         let keep_alive = self.settings.keep_alive_on_exit;
         let started = match work {
-            Work::Shell { command, shell, work_dir, scrub, timeout_s } => {
-                let run = shell_task::Run { command, shell, work_dir, scrub, timeout_s, output_path, keep_alive };
+            Work::Shell { command, shell, work_dir, scrub, timeout_s, policy, .. } => {
+                let run =
+                    shell_task::Run { command, shell, work_dir, scrub, timeout_s, output_path, keep_alive, policy };
                 shell_task::spawn(run, stop_rx, move |end| manager.finish(&entry, end))
             }
             Work::External { run, .. } => {
@@ -338,7 +357,12 @@ impl BackgroundTasks {
             info.clone()
         };
         self.store.write_runtime(&info);
-        let notice = notify::notice(&info, notify::output_tail(&info.output_path));
+        let tail = notify::output_tail(&info.output_path);
+        let denied = entry
+            .denial_note
+            .as_deref()
+            .filter(|_| info.status == TaskStatus::Failed && crate::sandbox::looks_denied(info.exit_code, None, &tail));
+        let notice = notify::notice_with_note(&info, tail, denied);
         self.store.write_notice(&notice);
         self.notices.lock().unwrap_or_else(|p| p.into_inner()).push_back(notice);
         entry.done.send_replace(true);

@@ -47,6 +47,11 @@ fn reason_word(info: &TaskInfo) -> &'static str {
 }
 
 pub fn notice(info: &TaskInfo, output_tail: String) -> PendingNotice {
+    notice_with_note(info, output_tail, None)
+}
+
+/// [`notice`] with a sandbox denial note (spec sandbox.md §7) after the failure reason.
+pub fn notice_with_note(info: &TaskInfo, output_tail: String, denial_note: Option<&str>) -> PendingNotice {
     let word = reason_word(info);
     let (title_word, severity) = match word {
         "completed" => ("completed", "success"),
@@ -76,6 +81,9 @@ pub fn notice(info: &TaskInfo, output_tail: String) -> PendingNotice {
     let failure = (info.status != TaskStatus::Completed).then(|| info.reason.clone()).flatten();
     if let Some(reason) = &failure {
         body.push(format!("Failure reason: {reason}"));
+    }
+    if let Some(note) = denial_note {
+        body.push(note.trim_start().to_string());
     }
     let body = body.join("\n");
     let payload = json!({

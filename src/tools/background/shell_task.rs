@@ -23,6 +23,8 @@ pub struct Run {
     pub timeout_s: u64,
     pub output_path: PathBuf,
     pub keep_alive: bool,
+    /// The sandbox the command runs in, for its whole life.
+    pub policy: Option<crate::sandbox::CommandPolicy>,
 }
 
 /// Spawns the command now and its waiter on the runtime; `done` gets its end once.
@@ -39,7 +41,13 @@ pub fn spawn(
     for name in &run.scrub {
         cmd.env_remove(name);
     }
-    let mut guard = CallGuard::spawn(&mut cmd).map_err(|e| e.to_string())?;
+    let mut guard = CallGuard::spawn_confined(&mut cmd, run.policy.as_ref()).map_err(|e| {
+        // Recognised by the Shell tool, which reports it as a sandbox failure.
+        match crate::sandbox::setup_failure(&e) {
+            Some(reason) => format!("sandbox set-up: {reason}"),
+            None => e.to_string(),
+        }
+    })?;
     let pid = guard.pid();
     if run.keep_alive {
         keep_alive_on_exit(pid);

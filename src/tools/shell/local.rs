@@ -137,7 +137,7 @@ impl CommandRunner for LocalRunner {
         Box::pin(async move {
             let scrub = secret_env_names(&ctx.env.config);
             let (output, code) =
-                self.run_command(command, &ctx.env.work_dir, &scrub, timeout).await.map_err(|e| e.to_string())?;
+                self.run_command(command, &ctx.env.work_dir, &scrub, timeout, None).await.map_err(|e| e.to_string())?;
             // A signal `n` arrives as the code `-n` (see `run_command`), as the built-in always reported it.
             Ok(Ran { output, exit: code.map_or(Exit::TimedOut, Exit::Code), note: None })
         })
@@ -156,9 +156,61 @@ impl CommandRunner for LocalRunner {
                 work_dir: ctx.env.work_dir.clone(),
                 scrub: secret_env_names(&ctx.env.config),
                 timeout_s,
+                policy: None,
+                denial_note: None,
             })
         })
     }
+}
+
+impl LocalRunner {
+    /// Runs `command` confined by `policy`; `Err` is the reason the sandbox could not be set up
+    /// (`Ok(Err(..))`), or another failure to run it.
+    pub async fn run_confined(
+        &self,
+        command: &str,
+        timeout: Duration,
+        ctx: &ToolCallContext,
+        policy: &crate::sandbox::CommandPolicy,
+    ) -> Result<Ran, ConfinedError> {
+        let scrub = secret_env_names(&ctx.env.config);
+        match self.run_command(command, &ctx.env.work_dir, &scrub, timeout, Some(policy)).await {
+            Ok((output, code)) => Ok(Ran { output, exit: code.map_or(Exit::TimedOut, Exit::Code), note: None }),
+            Err(e) => Err(match crate::sandbox::setup_failure(&e) {
+                Some(reason) => ConfinedError::Setup(reason),
+                None => ConfinedError::Other(e.to_string()),
+            }),
+        }
+    }
+
+    /// The background work of `command` confined by `policy`; `denial_note` is added to its end
+    /// notification when it looks denied.
+    pub fn background_confined(
+        &self,
+        command: &str,
+        timeout_s: u64,
+        ctx: &ToolCallContext,
+        policy: &crate::sandbox::CommandPolicy,
+        denial_note: Option<String>,
+    ) -> Work {
+        Work::Shell {
+            command: command.to_string(),
+            shell: self.shell_path.clone(),
+            work_dir: ctx.env.work_dir.clone(),
+            scrub: secret_env_names(&ctx.env.config),
+            timeout_s,
+            policy: Some(policy.clone()),
+            denial_note,
+        }
+    }
+}
+
+/// Why a confined command did not run.
+#[derive(Debug)]
+pub enum ConfinedError {
+    /// The sandbox could not be set up (the reason).
+    Setup(String),
+    Other(String),
 }
 
 impl LocalRunner {
@@ -169,6 +221,7 @@ impl LocalRunner {
         work_dir: &Path,
         scrub: &[OsString],
         timeout: Duration,
+        policy: Option<&crate::sandbox::CommandPolicy>,
     ) -> std::io::Result<(OutputBuilder, Option<i32>)> {
         let mut cmd = tokio::process::Command::new(&self.shell_path);
         cmd.arg("-c")
@@ -182,7 +235,7 @@ impl LocalRunner {
             cmd.env_remove(name);
         }
         // Owns the call from the spawn on, so a dropped future always kills its whole tree.
-        let mut guard = CallGuard::spawn(&mut cmd)?;
+        let mut guard = CallGuard::spawn_confined(&mut cmd, policy)?;
         let builder = Mutex::new(OutputBuilder::new());
         let Some(child) = guard.child() else {
             return Err(std::io::Error::other("the command's process is gone"));

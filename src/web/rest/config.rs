@@ -49,7 +49,13 @@ fn internal_error() -> Response {
 async fn read(State(state): State<AppState>) -> Result<Response, ApiError> {
     let (path, model) = (state.config_path(), state.model_choice());
     match blocking(move || load_view(&path, model)).await? {
-        Ok(v) => Ok(axum::Json(v).into_response()),
+        Ok(v) => {
+            let mut v = serde_json::to_value(v).map_err(|e| ApiError::internal(e.to_string()))?;
+            if let Some(map) = v.as_object_mut() {
+                map.insert("sandbox".into(), state.sandbox_view());
+            }
+            Ok(axum::Json(v).into_response())
+        }
         Err(e) => {
             tracing::warn!("GET /api/config/: {e}");
             Ok(internal_error())
