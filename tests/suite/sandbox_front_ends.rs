@@ -618,3 +618,38 @@ fn a_sandbox_that_cannot_be_set_up_stops_the_start_up() {
     let out = run(&[]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"protocol_version\":\"1.10\""));
 }
+
+/// ACP's escalation (spec sandbox.md §2.5): `session/request_permission` titled `Run command
+/// outside the sandbox`, kind `execute`, only a once-approve and a once-reject; approved, the one
+/// command runs unconfined; rejected, it does not run.
+#[test]
+fn acp_asks_for_an_escalation_with_once_only_options() {
+    for (option, written) in [("approve", true), ("reject", false)] {
+        let env = Env::new();
+        let (target, command) = escape(&env);
+        let esc = escalated("e", &command, "needs it");
+        let config = config(&env, &[&esc, "text: done"], json!({}));
+        let (mut k, id, _) = acp_session(&env, &config, &["--sandbox", "workspace-write"]);
+        k.send(json!({"jsonrpc": "2.0", "id": "p", "method": "session/prompt",
+            "params": {"sessionId": id, "prompt": [{"type": "text", "text": "go"}]}}));
+        let request = loop {
+            let m = k.next();
+            if m["method"] == "session/request_permission" {
+                break m;
+            }
+        };
+        let params = &request["params"];
+        assert_eq!(params["toolCall"]["title"], "Run command outside the sandbox", "{request}");
+        assert_eq!(params["toolCall"]["kind"], "execute", "{request}");
+        let kinds: Vec<&str> =
+            params["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["allow_once", "reject_once"], "{request}");
+        let chosen =
+            params["options"].as_array().unwrap().iter().find(|o| o["optionId"] == option).expect("the option");
+        k.send(json!({"jsonrpc": "2.0", "id": request["id"],
+            "result": {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}}));
+        let (_, r) = k.until_response(&json!("p"));
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+        assert_eq!(target.exists(), written, "{option}");
+    }
+}
