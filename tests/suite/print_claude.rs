@@ -742,3 +742,47 @@ fn updated_permissions_approve_the_action_for_the_rest_of_the_run() {
     assert_eq!(result["result"], "done");
     assert_eq!(result["permission_denials"], json!([]));
 }
+
+/// The sandbox's escalation in the Claude dialect (spec sandbox.md §2.6): the host is asked with
+/// `can_use_tool` (tool `Shell`, description `Run command outside the sandbox`, the call's own
+/// input); allowed, the one command runs unconfined; denied, nothing runs; under
+/// `bypassPermissions` nobody is asked and it is refused.
+#[test]
+fn the_host_decides_an_escalation_out_of_the_sandbox() {
+    // Outside every writable root: the test's folders live under /tmp, which is one.
+    let target = std::path::PathBuf::from(format!("/var/tmp/kiwi-escalation-{}", std::process::id()));
+    let _ = std::fs::remove_file(&target);
+    let command = format!("echo escaped > {}", target.display());
+    let escalated = format!(
+        "tool_call: {}",
+        json!({"id": "e1", "name": "Shell", "arguments": json!({"command": command,
+            "sandbox_permissions": "require_escalated", "justification": "needs it"}).to_string()})
+    );
+    for allow in [true, false] {
+        let d = Dirs::new();
+        let config = d.scripted(&[&escalated, "text: done"]);
+        let mut k = Kiwi::spawn(
+            d.command(&config, &args(SDK, &["--permission-prompt-tool", "stdio", "--sandbox", "workspace-write"])),
+        );
+        k.send_raw(&user("go"));
+        let (asked, result) = host_until_result(&mut k, |_| allow);
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert_eq!(asked[0]["tool_name"], "Shell");
+        assert_eq!(asked[0]["description"], "Run command outside the sandbox");
+        assert_eq!(asked[0]["input"]["sandbox_permissions"], "require_escalated");
+        assert_eq!(result["result"], "done");
+        assert_eq!(target.exists(), allow, "allowed: {allow}");
+        let _ = std::fs::remove_file(&target);
+    }
+    // bypassPermissions: refused without a question.
+    let d = Dirs::new();
+    let config = d.scripted(&[&escalated, "text: done"]);
+    let r = run(
+        d.command(&config, &args(STREAM, &["--dangerously-skip-permissions", "--sandbox", "workspace-write", "go"])),
+        "",
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stdout.contains("control_request"), "{}", r.stdout);
+    assert!(r.stdout.contains("Running commands outside the sandbox is not allowed in this session."), "{}", r.stdout);
+    assert!(!target.exists());
+}
