@@ -33,6 +33,14 @@ pub struct Limits {
     pub max_connections: usize,
 }
 
+/// A connection's place under the cap, shared by its requests: a request that upgrades to a
+/// WebSocket keeps it (hyper lets go of the connection at the upgrade), so open sockets count
+/// against the cap as long as they live.
+#[derive(Clone)]
+pub struct Slot {
+    _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+}
+
 /// A request head must be complete within this time.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most connections served at once (fewer when the descriptor limit is low).
@@ -98,15 +106,18 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: Can
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
         let app = app.clone();
+        let slot = Slot { _permit: Arc::new(permit) };
+        let held = slot.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
+            request.extensions_mut().insert(slot.clone());
             let mut app = app.clone();
             async move { app.call(request.map(axum::body::Body::new)).await }
         });
         let connection = builder.serve_connection(TokioIo::new(tcp), service).with_upgrades();
         let stop = stop.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let _slot = held;
             let mut connection = std::pin::pin!(connection);
             tokio::select! {
                 result = connection.as_mut() => {

@@ -74,6 +74,7 @@ pub async fn upgrade(
     Query(query): Query<HashMap<String, String>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
+    slot: Option<axum::Extension<super::listen::Slot>>,
     ws: WebSocketUpgrade,
 ) -> Response {
     if let Some(why) = refusal(&state, peer, &headers, query.get("token").map(String::as_str)) {
@@ -91,7 +92,15 @@ pub async fn upgrade(
         .max_frame_size(MAX_CLIENT_FRAME)
         .read_buffer_size(READ_BUFFER)
         .write_buffer_size(WRITE_BUFFER)
-        .on_upgrade(move |socket| serve(state, id, socket).instrument(span))
+        .on_upgrade(move |socket| {
+            // The connection's place under the cap stays taken while the socket lives.
+            let slot = slot;
+            async move {
+                serve(state, id, socket).await;
+                drop(slot);
+            }
+            .instrument(span)
+        })
 }
 
 /// Why a handshake is refused: a client outside the LAN (LAN-only), an Origin the CORS rule

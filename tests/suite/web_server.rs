@@ -284,6 +284,43 @@ fn unfinished_requests_are_dropped_and_the_server_stays_reachable() {
     );
 }
 
+/// Issue 30 item 5: open WebSockets count against the connection cap (hyper lets go of an
+/// upgraded connection; its place stays taken while the socket lives), so a flood of sockets
+/// cannot exhaust the descriptors either; closing them gives the places back.
+#[test]
+fn open_websockets_count_against_the_connection_cap() {
+    use std::os::unix::process::CommandExt as _;
+    let home = scripted_home();
+    let id = home.new_session();
+    let mut cmd = home.command(&["-p", &free_port().to_string(), "--dangerously-omit-auth"]);
+    // 64 descriptors: a cap of 16 connections.
+    // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 64, rlim_max: 64 };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            Ok(())
+        });
+    }
+    let server = super::web_kit::Server::start(cmd);
+    assert_ne!(server.port, 0, "{:?}", server.banner);
+    let sockets: Vec<_> = (0..16).map(|_| server.ws(&id, "", &[]).expect("a socket under the cap")).collect();
+    let refused = std::net::TcpStream::connect(("127.0.0.1", server.port)).ok().is_none_or(|mut c| {
+        use std::io::{Read as _, Write as _};
+        let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        c.set_read_timeout(Some(super::web_kit::WAIT)).unwrap();
+        let mut answer = Vec::new();
+        let _ = c.read_to_end(&mut answer);
+        !String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200")
+    });
+    assert!(refused, "a 17th connection was served while 16 sockets were open");
+    drop(sockets);
+    assert!(
+        super::web_kit::wait_until(super::web_kit::WAIT, || server.http("GET", "/healthz", &[], None).status == 200),
+        "the places were not given back"
+    );
+}
+
 /// The repository's demo config (its scripts file named relative to it).
 fn demo_config() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join("demo.toml")
