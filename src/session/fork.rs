@@ -118,9 +118,22 @@ pub fn fork(share: &Path, work_dir: &Path, source: &Path, turn: Option<u64>) -> 
     Ok(Forked { id, dir, title })
 }
 
+/// The file in a fork's folder that says how many of its turns it was forked with (`{"turns":
+/// n}`): those turns' file changes were made in the source session, whose before-images the fork
+/// does not have, so undo says so (`docs/sessions.md` §9).
+pub const FORKED_FILE: &str = "forked.json";
+
+/// How many turns the session in `dir` was forked with; 0 for a session that is not a fork.
+pub fn forked_turns(dir: &Path) -> u64 {
+    let Ok(text) = std::fs::read(dir.join(FORKED_FILE)) else { return 0 };
+    serde_json::from_slice::<serde_json::Value>(&text).ok().and_then(|v| v["turns"].as_u64()).unwrap_or(0)
+}
+
 /// Writes the fork's files into `dir`.
 fn fill(source: &Path, dir: &Path, turn: Option<u64>, title: &str) -> Result<(), ForkError> {
     let cut = copy_wire(source, dir, turn)?;
+    let turns = turn_count(&dir.join("wire.jsonl"));
+    std::fs::write(dir.join(FORKED_FILE), serde_json::json!({"turns": turns}).to_string()).map_err(io)?;
     copy_context(source, dir, turn, &cut)?;
     copy_videos(source, dir, &cut.uploads)?;
     let wire_mtime = std::fs::metadata(dir.join("wire.jsonl"))

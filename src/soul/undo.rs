@@ -40,6 +40,10 @@ pub struct UndoReport {
     /// The session state (plan mode, approvals, todos, added dirs) is back as the turn began;
     /// false when the undone turns had not changed it.
     pub state_restored: bool,
+    /// In a fork: the number of turns it was forked with, when the undo reaches into them (their
+    /// file changes were made before the fork, in the source session, and are not restored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_turns: Option<u64>,
 }
 
 /// Said with every undo: only kiwi's own edits are taken back.
@@ -69,6 +73,13 @@ impl UndoReport {
         }
         if self.state_restored {
             text.push_str(" The session state (plan mode, approvals, todos, added directories) is back as it was.");
+        }
+        if let Some(forked) = self.forked_turns {
+            text.push_str(&format!(
+                " Turns 0 to {} were made before the fork, in the session this one was forked from: the files \
+                 they changed are not restored here.",
+                forked.saturating_sub(1)
+            ));
         }
         text.push(' ');
         text.push_str(SHELL_NOTE);
@@ -147,7 +158,13 @@ impl Soul {
             .map_err(io)?
         };
         let (cut, plan) = checked?;
-        let mut report = UndoReport { turn_index: cut.index, turns_undone: cut.turns, ..Default::default() };
+        let forked = crate::session::fork::forked_turns(&dir);
+        let mut report = UndoReport {
+            turn_index: cut.index,
+            turns_undone: cut.turns,
+            forked_turns: (cut.index < forked).then_some(forked),
+            ..Default::default()
+        };
         let client = self.agent.client.files().filter(|c| c.can_read() && c.can_write());
         // The intent first: a kill from here on is finished at the next start.
         if let Some(journal) = &self.agent.journal {
@@ -290,6 +307,7 @@ mod tests {
             deleted: vec!["/w/new.txt".into()],
             not_restored: vec![NotRestored { path: "/w/b.txt".into(), reason: "it was changed".into() }],
             state_restored: true,
+            forked_turns: None,
         };
         let text = report.message();
         assert!(text.starts_with("Undid 2 turns (from turn 3): the conversation is back to before it."), "{text}");
@@ -303,5 +321,7 @@ mod tests {
         assert!(text.contains("No file had been changed by kiwi's edit tools."), "{text}");
         assert!(!text.contains("The session state"), "{text}");
         assert!(report.message().contains("The session state (plan mode"), "{}", report.message());
+        let into_fork = UndoReport { turn_index: 1, turns_undone: 2, forked_turns: Some(3), ..Default::default() };
+        assert!(into_fork.message().contains(" Turns 0 to 2 were made before the fork"), "{}", into_fork.message());
     }
 }

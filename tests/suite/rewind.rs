@@ -417,3 +417,39 @@ fn a_tampered_manifest_cannot_reach_outside_the_work_dir() {
     assert!(text.contains("outside.txt (it is outside the session's folders; left as it is)"), "{text}");
     assert!(!work.join("a.txt").exists(), "{text}");
 }
+
+/// Issue 30: undoing, in a fork, turns it was forked with says they were made before the fork
+/// (their file changes are the source session's, and are not restored here); the fork's own
+/// turns undo as usual.
+#[test]
+fn undo_in_a_fork_says_which_turns_came_before_the_fork() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&[
+        &call("w1", "WriteFile", json!({"path": "a.txt", "content": "source\n"})),
+        "text: wrote a",
+        "text: two",
+        "text: in the fork",
+    ]);
+    let mut k = env.spawn(&config, &["--yolo", "--session", "fork-src"]);
+    k.initialize();
+    k.prompt("p1", json!("one"));
+    k.prompt("p2", json!("two"));
+    let (_, r) = k.call("f", "fork", json!({}));
+    let fork = r["result"]["session_id"].as_str().expect("forked").to_string();
+    k.close_stdin();
+    let _ = k.wait_exit(crate::common::TIMEOUT);
+    let mut f = env.spawn(&config, &["--yolo", "--session", &fork]);
+    f.initialize();
+    f.prompt("p3", json!("three"));
+    // The fork's own turn: no word of the fork.
+    let (_, r) = f.call("u1", "undo", json!({}));
+    let message = r["result"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.starts_with("Undid 1 turn (from turn 2)"), "{r}");
+    assert!(!message.contains("before the fork"), "{message}");
+    // Into the turns it was forked with: said, and the source's file is left as it is.
+    let (_, r) = f.call("u2", "undo", json!({"turn_index": 0}));
+    let message = r["result"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("Turns 0 to 1 were made before the fork"), "{r}");
+    assert_eq!(std::fs::read_to_string(work.join("a.txt")).unwrap(), "source\n");
+}
