@@ -54,7 +54,7 @@ pub fn run(command: &Command, cli: &Cli) -> ExitCode {
             crate::wire::schema::print();
             ExitCode::SUCCESS
         }
-        // `crate::app` serves `kiwi … acp` itself (it is `--acp`); a caller that did not is told so.
+        // The process layer serves `kiwi … acp` itself (it is `--acp`); a caller that did not is told so.
         Command::Acp => usage_error("kiwi acp is a server, not a command: run it as `kiwi acp` or `kiwi --acp`"),
         Command::Sandbox(args) => sandbox::run(args, cli, &share),
         Command::Mcp(command) => {

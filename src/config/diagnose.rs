@@ -69,7 +69,7 @@ fn closest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
 
 /// Edit distance counting a swap of two neighbouring characters as one edit (optimal string
 /// alignment), so the commonest typos (`defualt`, `wbe`) are one edit away. Also used by the
-/// command line's "did you mean" (`crate::cli`).
+/// command line's "did you mean" (the CLI layer).
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
