@@ -44,6 +44,16 @@ pub struct Env {
     pub dir: tempfile::TempDir,
 }
 
+/// The text of a `config.toml` whose default model is the scripted echo provider playing the
+/// scripts file at `scripts_path` (for tests that lay out a share dir of their own).
+pub fn scripted_config_toml(scripts_path: &std::path::Path) -> String {
+    format!(
+        "default_model = \"s\"\n[models.s]\nprovider = \"p\"\nmodel = \"scripted_echo\"\nmax_context_size = 100000\n\
+         [providers.p]\ntype = \"_scripted_echo\"\nbase_url = \"\"\napi_key = \"\"\nenv = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = {:?} }}\n",
+        scripts_path.to_str().unwrap()
+    )
+}
+
 impl Env {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();

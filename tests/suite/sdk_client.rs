@@ -41,11 +41,7 @@ fn published_sdk_drives_kiwi() {
     ]);
     let scripts_path = dir.path().join("scripts.json");
     std::fs::write(&scripts_path, scripts.to_string()).unwrap();
-    let config = format!(
-        "default_model = \"s\"\n[models.s]\nprovider = \"p\"\nmodel = \"scripted_echo\"\nmax_context_size = 100000\n\
-         [providers.p]\ntype = \"_scripted_echo\"\nbase_url = \"\"\napi_key = \"\"\nenv = {{ KIMI_SCRIPTED_ECHO_SCRIPTS = {:?} }}\n",
-        scripts_path.to_str().unwrap()
-    );
+    let config = crate::common::scripted_config_toml(&scripts_path);
     std::fs::write(share.join("config.toml"), &config).unwrap();
     // The hook client is another kiwi process, whose scripts start from the first again.
     let hook_share = dir.path().join("share-hooks");
