@@ -18,6 +18,8 @@ mod mcp_wire;
 mod oauth;
 mod print_claude;
 mod print_claude_sdk;
+mod print_codex;
+mod print_codex_sdk;
 mod print_kimi;
 mod print_sdk;
 mod process_tree;
