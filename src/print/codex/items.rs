@@ -28,13 +28,16 @@ use crate::protocol::{
 /// offers a tool (kiwi offers MCP tools under their plain names).
 pub struct Lookup {
     pub work_dir: PathBuf,
-    pub mcp_server: Box<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub mcp_server: McpServerOf,
 }
+
+/// The MCP server offering a tool, by the tool's name.
+pub type McpServerOf = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// A started tool item waiting for its result.
 enum Pending {
     /// `item.started` is out.
-    Started(Item),
+    Started(Box<Item>),
     /// A file edit: shown only once it is applied (the kind was decided before it ran).
     Edit(Vec<FileChange>),
     /// `SetTodoList`: its item is the turn's one todo list.
@@ -145,7 +148,7 @@ impl TurnItems {
             let pending = match call.function.name.as_str() {
                 "Shell" => {
                     let command = str_arg(&arguments, "command");
-                    Pending::Started(Item {
+                    Pending::Started(Box::new(Item {
                         id: self.id(),
                         details: Details::CommandExecution {
                             command,
@@ -153,7 +156,7 @@ impl TurnItems {
                             exit_code: None,
                             status: Status::InProgress,
                         },
-                    })
+                    }))
                 }
                 "WriteFile" | "StrReplaceFile" => {
                     let path = absolute(&lookup.work_dir, &str_arg(&arguments, "path"));
@@ -164,10 +167,10 @@ impl TurnItems {
                 "SearchWeb" => {
                     let query = str_arg(&arguments, "query");
                     let action = SearchAction { kind: "search", query: query.clone() };
-                    Pending::Started(Item { id: self.id(), details: Details::WebSearch { query, action } })
+                    Pending::Started(Box::new(Item { id: self.id(), details: Details::WebSearch { query, action } }))
                 }
                 name => match (lookup.mcp_server)(name) {
-                    Some(server) => Pending::Started(Item {
+                    Some(server) => Pending::Started(Box::new(Item {
                         id: self.id(),
                         details: Details::McpToolCall {
                             server,
@@ -177,12 +180,12 @@ impl TurnItems {
                             error: None,
                             status: Status::InProgress,
                         },
-                    }),
+                    })),
                     None => continue,
                 },
             };
             if let Pending::Started(item) = &pending {
-                lines.push(ThreadEvent::ItemStarted { item: item.clone() });
+                lines.push(ThreadEvent::ItemStarted { item: (**item).clone() });
             }
             self.pending.insert(call.id.clone(), pending);
         }
@@ -194,7 +197,7 @@ impl TurnItems {
             None => Vec::new(),
             Some(Pending::Started(mut item)) => {
                 complete(&mut item.details, value);
-                vec![ThreadEvent::ItemCompleted { item }]
+                vec![ThreadEvent::ItemCompleted { item: *item }]
             }
             Some(Pending::Edit(changes)) if !value.is_error => {
                 let id = self.id();
@@ -487,6 +490,28 @@ mod tests {
         );
         assert_eq!(lines[0], json!({"type": "error", "message": "Reconnecting... 1/2 (APIStatusError: HTTP 503)"}));
         assert_eq!(lines[1]["item"]["text"], "whole");
+    }
+
+    #[test]
+    fn searches_and_unknown_tools() {
+        let lookup = lookup(Path::new("/"));
+        let mut items = TurnItems::default();
+        let lines = run(
+            &mut items,
+            &[
+                call("q1", "SearchWeb", json!({"query": "kiwi fruit"})),
+                call("g1", "Glob", json!({"pattern": "*"})),
+                step_end(1, 1),
+                result("q1", ToolReturnValue::ok("results", "")),
+                result("g1", ToolReturnValue::ok("a", "")),
+            ],
+            &lookup,
+        );
+        let search = json!({"id": "item_0", "type": "web_search", "query": "kiwi fruit", "action": {"type": "search", "query": "kiwi fruit"}});
+        assert_eq!(
+            lines,
+            vec![json!({"type": "item.started", "item": search}), json!({"type": "item.completed", "item": search})]
+        );
     }
 
     #[test]
