@@ -174,9 +174,8 @@ async function main() {
   // An MCP tool from the SDK's `mcp_servers` config.
   {
     scripts(`${call("m1", "echo", { text: "hi" })}`, `${call("m2", "fail", {})}`, "text: asked");
-    const turn = await codex({ mcp_servers: { tst: { command: mcpServer, args: [] } } })
-      .startThread(threadOptions)
-      .run("use the tool");
+    const withServer = codex({ mcp_servers: { tst: { command: mcpServer, args: [] } } });
+    const turn = await withServer.startThread({ ...threadOptions, sandboxMode: "workspace-write" }).run("use the tool");
     const [echo, fail] = byType(turn.items, "mcp_tool_call");
     check(
       "an MCP tool",
@@ -188,6 +187,14 @@ async function main() {
       echo,
     );
     check("an MCP tool's error result", fail?.status === "failed" && fail.result.content[0].text === "it went wrong", fail);
+    scripts(`${call("m3", "echo", { text: "hi" })}`, "text: not allowed");
+    const readOnly = await withServer.startThread(threadOptions).run("use the tool");
+    const refusedCall = byType(readOnly.items, "mcp_tool_call")[0];
+    check(
+      "read-only refuses an MCP tool without readOnlyHint",
+      refusedCall?.status === "failed" && refusedCall.error?.message === "MCP tool call requires approval, but approval policy is never",
+      refusedCall,
+    );
   }
 
   // Multi-turn on one Thread, then resume in a new Codex instance: one thread, a running total.

@@ -245,7 +245,16 @@ fn mcp_tools_from_config_keys_are_mcp_tool_call_items() {
             &call("m3", "boom", json!({})),
             "text: done",
         ],
-        &["--config", &key, "--config", "mcp_servers.tst.args=[]", "--config", "mcp_servers.tst.startup_timeout_sec=5"],
+        &[
+            "--sandbox",
+            "workspace-write",
+            "--config",
+            &key,
+            "--config",
+            "mcp_servers.tst.args=[]",
+            "--config",
+            "mcp_servers.tst.startup_timeout_sec=5",
+        ],
     );
     assert_eq!(exec.code, Some(0), "{}", exec.stderr);
     assert!(exec.stderr.contains("kiwi: ignoring --config mcp_servers.tst.startup_timeout_sec"), "{}", exec.stderr);

@@ -11,22 +11,20 @@ use std::sync::Mutex;
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
+use super::approvals::Rule;
 use super::events::{ErrorText, ThreadEvent, Usage};
 use super::items::{Lookup, TurnItems};
 use crate::print::common::{TurnReport, report_turn};
 use crate::print::kimi::projection::failure;
-use crate::protocol::{ApprovalDecision, Event, Request, ToolReturnValue};
+use crate::protocol::{Event, Request, ToolReturnValue};
 use crate::rpc::Outbound;
 use crate::rpc::writer::encode;
 use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
 
-/// Approvals never reach a person here: the sandbox decides what runs.
-pub const NO_APPROVALS: &str = "approval policy is never: kiwi's codex exec dialect asks nobody; \
-the sandbox decides what may run";
-
 pub struct CodexProjection {
     out: Outbound,
     lookup: Lookup,
+    rule: Rule,
     items: Mutex<TurnItems>,
 }
 
@@ -35,8 +33,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl CodexProjection {
-    pub fn new(out: Outbound, lookup: Lookup, usage: Usage) -> Self {
-        Self { out, lookup, items: Mutex::new(TurnItems::new(usage)) }
+    pub fn new(out: Outbound, lookup: Lookup, rule: Rule, usage: Usage) -> Self {
+        Self { out, lookup, rule, items: Mutex::new(TurnItems::new(usage)) }
     }
 
     /// The text of the turn's latest `agent_message`.
@@ -86,11 +84,8 @@ impl Projection for CodexProjection {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             let answer_now = match request {
-                // The run is yolo, so an approval only comes when something insists on asking
-                // (an escalation out of the sandbox): refused, as codex's `never` refuses it.
-                Request::ApprovalRequest(_) => {
-                    ClientAnswer::Approval { decision: ApprovalDecision::Reject, feedback: NO_APPROVALS.into() }
-                }
+                // Decided at once by codex's rule, never asked.
+                Request::ApprovalRequest(ask) => self.rule.answer(&ask),
                 Request::ToolCallRequest(call) => ClientAnswer::ToolResult(ToolReturnValue::error(
                     format!("The tool `{}` belongs to a client, and codex exec has none.", call.name),
                     "No client",

@@ -5,8 +5,8 @@
 //! Invariants: every start-up failure is one stderr line and nothing on stdout (exit 2 for
 //! usage, 1 otherwise); `thread.started` is the first line once the session exists; a signal
 //! cancels the running turn, which is recorded in the session, and ends the process without
-//! another line; approvals are never asked (the run is yolo; the sandbox decides), questions
-//! and plan mode are not offered.
+//! another line; approvals are never asked (`super::approvals` answers each at once; the
+//! sandbox decides), questions and plan mode are not offered.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use super::approvals::Rule;
 use super::args::{ArgError, CodexArgs, Resume};
 use super::config_keys::CodexConfig;
 use super::events::ThreadEvent;
@@ -263,6 +264,14 @@ fn serve(run: Run, args: &CodexArgs) -> ExitCode {
             *set = crate::tools::Toolset::new(kept);
         });
         agent.env.sandbox.set_nobody_to_ask(true);
+        // Every approval reaches the projection's rule (the run's yolo would approve MCP calls
+        // a read-only run must refuse).
+        agent.approvals.let_front_end_decide();
+        let tools = agent.clone();
+        let rule = Rule {
+            read_only: agent.env.sandbox.current().mode() == SandboxMode::ReadOnly,
+            read_only_hint: Box::new(move |name| tools.toolset().get(name).is_some_and(|t| t.read_only_hint())),
+        };
         let prior = usage::recorded(&built.session.wire_path());
         let thread_id = built.session.id.clone();
         let mcp = agent.mcp.clone();
@@ -273,7 +282,7 @@ fn serve(run: Run, args: &CodexArgs) -> ExitCode {
                 status.servers.into_iter().find(|s| s.tools.iter().any(|t| t == tool)).map(|s| s.name)
             }),
         };
-        let projection = Arc::new(CodexProjection::new(process.outbound, lookup, prior));
+        let projection = Arc::new(CodexProjection::new(process.outbound, lookup, rule, prior));
         let live = LiveSession::open(built, projection.clone(), &process.sessions);
         projection.write(vec![ThreadEvent::ThreadStarted { thread_id }, ThreadEvent::TurnStarted {}]).await;
         live.start().await;
