@@ -232,12 +232,12 @@ pub fn choose(program: &str, args: &[OsString], forced: Option<&str>, stdout_is_
         Some(other) if !other.is_empty() => tracing::warn!("ignoring {DIALECT_ENV}={other:?}: not claude or kimi"),
         _ => {}
     }
-    if args.first().is_some_and(|a| a == "exec") {
-        return Dialect::Codex;
-    }
     let invoked_as = std::path::Path::new(program).file_name().map(|n| n.to_string_lossy().to_string());
     if invoked_as.as_deref() == Some("claude") {
         return Dialect::Claude;
+    }
+    if args.first().is_some_and(|a| a == "exec") {
+        return Dialect::Codex;
     }
     let s = scan(args);
     // A kiwi subcommand (`kiwi login`, `kiwi --config-file c info`) is never a Claude prompt.
