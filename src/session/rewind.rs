@@ -560,6 +560,35 @@ pub fn finish_pending_undo(session_dir: &Path, roots: &[PathBuf]) -> Option<Stri
     })
 }
 
+/// Cuts the stored session in `session_dir` back to before its turn `index` (a top-level turn):
+/// the context, `wire.jsonl`, the session state as that turn began and the undo records of the
+/// turns cut. Files are left as they are: this is a resume at an earlier point of the
+/// conversation (Claude's `--resume-session-at`), not an undo. The folder's lock is held
+/// meanwhile, so a session another kiwi runs is refused. No turn `index`: nothing to cut.
+pub fn cut_history(session_dir: &Path, index: u64) -> Result<(), RewindError> {
+    use std::os::fd::AsRawFd;
+    let folder = std::fs::File::open(session_dir).map_err(io)?;
+    // SAFETY: flock on a file descriptor we own; no memory is touched.
+    if unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(RewindError::Io("the session is in use by another kiwi process".into()));
+    }
+    let starts = turn_starts(&session_dir.join("wire.jsonl"))?;
+    let Some(start) = starts.iter().find(|s| s.index == index) else { return Ok(()) };
+    let mark = start.mark.ok_or(RewindError::Unmarked { turn: index })?;
+    if !mark_fits(session_dir, mark) {
+        return Err(RewindError::MarkMismatch { turn: index });
+    }
+    let journal = EditJournal::new(session_dir, DEFAULT_MAX_BYTES);
+    let plan = journal.plan_from(start.offset).map_err(io)?;
+    cut_context(session_dir, mark).map_err(io)?;
+    truncate_file(&session_dir.join("wire.jsonl"), start.offset).map_err(io)?;
+    if let Some(mut state) = plan.state {
+        super::state::save_keeping_web_members(session_dir, &mut state).map_err(io)?;
+    }
+    journal.discard_from(start.offset).map_err(io)?;
+    Ok(())
+}
+
 /// A file name with no folder part (`<n>.bin`), not `.` or `..`.
 fn plain_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])

@@ -7,10 +7,13 @@
 pub mod args;
 pub mod control;
 pub mod input;
+pub mod ledger;
 pub mod lines;
 pub mod mcp;
+pub mod mcp_control;
 pub mod permission;
 pub mod projection;
+pub mod resume;
 pub mod retry;
 pub mod run;
 pub mod sandbox_settings;
