@@ -90,7 +90,8 @@ pub enum Before {
 }
 
 impl Before {
-    fn sha(&self) -> &str {
+    /// The hash of what the file held (`""` for a file that did not exist).
+    pub fn sha(&self) -> &str {
         match self {
             Before::Absent => ABSENT,
             Before::Kept { sha256, .. } | Before::Dropped { sha256, .. } => sha256,
@@ -361,6 +362,38 @@ impl EditJournal {
             }
         }
         Ok(UndoPlan { files: changes.into_values().collect(), state })
+    }
+
+    /// Files of the turns from byte `offset` on were put back without cutting those turns
+    /// (Claude's `rewind_files`): `restored` holds each one's path and the hash it holds now. The
+    /// last edit of each in those turns now counts as having left it so, so that a later undo or
+    /// rewind finds it as kiwi left it.
+    pub fn note_restored(&self, offset: u64, restored: &[(PathBuf, String)]) -> std::io::Result<()> {
+        let mut inner = self.lock();
+        let mut last: BTreeMap<&Path, PathBuf> = BTreeMap::new();
+        for (at, dir) in self.turn_dirs()? {
+            if at < offset {
+                continue;
+            }
+            let Some(manifest) = load_manifest(&dir) else { continue };
+            for (path, _) in restored {
+                if manifest.files.iter().any(|e| e.path == *path) {
+                    last.insert(path, dir.clone());
+                }
+            }
+        }
+        for (path, sha) in restored {
+            let Some(dir) = last.get(path.as_path()) else { continue };
+            let Some(mut manifest) = load_manifest(dir) else { continue };
+            for entry in manifest.files.iter_mut().filter(|e| e.path == *path) {
+                entry.after_sha256 = sha.clone();
+            }
+            save_manifest(dir, &manifest)?;
+            if let Some(current) = inner.current.as_mut().filter(|c| c.dir == *dir) {
+                current.manifest = manifest;
+            }
+        }
+        Ok(())
     }
 
     /// Records that an undo to `offset`/`mark` begins (before any file is touched).

@@ -15,6 +15,7 @@ pub mod permission;
 pub mod projection;
 pub mod resume;
 pub mod retry;
+pub mod rewind_files;
 pub mod run;
 pub mod sandbox_settings;
 pub mod sdk;

@@ -330,13 +330,14 @@ impl RunLoop {
         None
     }
 
-    /// The session APIs (`super::mcp_control`, `super::rewind`); `None` for other subtypes.
+    /// The session APIs (`super::mcp_control`, `super::rewind_files`); `None` for other subtypes.
     async fn session_request(&self, subtype: &str, request: &Value) -> Option<Result<Value, String>> {
         let agent = self.driver.agent();
         let host_servers = || self.extras.servers.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
         Some(match subtype {
             "mcp_toggle" => super::mcp_control::toggle(agent, &host_servers(), request).await,
             "mcp_reconnect" => super::mcp_control::reconnect(agent, &host_servers(), request).await,
+            "rewind_files" => super::rewind_files::rewind_files(&self.driver, &self.ledger, request).await,
             _ => return None,
         })
     }
