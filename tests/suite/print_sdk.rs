@@ -23,7 +23,7 @@ fn sdk_ready(python: &Path) -> bool {
 }
 
 /// The venv's python with the pinned SDK, installing it if needed; `Err` says why not.
-fn python_with_sdk() -> Result<PathBuf, String> {
+pub(crate) fn python_with_sdk() -> Result<PathBuf, String> {
     pypi::venv_with("print-sdk-venv", &format!("claude-agent-sdk=={SDK_VERSION}"), sdk_ready)
 }
 

@@ -60,6 +60,9 @@ Usage: kiwi -p [OPTIONS] [PROMPT]
   --mcp-config JSON|FILE, --strict-mcp-config, --add-dir DIR, --max-thinking-tokens N
   --system-prompt TEXT, --system-prompt-file PATH, --append-system-prompt TEXT
   -c, --continue | -r, --resume ID | --session-id ID
+  --fork-session                  continue a copy of the resumed session (under --session-id if given)
+  --resume-session-at UUID        resume with the history up to the turn that message ends
+  --resume-drops-turn UUID        ... discarding only the turn of that prompt
   --model NAME, --max-turns N
   --config TEXT, --config-file PATH, --work-dir PATH, --debug, --log-stderr (kiwi's own)
 
