@@ -8,7 +8,6 @@ and the MCP server controls (toggle, reconnect, status).
 
 import asyncio
 import glob
-import json
 import os
 import sys
 
@@ -20,27 +19,9 @@ from claude_agent_sdk import (
     UserMessage,
     query,
 )
+from kit import DIR, KIWI, WORK, call, config, run_checks
 
-KIWI = os.environ["KIWI_BIN"]
-WORK = os.environ["KIWI_WORK"]
-DIR = os.environ["KIWI_DIR"]
 SHARE = os.environ["KIMI_SHARE_DIR"]
-
-
-def config(name, scripts):
-    scripts_path = os.path.join(DIR, f"{name}.scripts.json")
-    with open(scripts_path, "w") as f:
-        json.dump(scripts, f)
-    cfg = {
-        "default_model": "scripted",
-        "models": {"scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000}},
-        "providers": {"p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
-                            "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path}}},
-    }
-    path = os.path.join(DIR, f"{name}.config.json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    return path
 
 
 def options(name, scripts, extra=None, **kw):
@@ -49,15 +30,21 @@ def options(name, scripts, extra=None, **kw):
     return ClaudeAgentOptions(cli_path=KIWI, cwd=WORK, extra_args=args, **kw)
 
 
-def call(call_id, name, arguments):
-    return "tool_call: " + json.dumps({"id": call_id, "name": name, "arguments": json.dumps(arguments)})
-
-
 def context_of(session_id):
     found = glob.glob(os.path.join(SHARE, "sessions", "*", session_id, "context.jsonl"))
     assert len(found) == 1, (session_id, found)
     with open(found[0]) as f:
         return f.read()
+
+
+async def refused(attempt, text):
+    """Awaits `attempt`, which must fail with an error whose text holds `text`."""
+    try:
+        await attempt
+    except Exception as e:  # noqa: BLE001 - the SDK raises its own error types
+        assert text in str(e), e
+        return
+    raise AssertionError(f"accepted, but should have failed with {text!r}")
 
 
 async def one(prompt, opts):
@@ -105,14 +92,9 @@ async def resume_session_at():
     context = context_of(branched.session_id)
     assert "answer one" in context and "answer two" not in context, context
     # A message kiwi never wrote: the SDK raises with Claude Code's text.
-    try:
-        await one("x", options("at_c", ["text: never"], resume=session,
-                               resume_session_at="4f2c0b6e-0000-4000-8000-000000000000"))
-        raise AssertionError("an unknown message was accepted")
-    except AssertionError:
-        raise
-    except Exception as e:  # noqa: BLE001 - the SDK raises its own error types
-        assert "No message found with message.uuid of: 4f2c0b6e-0000-4000-8000-000000000000" in str(e), e
+    unknown = "4f2c0b6e-0000-4000-8000-000000000000"
+    await refused(one("x", options("at_c", ["text: never"], resume=session, resume_session_at=unknown)),
+                  f"No message found with message.uuid of: {unknown}")
 
 
 async def rewind_files():
@@ -134,13 +116,8 @@ async def rewind_files():
         await client.rewind_files(checkpoint)
         with open(path) as f:
             assert f.read() == "before\n", "restored"
-        try:
-            await client.rewind_files("4f2c0b6e-0000-4000-8000-000000000000")
-            raise AssertionError("an unknown message was accepted")
-        except AssertionError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            assert "No file checkpoint found for this message." in str(e), e
+        await refused(client.rewind_files("4f2c0b6e-0000-4000-8000-000000000000"),
+                      "No file checkpoint found for this message.")
 
 
 async def mcp_controls():
@@ -160,24 +137,12 @@ async def mcp_controls():
         await client.toggle_mcp_server("tiny", False)
         status = await client.get_mcp_status()
         assert status["mcpServers"][0]["status"] == "disabled", status
-        try:
-            await client.reconnect_mcp_server("tiny")
-            raise AssertionError("a disabled server was reconnected")
-        except AssertionError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            assert "is disabled" in str(e), e
+        await refused(client.reconnect_mcp_server("tiny"), "MCP server tiny is disabled")
         await client.toggle_mcp_server("tiny", True)
         await client.reconnect_mcp_server("tiny")
         status = await client.get_mcp_status()
         assert status["mcpServers"][0]["status"] == "connected", status
-        try:
-            await client.toggle_mcp_server("nope", False)
-            raise AssertionError("an unknown server was toggled")
-        except AssertionError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            assert "Server not found: nope" in str(e), e
+        await refused(client.toggle_mcp_server("nope", False), "Server not found: nope")
 
 
 TINY_MCP = '''
@@ -200,18 +165,7 @@ for line in sys.stdin:
 
 
 async def main():
-    passed = failed = 0
-    checks = [fork_session, resume_session_at, rewind_files, mcp_controls]
-    for check in checks:
-        try:
-            await asyncio.wait_for(check(), timeout=60)
-            print(f"ok {check.__name__}")
-            passed += 1
-        except Exception as e:  # noqa: BLE001 - every failure is reported, then counted
-            print(f"FAILED {check.__name__}: {type(e).__name__}: {e}")
-            failed += 1
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    await run_checks([fork_session, resume_session_at, rewind_files, mcp_controls])
 
 
 asyncio.run(main())

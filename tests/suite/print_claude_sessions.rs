@@ -372,29 +372,5 @@ fn mcp_toggle_and_reconnect_act_on_the_sessions_servers() {
 /// where Python or the registry is not available, unless `KIWI_REQUIRE_SDK_TESTS=1`.
 #[test]
 fn the_python_sdk_drives_the_session_apis() {
-    let python = match super::print_sdk::python_with_sdk() {
-        Ok(p) => p,
-        Err(reason) => return crate::npm::skip("the claude-agent-sdk session check", &reason),
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    let share = dir.path().join("share");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::create_dir_all(&share).unwrap();
-    let check = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/print_sdk/sessions.py");
-    let output = std::process::Command::new(python)
-        .arg(check)
-        .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
-        .env("KIWI_WORK", &work)
-        .env("KIWI_DIR", dir.path())
-        .env("KIMI_SHARE_DIR", &share)
-        .env("HOME", dir.path())
-        .env_remove("KIMI_DIALECT")
-        .env_remove(CHECKPOINTS)
-        .output()
-        .expect("run the SDK check");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "the SDK check failed:\n{stdout}");
-    assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+    super::print_sdk::run_check("sessions.py", "4 passed, 0 failed");
 }
