@@ -18,6 +18,7 @@ mod mcp_wire;
 mod oauth;
 mod print_claude;
 mod print_claude_sdk;
+mod print_claude_sessions;
 mod print_codex;
 mod print_codex_sdk;
 mod print_kimi;
