@@ -65,3 +65,15 @@ mod tests {
         report_turn(TurnTag::new(5u8), TurnReport { failed: false, exit_code: 0 });
     }
 }
+
+/// Marks a session this print run created (not one it resumed) as a print run's
+/// (`session::origin`), so the web UI can set it apart from the user's own. A failure to write
+/// the marker only loses that mark: it is logged and the run goes on.
+pub fn mark_created_session(session: &crate::session::Session, dialect: &str) {
+    if session.resumed {
+        return;
+    }
+    if let Err(e) = crate::session::origin::mark_print(&session.dir, dialect) {
+        tracing::warn!("cannot mark {} as a print run's session: {e}", session.dir.display());
+    }
+}
