@@ -77,4 +77,3 @@ mod tests {
         report_turn(TurnTag::new(5u8), TurnReport { failed: false, exit_code: 0 });
     }
 }
-
