@@ -17,6 +17,19 @@ fn todo_call(id: &str) -> String {
 /// the reference's answer member for member — "1.10" whatever it sent, the nine built-in commands
 /// with their exact descriptions, `hooks` and `capabilities`, and no kiwi-only member. The whole
 /// object is pinned, so that no later addition can change it unnoticed.
+/// A turn of one tool call and a closing answer, as every client that asks nothing sees it.
+const ONE_TOOL_STEP_TURN: [&str; 9] = [
+    "TurnBegin",
+    "StepBegin",
+    "ToolCall",
+    "StatusUpdate",
+    "ToolResult",
+    "StepBegin",
+    "ContentPart",
+    "StatusUpdate",
+    "TurnEnd",
+];
+
 #[test]
 fn initialize_is_the_reference_answer_for_a_client_that_asks_nothing() {
     let env = Env::new();
@@ -145,20 +158,7 @@ fn two_step_tool_turn_and_context_file() {
     let mut k = env.spawn(&config, &["--session", "s1"]);
     let (events, response) = k.prompt("p0", json!("go"));
     assert_eq!(response["result"]["status"], "finished");
-    assert_eq!(
-        types(&events),
-        [
-            "TurnBegin",
-            "StepBegin",
-            "ToolCall",
-            "StatusUpdate",
-            "ToolResult",
-            "StepBegin",
-            "ContentPart",
-            "StatusUpdate",
-            "TurnEnd"
-        ]
-    );
+    assert_eq!(types(&events), ONE_TOOL_STEP_TURN);
     k.close_stdin();
     assert!(k.wait_exit(Duration::from_secs(5)).unwrap().success());
     let dir = env.session_dir("s1");
@@ -533,20 +533,7 @@ fn running_shell_output_reaches_only_clients_that_ask() {
     let (events, r) = k.prompt("p2", json!("again"));
     assert_eq!(r["result"]["status"], "finished", "{r}");
     assert_eq!(types(&events), without);
-    assert_eq!(
-        types(&events),
-        [
-            "TurnBegin",
-            "StepBegin",
-            "ToolCall",
-            "StatusUpdate",
-            "ToolResult",
-            "StepBegin",
-            "ContentPart",
-            "StatusUpdate",
-            "TurnEnd"
-        ]
-    );
+    assert_eq!(types(&events), ONE_TOOL_STEP_TURN);
     assert!(events.iter().all(|e| !e.to_string().contains("ToolOutput")));
     let record = std::fs::read_to_string(env.session_dir("out").join("wire.jsonl")).unwrap();
     assert!(!record.contains("ToolOutput"), "{record}");
