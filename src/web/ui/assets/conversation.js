@@ -765,7 +765,9 @@ export class Conversation {
     if (response) {
       const toolId = r ? r.payload.tool_call_id : null;
       const card = toolId ? this.findTool(toolId) : null;
-      if (card) {
+      // An answer after its turn ended is the stop's reject: "Stopped." says it (as after a reload).
+      const ended = !this.turn || this.turn.index !== card?.turnIndex;
+      if (card && !ended) {
         card.note(...decisionNote(response));
         if (card.state === "waiting") card.setState("running");
       }
