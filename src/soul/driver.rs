@@ -173,6 +173,9 @@ impl TurnDriver {
                 }
                 turn.inbox.close();
                 if turn.owes_turn_end() {
+                    if matches!(result, Ok(TurnOutcome::Cancelled)) {
+                        driver.sink.note_stopped();
+                    }
                     driver.sink.emit(Event::TurnEnd {}).await;
                     turn.mark_ended();
                 }

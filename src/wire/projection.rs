@@ -12,7 +12,8 @@ use tokio::sync::oneshot;
 
 use super::answers::{RequestKind, interpret};
 use super::errors::WireError;
-use super::frames::{event_frame, request_frame, request_id};
+use super::extensions::{Granted, TOOL_OUTPUT};
+use super::frames::{event_frame, request_frame, request_id, tool_output_frame};
 use super::params::PromptResult;
 use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue};
 use crate::rpc::peer::IdTaken;
@@ -21,11 +22,18 @@ use crate::soul::{ClientAnswer, Projection, TurnError, TurnOutcome, TurnResult, 
 
 pub struct WireProjection {
     peer: Arc<Peer>,
+    /// What the client's `initialize` was granted (kiwi-only events go out only when asked).
+    granted: Arc<Granted>,
 }
 
 impl WireProjection {
     pub fn new(peer: Arc<Peer>) -> Self {
-        Self { peer }
+        Self { peer, granted: Arc::default() }
+    }
+
+    /// The client's grant, set by the dispatcher when it answers `initialize`.
+    pub fn granted(&self) -> Arc<Granted> {
+        self.granted.clone()
     }
 }
 
@@ -34,6 +42,16 @@ impl Projection for WireProjection {
         Box::pin(async move {
             // When stdout is gone the frame is dropped; the soul must never block on us.
             self.peer.outbound().send_raw(event_frame(event)).await;
+        })
+    }
+
+    fn tool_output<'a>(&'a self, tool_call_id: &'a str, text: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if self.granted.has(TOOL_OUTPUT)
+                && let Some(frame) = tool_output_frame(tool_call_id, text)
+            {
+                self.peer.outbound().send_raw(frame).await;
+            }
         })
     }
 

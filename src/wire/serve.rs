@@ -48,9 +48,10 @@ where
         // The wire's requests carry their own ids (the approval's, the tool call's); no prefix.
         let peer = Peer::new(process.outbound, "kiwi");
         let projection = Arc::new(WireProjection::new(peer.clone()));
+        let granted = projection.granted();
         let live = LiveSession::open(built, projection, &process.sessions);
         live.start().await;
-        let server = WireServer::new(peer, &live, options.version);
+        let server = WireServer::new(peer, &live, options.version).with_grant(granted);
         server.serve(lines, process.stop).await;
         Ok(ExitCode::SUCCESS)
     });

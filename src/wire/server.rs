@@ -45,12 +45,21 @@ pub struct WireServer {
     version: String,
     /// The session's `wire.jsonl`, for `replay`.
     wire_path: PathBuf,
+    /// What the client's `initialize` was granted, read by the projection.
+    granted: Arc<extensions::Granted>,
 }
 
 impl WireServer {
     pub fn new(peer: Arc<Peer>, live: &LiveSession, version: String) -> Self {
         let outbound = peer.outbound().clone();
-        Self { outbound, peer, driver: live.driver().clone(), version, wire_path: live.wire_path() }
+        let granted = Arc::default();
+        Self { outbound, peer, driver: live.driver().clone(), version, wire_path: live.wire_path(), granted }
+    }
+
+    /// Shares the client's grant with the projection that sends it kiwi-only events.
+    pub fn with_grant(mut self, granted: Arc<extensions::Granted>) -> Self {
+        self.granted = granted;
+        self
     }
 
     /// Serves until the inbound channel closes (EOF) or `stop` fires.
@@ -118,6 +127,7 @@ impl WireServer {
             return;
         }
         let result = initialize_agent(&self.driver, params, &self.version);
+        self.granted.set(result.extensions.as_deref());
         self.outbound.respond(&id, &result).await;
     }
 

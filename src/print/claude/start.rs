@@ -312,6 +312,7 @@ fn serve(
                     1
                 }
                 None => {
+                    crate::print::common::mark_created_session(&built.session, "claude");
                     let live = Live { sessions: &process.sessions, stop: process.stop, out };
                     run(built, live, setup, args, cwd, first, additions).await
                 }

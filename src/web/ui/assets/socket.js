@@ -94,7 +94,7 @@ export class SessionSocket {
         client: { name: "kiwi", version: "web" },
         capabilities: { supports_question: true, supports_plan_mode: true },
         // kiwi's own commands (/fork, /undo) are listed only for a client that asks.
-        extensions: ["fork", "undo"],
+        extensions: ["fork", "undo", "tool_output"],
       });
       this.h.onInitialized(result);
     } catch (err) {
