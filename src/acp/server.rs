@@ -270,20 +270,22 @@ impl AcpServer {
             }
             AcpRequest::SetConfigOption(request) => {
                 let session = self.session(&request.session_id.0)?;
-                let Some(value) = request.value.as_value_id() else {
-                    return Err(errors::invalid_params("kiwi's config options are selects"));
+                let Some(value) = modes::OptionValue::of(&request.value) else {
+                    return Err(errors::invalid_params("a config option's value is a value id or a boolean"));
                 };
                 let config = &self.shared.setup.config;
-                if &*request.config_id.0 == modes::MODE_OPTION {
-                    let Some(mode) = modes::parse_mode(&value.0) else {
-                        return Err(errors::invalid_params(format!("unknown mode `{}`", value.0)));
+                let option = &*request.config_id.0;
+                if option == modes::MODE_OPTION {
+                    let value = value.id(option).map_err(errors::invalid_params)?;
+                    let Some(mode) = modes::parse_mode(value) else {
+                        return Err(errors::invalid_params(format!("unknown mode `{value}`")));
                     };
                     session.set_mode(mode).await?;
-                } else if &*request.config_id.0 == modes::SANDBOX_OPTION {
-                    session.set_sandbox(&value.0).await?;
+                } else if option == modes::SANDBOX_OPTION {
+                    session.set_sandbox(value.id(option).map_err(errors::invalid_params)?).await?;
                 } else {
-                    let next = modes::apply(config, &session.model_choice(), &request.config_id.0, &value.0)
-                        .map_err(errors::invalid_params)?;
+                    let next =
+                        modes::apply(config, &session.model_choice(), option, value).map_err(errors::invalid_params)?;
                     if next != session.model_choice() {
                         session.change_model(&self.shared, next)?;
                     }

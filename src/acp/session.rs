@@ -177,7 +177,8 @@ impl AcpSession {
 
     /// The config options as they stand.
     pub fn config_options(&self) -> Vec<agent_client_protocol::v1::schema::SessionConfigOption> {
-        let mut options = modes::config_options(&self.config, &self.model_choice(), self.mode());
+        let boolean = self.updates.profile().boolean_options;
+        let mut options = modes::config_options(&self.config, &self.model_choice(), self.mode(), boolean);
         if let Some(driver) = self.driver() {
             options.extend(modes::sandbox_option(&driver.agent().env.sandbox));
         }
