@@ -46,8 +46,9 @@ pub struct EventMapper {
     replay: bool,
     /// The `messageId` of the agent's chunks in the current step.
     step_message: String,
-    /// Tokens the current turn used so far (its steps' and its subagents' model calls).
-    turn_usage: TokenUsage,
+    /// Tokens the current turn used so far (its steps' and its subagents' model calls); `None`
+    /// while no call reported any.
+    turn_usage: Option<TokenUsage>,
 }
 
 impl EventMapper {
@@ -63,13 +64,18 @@ impl EventMapper {
             announced: None,
             replay,
             step_message: new_message_id(),
-            turn_usage: TokenUsage::default(),
+            turn_usage: None,
         }
     }
 
-    /// The tokens the current turn used so far (every model call of it, its subagents' too).
-    pub fn turn_usage(&self) -> TokenUsage {
+    /// The tokens the current turn used so far (every model call of it, its subagents' too);
+    /// `None` when no call reported its tokens (unknown is not zero).
+    pub fn turn_usage(&self) -> Option<TokenUsage> {
         self.turn_usage
+    }
+
+    fn count(&mut self, used: TokenUsage) {
+        self.turn_usage.get_or_insert_default().add(used);
     }
 
     /// The ACP id of the model's tool call `id` in the current turn.
@@ -121,7 +127,7 @@ impl EventMapper {
                 self.terminal_calls.clear();
                 self.last_call = None;
                 self.step_message = new_message_id();
-                self.turn_usage = TokenUsage::default();
+                self.turn_usage = None;
                 if self.replay { user_chunks(user_input) } else { Vec::new() }
             }
             Event::StepBegin { .. } => {
@@ -186,7 +192,7 @@ impl EventMapper {
             }
             Event::StatusUpdate(status) => {
                 if let Some(used) = status.token_usage {
-                    self.turn_usage.add(used);
+                    self.count(used);
                 }
                 let mut updates = Vec::new();
                 if let Some(on) = status.plan_mode
@@ -214,7 +220,7 @@ impl EventMapper {
             // in the turn's usage.
             Event::SubagentEvent(sub) => {
                 if let Some(used) = subagent_usage(&sub.event) {
-                    self.turn_usage.add(used);
+                    self.count(used);
                 }
                 Vec::new()
             }
@@ -434,6 +440,8 @@ mod tests {
     #[test]
     fn a_turns_usage_sums_its_steps_and_subagents() {
         let mut m = EventMapper::new(PathBuf::from("/w"), false);
+        map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"go"}}));
+        assert_eq!(m.turn_usage(), None, "no call reported tokens");
         let status = |input: u64, output: u64| {
             json!({"type":"StatusUpdate","payload":{"token_usage":
             {"input_other":input,"output":output,"input_cache_read":1,"input_cache_creation":0}}})
@@ -446,10 +454,10 @@ mod tests {
             "subagent_type":"explore","event":status(5, 1)}}),
         );
         map(&mut m, status(20, 3));
-        let used = m.turn_usage();
+        let used = m.turn_usage().unwrap();
         assert_eq!((used.input_other, used.output, used.input_cache_read, used.total()), (35, 6, 3, 44));
         map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"again"}}));
-        assert_eq!(m.turn_usage().total(), 0, "a new turn counts from zero");
+        assert_eq!(m.turn_usage(), None, "a new turn counts afresh");
     }
 
     #[test]

@@ -191,9 +191,10 @@ impl AcpProjection {
                 }
             };
             let mut response = PromptResponse::new(stop);
-            // The turn's tokens, for a client whose schema has them (`docs/compatibility.md`).
+            // The turn's tokens, for a client whose schema has them (`docs/compatibility.md`);
+            // absent when the provider reported none.
             if self.updates.profile().newer_schema {
-                response = response.usage(turn_usage(self.mapper().turn_usage()));
+                response = response.usage(self.mapper().turn_usage().map(turn_usage));
             }
             self.outbound.respond(&id, &response).await;
         }
