@@ -4,7 +4,7 @@
 //! `session/load` replays on its own task.
 //!
 //! Invariants: every request gets exactly one answer; unknown sessions are `-32602` with
-//! `{"session_id":"Session not found"}`; sessions are ordinary kiwi sessions of the share dir.
+//! `{"session_id":"Session not found"}` (`-32002` for `session/delete`, as the SDKs expect); sessions are ordinary kiwi sessions of the share dir.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -550,10 +550,10 @@ fn with_models<T: serde::Serialize>(shared: &Shared, session: &AcpSession, respo
     WithModels { response, models: modes::legacy_models(&shared.setup.config, &session.model_choice()) }
 }
 
-/// Removes a stored session of any work dir (`session/delete`): unknown → `-32602`; one that a
+/// Removes a stored session of any work dir (`session/delete`): unknown → `-32002`; one that a
 /// server (another process) has open → refused.
 fn delete_stored(share: &Path, id: &str) -> Result<(), ErrorObject> {
-    let Some(info) = crate::session::catalog::find(share, id) else { return Err(errors::session_not_found()) };
+    let Some(info) = crate::session::catalog::find(share, id) else { return Err(errors::no_session_to_delete()) };
     let _held = if info.legacy {
         None
     } else {

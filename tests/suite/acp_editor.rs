@@ -565,7 +565,8 @@ fn session_delete_removes_the_session_and_refuses_a_running_one() {
     for (id, params) in [("d3", json!({"sessionId": done})), ("d4", json!({"sessionId": "not-a-session"}))] {
         let (_, r) = k.call(id, "session/delete", params);
         let error = (r["error"]["code"].clone(), r["error"]["data"].clone());
-        assert_eq!(error, (json!(-32602), json!({"session_id": "Session not found"})), "{r}");
+        assert_eq!(error, (json!(-32002), json!({"session_id": "Session not found"})), "{r}");
+        assert_eq!(r["error"]["message"], "Resource not found");
     }
     let (_, r) = k.call("d5", "session/delete", json!({}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
