@@ -45,7 +45,7 @@ pub struct EventMapper {
     /// Replaying history: the user's own messages are shown too.
     replay: bool,
     /// The `messageId` of the agent's chunks in the current step.
-    step_message: String,
+    step_message: MessageId,
     /// Tokens the current turn used so far (its steps' and its subagents' model calls); `None`
     /// while no call reported any.
     turn_usage: Option<TokenUsage>,
@@ -210,8 +210,7 @@ impl EventMapper {
             }
             // The plan `ExitPlanMode` presents before asking: shown as the agent's words.
             Event::PlanDisplay { content, .. } => {
-                let chunk =
-                    ContentChunk::new(ContentBlock::from(content.clone())).message_id(MessageId::new(new_message_id()));
+                let chunk = ContentChunk::new(ContentBlock::from(content.clone())).message_id(new_message_id());
                 vec![SessionUpdate::AgentMessageChunk(chunk)]
             }
             // A subagent works inside its parent's `Agent` tool call: the client sees that call
@@ -244,8 +243,9 @@ fn subagent_usage(event: &Event) -> Option<TokenUsage> {
     }
 }
 
-fn new_message_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+/// A fresh `messageId` (shared by reference among a message's chunks).
+fn new_message_id() -> MessageId {
+    MessageId::new(uuid::Uuid::new_v4().to_string())
 }
 
 fn user_chunks(input: &UserInput) -> Vec<SessionUpdate> {
@@ -258,13 +258,13 @@ fn user_chunks(input: &UserInput) -> Vec<SessionUpdate> {
                 ContentPart::Text { text } => ContentBlock::from(text.clone()),
                 other => ContentBlock::from(media_placeholder(other)?),
             };
-            Some(SessionUpdate::UserMessageChunk(ContentChunk::new(block).message_id(MessageId::new(id.as_str()))))
+            Some(SessionUpdate::UserMessageChunk(ContentChunk::new(block).message_id(id.clone())))
         })
         .collect()
 }
 
-fn content_part(part: &ContentPart, message: &str) -> Option<SessionUpdate> {
-    let chunk = |text: String| ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message));
+fn content_part(part: &ContentPart, message: &MessageId) -> Option<SessionUpdate> {
+    let chunk = |text: String| ContentChunk::new(ContentBlock::from(text)).message_id(message.clone());
     Some(match part {
         ContentPart::Text { text } => SessionUpdate::AgentMessageChunk(chunk(text.clone())),
         ContentPart::Think { think, .. } => SessionUpdate::AgentThoughtChunk(chunk(think.clone())),

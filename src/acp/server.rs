@@ -183,9 +183,13 @@ impl AcpServer {
             AcpRequest::ListSessions(request) => {
                 // Without a work dir: the sessions of every work dir (the reference lists none).
                 let cwd = request.cwd.as_deref().map(absolute).transpose()?;
-                let (sessions, next) =
+                let (mut sessions, next) =
                     history::list_page(&self.shared.setup.share_dir, cwd.as_deref(), request.cursor.as_deref())
                         .map_err(errors::invalid_params)?;
+                // A session's added directories, for a client offered `additionalDirectories`.
+                if !self.shared.updates.profile().newer_schema {
+                    sessions.iter_mut().for_each(|s| s.additional_directories.clear());
+                }
                 out.respond(id, &ListSessionsResponse::new(sessions).next_cursor(next)).await;
             }
             AcpRequest::Fork(request) => {

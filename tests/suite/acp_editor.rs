@@ -642,6 +642,14 @@ fn additional_directories_join_the_workspace() {
     );
     assert!(r.get("result").is_some(), "{r}");
     assert_eq!(state_dirs(&session), json!([extra, later]));
+    // `session/list` reports them to this client, not to one as old as the 0.4 SDK.
+    let (_, r) = k.call("ls", "session/list", json!({"cwd": work}));
+    assert_eq!(r["result"]["sessions"][0]["additionalDirectories"], json!([extra, later]), "{r}");
+    drop(k);
+    let mut old = Kiwi::spawn(env.acp_command(&config, &[]));
+    old.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    let (_, r) = old.call("ls", "session/list", json!({"cwd": work}));
+    assert!(r["result"]["sessions"][0].get("additionalDirectories").is_none(), "{r}");
 }
 
 /// `logout` does what `kiwi logout` does: the stored login goes, and the managed provider and
