@@ -31,8 +31,9 @@
 //!   the settings that build them.
 //! - [`config`]: the config file, its defaults, and choosing the model.
 //! - [`session`]: the share dir, session folders, `context.jsonl` / `wire.jsonl` on disk.
-//! - [`auth`]: the Kimi account login: stored OAuth credentials, their refresh, and the chat
-//!   provider and service keys that use them.
+//! - [`auth`]: the Kimi account login: stored OAuth credentials, their refresh, the chat
+//!   provider and service keys that use them, and what logging in and out changes in the config
+//!   (shared by `kiwi login`/`logout` and ACP's `logout`).
 //! - [`agent_env`]: what a running agent works in (work dir, session, config, model).
 //! - [`blueprint`]: what an agent is built from: agent files, system prompts, skills, flows.
 //! - [`tools`]: the built-in tools and client-owned tools; they reach the agent loop only through

@@ -11,6 +11,13 @@
 //! that SDK knows. A client can also ask outright through `clientCapabilities._meta.kiwi`:
 //! `{"extensions": ["updates", "undo", "fork"]}` (`updates`: every standard kind; `undo`: kiwi's
 //! `_kiwi/undo` method and `/undo`, advertised only then; `fork`: `/fork` listed).
+//!
+//! The same sign of a newer schema (a member beyond `fs`, `terminal`, `_meta`) unlocks the rest
+//! of ACP's newer surface: `sessionCapabilities.delete` and `.additionalDirectories` and
+//! `auth.logout` in `initialize`, `messageId` on message chunks and `usage` in `PromptResponse`
+//! (both known to the SDK since before `auth`). Boolean config options go only to a client that
+//! says it takes them (`clientCapabilities.session.configOptions.boolean`): an SDK without them
+//! rejects a whole answer that holds one.
 
 use std::sync::{Arc, RwLock};
 
@@ -35,6 +42,12 @@ pub struct ClientProfile {
     /// The client asked for kiwi's `fork` extension: `/fork` is listed (`session/fork` is ACP's
     /// own, offered to everyone).
     pub fork: bool,
+    /// The client's schema is newer than the 0.4 SDK's (it sent a newer capability member):
+    /// `delete`, `logout` and `additionalDirectories` are advertised, chunks carry `messageId`
+    /// and the prompt's answer its `usage`.
+    pub newer_schema: bool,
+    /// `clientCapabilities.session.configOptions.boolean`: `thinking` is a boolean option.
+    pub boolean_options: bool,
 }
 
 impl ClientProfile {
@@ -48,10 +61,16 @@ impl ClientProfile {
             .and_then(Value::as_array)
             .map(|names| names.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
+        let boolean = caps
+            .and_then(|c| c.get("session"))
+            .and_then(|s| s.pointer("/configOptions/boolean"))
+            .is_some_and(Value::is_object);
         Self {
             newer_updates: newer_member || asked.contains(&"updates"),
             undo: asked.contains(&"undo"),
             fork: asked.contains(&"fork"),
+            newer_schema: newer_member,
+            boolean_options: boolean,
         }
     }
 
@@ -81,6 +100,21 @@ impl ClientProfile {
     }
 }
 
+impl ClientProfile {
+    /// `update` with what this client's schema does not have taken out: a message chunk's
+    /// `messageId` for a client as old as the 0.4 SDK.
+    pub fn fit(&self, mut update: SessionUpdate) -> SessionUpdate {
+        if !self.newer_schema
+            && let SessionUpdate::UserMessageChunk(chunk)
+            | SessionUpdate::AgentMessageChunk(chunk)
+            | SessionUpdate::AgentThoughtChunk(chunk) = &mut update
+        {
+            chunk.message_id = None;
+        }
+        update
+    }
+}
+
 /// The connection's `session/update` sender: every update kiwi sends passes here, and one the
 /// client could not parse is dropped (and logged at debug level).
 #[derive(Clone)]
@@ -104,11 +138,12 @@ impl Updates {
     }
 
     pub async fn send(&self, session_id: &str, update: SessionUpdate) {
-        if !self.profile().accepts(&update) {
+        let profile = self.profile();
+        if !profile.accepts(&update) {
             tracing::debug!("not sent to this client (its ACP schema is older): {update:?}");
             return;
         }
-        send_update(&self.outbound, session_id, update).await;
+        send_update(&self.outbound, session_id, profile.fit(update)).await;
     }
 }
 
@@ -136,7 +171,7 @@ mod tests {
         let asked = judge(
             json!({"protocolVersion": 1, "clientCapabilities": {"_meta": {"kiwi": {"extensions": ["updates", "undo"]}}}}),
         );
-        assert_eq!(asked, ClientProfile { newer_updates: true, undo: true, fork: false });
+        assert_eq!(asked, ClientProfile { newer_updates: true, undo: true, ..ClientProfile::default() });
         assert_eq!(asked.extensions(), ["undo"]);
         // Odd shapes ask for nothing.
         assert_eq!(
@@ -144,6 +179,30 @@ mod tests {
             ClientProfile::default()
         );
         assert_eq!(judge(json!(null)), ClientProfile::default());
+        // A newer member shows a newer schema; booleans need their own capability.
+        let newer = judge(json!({"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": false}}}));
+        assert!(newer.newer_schema && !newer.boolean_options);
+        let booleans =
+            judge(json!({"protocolVersion": 1, "clientCapabilities": {"session": {"configOptions": {"boolean": {}}}}}));
+        assert!(booleans.newer_schema && booleans.boolean_options);
+        let no_booleans = judge(
+            json!({"protocolVersion": 1, "clientCapabilities": {"session": {"configOptions": {"boolean": null}}}}),
+        );
+        assert!(no_booleans.newer_schema && !no_booleans.boolean_options);
+        // Asking for the `updates` extension is not a newer schema.
+        assert!(!asked.newer_schema);
+    }
+
+    #[test]
+    fn message_ids_only_for_newer_clients() {
+        use agent_client_protocol::v1::schema::{ContentBlock, ContentChunk};
+        let chunk = || {
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from("x".to_string())).message_id("m1"))
+        };
+        let json = |u: SessionUpdate| serde_json::to_value(u).unwrap();
+        assert!(json(ClientProfile::default().fit(chunk())).get("messageId").is_none());
+        let new = ClientProfile { newer_schema: true, ..ClientProfile::default() };
+        assert_eq!(json(new.fit(chunk()))["messageId"], "m1");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL: i64 = -32603;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const AUTH_REQUIRED: i64 = -32000;
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 fn error(code: i64, message: &str, data: serde_json::Value) -> ErrorObject {
     ErrorObject { code, message: message.into(), data }
@@ -23,6 +24,13 @@ pub fn invalid_params(reason: impl Into<String>) -> ErrorObject {
 
 pub fn session_not_found() -> ErrorObject {
     error(INVALID_PARAMS, "Invalid params", json!({ "session_id": "Session not found" }))
+}
+
+/// `session/delete` of a session that does not exist: ACP's own "Resource not found", which
+/// the SDKs take as "already deleted" (deleting is idempotent for them); the older methods keep
+/// the reference's `-32602`.
+pub fn no_session_to_delete() -> ErrorObject {
+    error(RESOURCE_NOT_FOUND, "Resource not found", json!({ "session_id": "Session not found" }))
 }
 
 pub fn model_not_found() -> ErrorObject {

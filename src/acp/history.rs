@@ -101,7 +101,11 @@ fn list_dir(share: &Path, cwd: &Path) -> Vec<(std::time::SystemTime, SessionInfo
                 _ => format!("Untitled ({id})"),
             };
             let updated: chrono::DateTime<chrono::Local> = modified.into();
-            let info = SessionInfo::new(id, cwd.to_path_buf()).title(title).updated_at(updated.to_rfc3339());
+            let dirs = state.additional_dirs.iter().map(std::path::PathBuf::from).collect();
+            let info = SessionInfo::new(id, cwd.to_path_buf())
+                .additional_directories(dirs)
+                .title(title)
+                .updated_at(updated.to_rfc3339());
             Some((modified, info))
         })
         .collect()

@@ -3,20 +3,24 @@
 //!
 //! Invariants: ACP tool call ids are `<turn id>/<model's id>` (model ids can repeat across turns);
 //! a `ToolCallPart` belongs to the last `ToolCall`; a result for a call this turn never announced
-//! is still shown (as a completed call with its own `tool_call`).
+//! is still shown (as a completed call with its own `tool_call`); every chunk carries the
+//! `messageId` of its message: one per user message, one per step for the agent's words and
+//! thoughts (one model message), one for a plan shown as the agent's words.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, CurrentModeUpdate, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    SessionUpdate, ToolCall as AcpToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    UsageUpdate,
+    ContentBlock, ContentChunk, CurrentModeUpdate, Diff, MessageId, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionUpdate, ToolCall as AcpToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, UsageUpdate,
 };
 
 use super::modes;
 use super::tool_view;
-use crate::protocol::{ContentPart, DisplayBlock, Event, TodoStatus, ToolOutput, ToolReturnValue, UserInput};
+use crate::protocol::{
+    ContentPart, DisplayBlock, Event, TodoStatus, TokenUsage, ToolOutput, ToolReturnValue, UserInput,
+};
 
 struct CallState {
     name: String,
@@ -40,6 +44,11 @@ pub struct EventMapper {
     announced: Option<&'static str>,
     /// Replaying history: the user's own messages are shown too.
     replay: bool,
+    /// The `messageId` of the agent's chunks in the current step.
+    step_message: MessageId,
+    /// Tokens the current turn used so far (its steps' and its subagents' model calls); `None`
+    /// while no call reported any.
+    turn_usage: Option<TokenUsage>,
 }
 
 impl EventMapper {
@@ -54,7 +63,19 @@ impl EventMapper {
             base_mode: modes::DEFAULT_MODE,
             announced: None,
             replay,
+            step_message: new_message_id(),
+            turn_usage: None,
         }
+    }
+
+    /// The tokens the current turn used so far (every model call of it, its subagents' too);
+    /// `None` when no call reported its tokens (unknown is not zero).
+    pub fn turn_usage(&self) -> Option<TokenUsage> {
+        self.turn_usage
+    }
+
+    fn count(&mut self, used: TokenUsage) {
+        self.turn_usage.get_or_insert_default().add(used);
     }
 
     /// The ACP id of the model's tool call `id` in the current turn.
@@ -105,10 +126,16 @@ impl EventMapper {
                 self.calls.clear();
                 self.terminal_calls.clear();
                 self.last_call = None;
+                self.step_message = new_message_id();
+                self.turn_usage = None;
                 if self.replay { user_chunks(user_input) } else { Vec::new() }
             }
+            Event::StepBegin { .. } => {
+                self.step_message = new_message_id();
+                Vec::new()
+            }
             Event::SteerInput { user_input } => user_chunks(user_input),
-            Event::ContentPart(part) => content_part(part).into_iter().collect(),
+            Event::ContentPart(part) => content_part(part, &self.step_message).into_iter().collect(),
             Event::ToolCall(call) => {
                 let arguments = call.function.arguments.clone().unwrap_or_default();
                 let name = call.function.name.clone();
@@ -164,6 +191,9 @@ impl EventMapper {
                 updates
             }
             Event::StatusUpdate(status) => {
+                if let Some(used) = status.token_usage {
+                    self.count(used);
+                }
                 let mut updates = Vec::new();
                 if let Some(on) = status.plan_mode
                     && self.plan_mode != Some(on)
@@ -180,12 +210,19 @@ impl EventMapper {
             }
             // The plan `ExitPlanMode` presents before asking: shown as the agent's words.
             Event::PlanDisplay { content, .. } => {
-                vec![SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(content.clone())))]
+                let chunk = ContentChunk::new(ContentBlock::from(content.clone())).message_id(new_message_id());
+                vec![SessionUpdate::AgentMessageChunk(chunk)]
             }
             // A subagent works inside its parent's `Agent` tool call: the client sees that call
             // and its final result, not the subagent's own steps (`docs/acp.md` §13.1). Its approvals
-            // still reach the client, as permission requests of their own.
-            Event::SubagentEvent(_) => Vec::new(),
+            // still reach the client, as permission requests of their own; its tokens count
+            // in the turn's usage.
+            Event::SubagentEvent(sub) => {
+                if let Some(used) = subagent_usage(&sub.event) {
+                    self.count(used);
+                }
+                Vec::new()
+            }
             // The rest has no ACP form (`docs/acp.md` §13.1: turn/step markers, compaction, hooks,
             // retries, approvals' echoes).
             _ => Vec::new(),
@@ -197,7 +234,22 @@ fn new_turn_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
+/// The tokens a subagent's event reports (a subagent's own subagents' too).
+fn subagent_usage(event: &Event) -> Option<TokenUsage> {
+    match event {
+        Event::StatusUpdate(status) => status.token_usage,
+        Event::SubagentEvent(sub) => subagent_usage(&sub.event),
+        _ => None,
+    }
+}
+
+/// A fresh `messageId` (shared by reference among a message's chunks).
+fn new_message_id() -> MessageId {
+    MessageId::new(uuid::Uuid::new_v4().to_string())
+}
+
 fn user_chunks(input: &UserInput) -> Vec<SessionUpdate> {
+    let id = new_message_id();
     input
         .to_parts()
         .iter()
@@ -206,20 +258,17 @@ fn user_chunks(input: &UserInput) -> Vec<SessionUpdate> {
                 ContentPart::Text { text } => ContentBlock::from(text.clone()),
                 other => ContentBlock::from(media_placeholder(other)?),
             };
-            Some(SessionUpdate::UserMessageChunk(ContentChunk::new(block)))
+            Some(SessionUpdate::UserMessageChunk(ContentChunk::new(block).message_id(id.clone())))
         })
         .collect()
 }
 
-fn content_part(part: &ContentPart) -> Option<SessionUpdate> {
+fn content_part(part: &ContentPart, message: &MessageId) -> Option<SessionUpdate> {
+    let chunk = |text: String| ContentChunk::new(ContentBlock::from(text)).message_id(message.clone());
     Some(match part {
-        ContentPart::Text { text } => {
-            SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text.clone())))
-        }
-        ContentPart::Think { think, .. } => {
-            SessionUpdate::AgentThoughtChunk(ContentChunk::new(ContentBlock::from(think.clone())))
-        }
-        other => SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(media_placeholder(other)?))),
+        ContentPart::Text { text } => SessionUpdate::AgentMessageChunk(chunk(text.clone())),
+        ContentPart::Think { think, .. } => SessionUpdate::AgentThoughtChunk(chunk(think.clone())),
+        other => SessionUpdate::AgentMessageChunk(chunk(media_placeholder(other)?)),
     })
 }
 
@@ -347,17 +396,34 @@ mod tests {
         );
     }
 
+    /// The chunk without its `messageId`, and the id.
+    fn split_id(mut chunk: Value) -> (Value, String) {
+        let id = chunk.as_object_mut().unwrap().remove("messageId").unwrap();
+        (chunk, id.as_str().unwrap().to_string())
+    }
+
     #[test]
     fn chunks_modes_and_usage() {
         let mut m = EventMapper::new(PathBuf::from("/w"), true);
-        assert_eq!(
-            map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"hi"}})),
-            [json!({"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}})]
+        let user = map(
+            &mut m,
+            json!({"type":"TurnBegin","payload":{"user_input":[
+            {"type":"text","text":"hi"},{"type":"text","text":" there"}]}}),
         );
-        assert_eq!(
-            map(&mut m, json!({"type":"ContentPart","payload":{"type":"think","think":"hm","encrypted":null}})),
-            [json!({"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}})]
+        let (first, user_id) = split_id(user[0].clone());
+        assert_eq!(first, json!({"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}));
+        assert_eq!(split_id(user[1].clone()).1, user_id, "one id for the whole user message");
+        let (thought, step_id) = split_id(
+            map(&mut m, json!({"type":"ContentPart","payload":{"type":"think","think":"hm","encrypted":null}}))[0]
+                .clone(),
         );
+        assert_eq!(thought, json!({"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}));
+        assert_ne!(step_id, user_id);
+        let words = map(&mut m, json!({"type":"ContentPart","payload":{"type":"text","text":"ok"}}));
+        assert_eq!(split_id(words[0].clone()).1, step_id, "a step's chunks are one message");
+        assert!(map(&mut m, json!({"type":"StepBegin","payload":{"n":2}})).is_empty());
+        let next = map(&mut m, json!({"type":"ContentPart","payload":{"type":"text","text":"more"}}));
+        assert_ne!(split_id(next[0].clone()).1, step_id, "the next step is a new message");
         let status = json!({"type":"StatusUpdate","payload":{"context_usage":0.5,"context_tokens":50,"max_context_tokens":100,
             "token_usage":null,"message_id":null,"plan_mode":true,"mcp_status":null}});
         assert_eq!(
@@ -369,6 +435,29 @@ mod tests {
         );
         // The same mode again is not news.
         assert_eq!(map(&mut m, status), [json!({"sessionUpdate":"usage_update","used":50,"size":100})]);
+    }
+
+    #[test]
+    fn a_turns_usage_sums_its_steps_and_subagents() {
+        let mut m = EventMapper::new(PathBuf::from("/w"), false);
+        map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"go"}}));
+        assert_eq!(m.turn_usage(), None, "no call reported tokens");
+        let status = |input: u64, output: u64| {
+            json!({"type":"StatusUpdate","payload":{"token_usage":
+            {"input_other":input,"output":output,"input_cache_read":1,"input_cache_creation":0}}})
+        };
+        map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"go"}}));
+        map(&mut m, status(10, 2));
+        map(
+            &mut m,
+            json!({"type":"SubagentEvent","payload":{"parent_tool_call_id":"t","agent_id":"a1",
+            "subagent_type":"explore","event":status(5, 1)}}),
+        );
+        map(&mut m, status(20, 3));
+        let used = m.turn_usage().unwrap();
+        assert_eq!((used.input_other, used.output, used.input_cache_read, used.total()), (35, 6, 3, 44));
+        map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"again"}}));
+        assert_eq!(m.turn_usage(), None, "a new turn counts afresh");
     }
 
     #[test]

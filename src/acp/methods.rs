@@ -5,9 +5,9 @@
 //! that do not fit are -32602 `Invalid params` with the reason in `data.error`.
 
 use agent_client_protocol::v1::schema::{
-    AuthenticateRequest, CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest,
-    LoadSessionRequest, NewSessionRequest, PromptRequest, ResumeSessionRequest, SetSessionConfigOptionRequest,
-    SetSessionModeRequest,
+    AuthenticateRequest, CancelNotification, CloseSessionRequest, DeleteSessionRequest, InitializeRequest,
+    ListSessionsRequest, LoadSessionRequest, LogoutRequest, NewSessionRequest, PromptRequest, ResumeSessionRequest,
+    SetSessionConfigOptionRequest, SetSessionModeRequest,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -23,11 +23,15 @@ pub enum AcpRequest {
     // Boxed: the client capabilities make it several times larger than every other request.
     Initialize(Box<InitializeRequest>, ClientProfile),
     Authenticate(AuthenticateRequest),
+    /// `logout`: the stored login removed, as `kiwi logout` does (`docs/acp.md` §4.3).
+    Logout(LogoutRequest),
     NewSession(NewSessionRequest),
     LoadSession(LoadSessionRequest),
     ResumeSession(ResumeSessionRequest),
     ListSessions(ListSessionsRequest),
     CloseSession(CloseSessionRequest),
+    /// `session/delete`: the stored session removed (`docs/acp.md` §4.8).
+    DeleteSession(DeleteSessionRequest),
     Prompt(PromptRequest),
     SetMode(SetSessionModeRequest),
     SetConfigOption(SetSessionConfigOptionRequest),
@@ -82,11 +86,13 @@ impl AcpRequest {
                 Self::Initialize(Box::new(typed(params)?), profile)
             }
             "authenticate" => Self::Authenticate(typed(params)?),
+            "logout" => Self::Logout(typed(params)?),
             "session/new" => Self::NewSession(typed(params)?),
             "session/load" => Self::LoadSession(typed(params)?),
             "session/resume" => Self::ResumeSession(typed(params)?),
             "session/list" => Self::ListSessions(typed(params)?),
             "session/close" => Self::CloseSession(typed(params)?),
+            "session/delete" => Self::DeleteSession(typed(params)?),
             "session/prompt" => Self::Prompt(typed(params)?),
             "session/set_mode" => Self::SetMode(typed(params)?),
             "session/set_config_option" => Self::SetConfigOption(typed(params)?),
@@ -142,6 +148,13 @@ mod tests {
         assert_eq!((r.code, r.message.as_str()), (-32602, "Invalid params"));
         let ok = AcpRequest::parse("session/close", Some(json!({"sessionId": "s1"}))).unwrap();
         assert!(matches!(ok, AcpRequest::CloseSession(c) if &*c.session_id.0 == "s1"));
+        let ok = AcpRequest::parse("session/delete", Some(json!({"sessionId": "s1"}))).unwrap();
+        assert!(matches!(ok, AcpRequest::DeleteSession(c) if &*c.session_id.0 == "s1"));
+        assert_eq!(AcpRequest::parse("session/delete", Some(json!({}))).unwrap_err().code, -32602);
+        // `logout` takes no params: absent, `null` and `{}` all do.
+        for params in [None, Some(json!(null)), Some(json!({}))] {
+            assert!(matches!(AcpRequest::parse("logout", params), Ok(AcpRequest::Logout(_))));
+        }
         assert!(AcpNotification::parse("session/other", None).is_none());
         assert!(matches!(
             AcpNotification::parse("session/cancel", Some(json!({"sessionId": "s"}))),

@@ -1,6 +1,7 @@
 //! Session modes and config options (`docs/acp.md` §4.9, §4.10): plan mode is the ACP mode `plan`
 //! beside `default`; the model and thinking are select options (category `model` and
-//! `thought_level`), so current Zed builds render them as pickers.
+//! `thought_level`), so current Zed builds render them as pickers. For a client that takes
+//! boolean options (`clientCapabilities.session.configOptions.boolean`) thinking is a boolean.
 
 use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode, SessionModeState,
@@ -97,8 +98,8 @@ impl ModelChoice {
     }
 }
 
-/// The session's config options: its mode, model and thinking.
-pub fn config_options(config: &Config, choice: &ModelChoice, mode: &str) -> Vec<SessionConfigOption> {
+/// The session's config options: its mode, model and thinking (a boolean when `boolean`).
+pub fn config_options(config: &Config, choice: &ModelChoice, mode: &str, boolean: bool) -> Vec<SessionConfigOption> {
     let mut options = vec![mode_option(mode)];
     if let Some(current) = &choice.model {
         let models: Vec<SessionConfigSelectOption> = config
@@ -116,16 +117,44 @@ pub fn config_options(config: &Config, choice: &ModelChoice, mode: &str) -> Vec<
             );
         }
     }
-    options.push(
+    let thinking = if boolean {
+        SessionConfigOption::boolean(THINKING_OPTION, "Thinking", choice.thinking)
+    } else {
         SessionConfigOption::select(
             THINKING_OPTION,
             "Thinking",
             if choice.thinking { ON } else { OFF },
             vec![SessionConfigSelectOption::new(OFF, "Off"), SessionConfigSelectOption::new(ON, "On")],
         )
-        .category(SessionConfigOptionCategory::ThoughtLevel),
-    );
+    };
+    options.push(thinking.category(SessionConfigOptionCategory::ThoughtLevel));
     options
+}
+
+/// A value `session/set_config_option` sent: a value id, or a boolean (`type: "boolean"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionValue<'a> {
+    Id(&'a str),
+    Bool(bool),
+}
+
+impl<'a> OptionValue<'a> {
+    /// The value of `value`; `None` for a kind of value kiwi does not know.
+    pub fn of(value: &'a agent_client_protocol::v1::schema::SessionConfigOptionValue) -> Option<Self> {
+        match (value.as_value_id(), value.as_bool()) {
+            (Some(id), _) => Some(Self::Id(&id.0)),
+            (None, Some(on)) => Some(Self::Bool(on)),
+            (None, None) => None,
+        }
+    }
+
+    /// The value id a select option takes; a boolean is refused with the reason.
+    pub fn id(self, option: &str) -> Result<&'a str, String> {
+        match self {
+            Self::Id(id) => Ok(id),
+            Self::Bool(_) => Err(format!("`{option}` is a select option: give one of its value ids, not a boolean")),
+        }
+    }
 }
 
 /// The `sandbox` option (spec sandbox.md §2.5), offered when the run is sandboxed (the user
@@ -147,10 +176,12 @@ pub fn sandbox_option(sandbox: &crate::agent_env::SessionSandbox) -> Option<Sess
 }
 
 /// A requested option change applied to `choice`; `Err` is the readable reason it is refused.
-pub fn apply(config: &Config, choice: &ModelChoice, id: &str, value: &str) -> Result<ModelChoice, String> {
+/// Thinking takes a boolean or `on`/`off`, whichever shape the client was shown.
+pub fn apply(config: &Config, choice: &ModelChoice, id: &str, value: OptionValue<'_>) -> Result<ModelChoice, String> {
     let mut next = choice.clone();
     match id {
         MODEL_OPTION => {
+            let value = value.id(id)?;
             if !config.models.contains_key(value) {
                 return Err(format!("unknown model `{value}`"));
             }
@@ -158,9 +189,12 @@ pub fn apply(config: &Config, choice: &ModelChoice, id: &str, value: &str) -> Re
         }
         THINKING_OPTION => {
             next.thinking = match value {
-                ON => true,
-                OFF => false,
-                _ => return Err(format!("thinking is `on` or `off`, not `{value}`")),
+                OptionValue::Bool(on) => on,
+                OptionValue::Id(ON) => true,
+                OptionValue::Id(OFF) => false,
+                OptionValue::Id(other) => {
+                    return Err(format!("thinking is `on` or `off` (or a boolean), not `{other}`"));
+                }
             }
         }
         _ => return Err(format!("unknown config option `{id}`")),
@@ -185,7 +219,7 @@ mod tests {
     fn options_serialize_as_the_schema_says() {
         let config = config();
         let choice = ModelChoice::of(&config, None, None);
-        let json = serde_json::to_value(config_options(&config, &choice, "default")).unwrap();
+        let json = serde_json::to_value(config_options(&config, &choice, "default", false)).unwrap();
         assert_eq!(json[0]["id"], "mode");
         assert_eq!(json[0]["category"], "mode");
         assert_eq!(json[0]["currentValue"], "default");
@@ -204,13 +238,29 @@ mod tests {
     }
 
     #[test]
+    fn thinking_is_a_boolean_for_a_client_that_takes_booleans() {
+        let config = config();
+        let choice = ModelChoice::of(&config, None, Some(true));
+        let json = serde_json::to_value(config_options(&config, &choice, "default", true)).unwrap();
+        assert_eq!(
+            json.as_array().unwrap().last().unwrap(),
+            &serde_json::json!({"id":"thinking","name":"Thinking","category":"thought_level","type":"boolean",
+                                "currentValue":true})
+        );
+    }
+
+    #[test]
     fn bad_changes_are_refused() {
+        use OptionValue::{Bool, Id};
         let config = config();
         let choice = ModelChoice::of(&config, None, None);
-        assert_eq!(apply(&config, &choice, "model", "b").unwrap().model.as_deref(), Some("b"));
-        assert!(apply(&config, &choice, "model", "zz").unwrap_err().contains("unknown model"));
-        assert!(apply(&config, &choice, "thinking", "maybe").is_err());
-        assert!(apply(&config, &choice, "speed", "on").is_err());
+        assert_eq!(apply(&config, &choice, "model", Id("b")).unwrap().model.as_deref(), Some("b"));
+        assert!(apply(&config, &choice, "model", Id("zz")).unwrap_err().contains("unknown model"));
+        assert!(apply(&config, &choice, "model", Bool(true)).unwrap_err().contains("select option"));
+        assert!(apply(&config, &choice, "thinking", Id("maybe")).is_err());
+        assert!(apply(&config, &choice, "thinking", Bool(true)).unwrap().thinking);
+        assert!(apply(&config, &choice, "thinking", Id("on")).unwrap().thinking);
+        assert!(apply(&config, &choice, "speed", Id("on")).is_err());
         assert_eq!(parse_mode("plan"), Some("plan"));
         assert_eq!(parse_mode("yolo"), Some("yolo"));
         assert_eq!(parse_mode("bypassPermissions"), None);

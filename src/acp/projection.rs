@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use agent_client_protocol::v1::schema::{
     PromptResponse, SessionNotification, SessionUpdate, StopReason, ToolCallContent, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields,
+    ToolCallUpdateFields, Usage,
 };
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
@@ -25,7 +25,7 @@ use super::questions;
 use super::session::AcpSession;
 use crate::llm::ModelStop;
 use crate::protocol::{
-    ApprovalDecision, ApprovalRequest, Event, HookAction, QuestionRequest, Request, ToolReturnValue,
+    ApprovalDecision, ApprovalRequest, Event, HookAction, QuestionRequest, Request, TokenUsage, ToolReturnValue,
 };
 use crate::rpc::peer::{IdTaken, Settled};
 use crate::rpc::{Outbound, Peer, RequestId};
@@ -190,9 +190,24 @@ impl AcpProjection {
                     return;
                 }
             };
-            self.outbound.respond(&id, &PromptResponse::new(stop)).await;
+            let mut response = PromptResponse::new(stop);
+            // The turn's tokens, for a client whose schema has them (`docs/compatibility.md`);
+            // absent when the provider reported none.
+            if self.updates.profile().newer_schema {
+                response = response.usage(self.mapper().turn_usage().map(turn_usage));
+            }
+            self.outbound.respond(&id, &response).await;
         }
     }
+}
+
+/// A turn's tokens as ACP's `Usage` (`docs/acp.md` §4.12): input without the cache, as the
+/// schema counts cache reads and writes on their own; the total is all four. Thought tokens are
+/// not reported (providers count them inside the output).
+pub fn turn_usage(used: TokenUsage) -> Usage {
+    Usage::new(used.total(), used.input_other, used.output)
+        .cached_read_tokens(used.input_cache_read)
+        .cached_write_tokens(used.input_cache_creation)
 }
 
 /// One `session/update` notification.

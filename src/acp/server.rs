@@ -4,7 +4,7 @@
 //! `session/load` replays on its own task.
 //!
 //! Invariants: every request gets exactly one answer; unknown sessions are `-32602` with
-//! `{"session_id":"Session not found"}`; sessions are ordinary kiwi sessions of the share dir.
+//! `{"session_id":"Session not found"}` (`-32002` for `session/delete`, as the SDKs expect); sessions are ordinary kiwi sessions of the share dir.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,12 +12,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal, AuthenticateResponse, AvailableCommand,
-    AvailableCommandsUpdate, ClientCapabilities, CloseSessionResponse, Implementation, InitializeRequest,
-    InitializeResponse, ListSessionsResponse, LoadSessionResponse, McpCapabilities, McpServer, NewSessionResponse,
-    PromptCapabilities, PromptResponse, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
-    SessionInfoUpdate, SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
-    SetSessionConfigOptionResponse, SetSessionModeResponse, StopReason,
+    AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal, AuthenticateResponse,
+    AvailableCommand, AvailableCommandsUpdate, ClientCapabilities, CloseSessionResponse, DeleteSessionResponse,
+    Implementation, InitializeRequest, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
+    LogoutCapabilities, LogoutResponse, McpCapabilities, McpServer, NewSessionResponse, PromptCapabilities,
+    PromptResponse, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfoUpdate, SessionListCapabilities,
+    SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionResponse, SetSessionModeResponse, StopReason,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -114,12 +115,25 @@ impl AcpServer {
                 }
                 out.respond(id, &AuthenticateResponse::new()).await;
             }
+            // What `kiwi logout` does; the sessions open here stop sending the login's token.
+            AcpRequest::Logout(_) => {
+                let share = self.shared.setup.share_dir.clone();
+                self.off_dispatcher(id, move |server, id| async move {
+                    tokio::task::spawn_blocking(move || crate::auth::logout::log_out(&share))
+                        .await
+                        .map_err(|e| errors::internal(format!("Logout failed: {e}")))?
+                        .map_err(|e| errors::internal(format!("Logout failed: {e}")))?;
+                    server.shared.outbound.respond(&id, &LogoutResponse::new()).await;
+                    Ok(())
+                });
+            }
             // Opening a session (building it, replaying its history) runs on a task of its own:
             // a slow one never holds up the other sessions' prompts, answers and cancels.
             AcpRequest::NewSession(request) => {
                 let cwd = absolute_dir(&request.cwd)?;
+                let dirs = additional_dirs(&request.additional_directories)?;
                 self.off_dispatcher(id, move |server, id| async move {
-                    let session = server.open(&cwd, SessionChoice::New, &request.mcp_servers).await?;
+                    let session = server.open(&cwd, SessionChoice::New, &request.mcp_servers, &dirs).await?;
                     let (modes, options) = session_modes(&server.shared, &session);
                     let response = NewSessionResponse::new(session.id.clone()).modes(modes).config_options(options);
                     session.options_sent();
@@ -130,8 +144,9 @@ impl AcpServer {
             }
             AcpRequest::LoadSession(request) => {
                 let cwd = absolute_dir(&request.cwd)?;
+                let dirs = additional_dirs(&request.additional_directories)?;
                 self.off_dispatcher(id, move |server, id| async move {
-                    let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers).await?;
+                    let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers, &dirs).await?;
                     let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
                     let claim = driver.claim().map_err(|_| errors::internal("a prompt is running in this session"))?;
                     driver.sink().flush_record();
@@ -154,8 +169,9 @@ impl AcpServer {
             }
             AcpRequest::ResumeSession(request) => {
                 let cwd = absolute_dir(&request.cwd)?;
+                let dirs = additional_dirs(&request.additional_directories)?;
                 self.off_dispatcher(id, move |server, id| async move {
-                    let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers).await?;
+                    let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers, &dirs).await?;
                     let (modes, options) = session_modes(&server.shared, &session);
                     let response = ResumeSessionResponse::new().modes(modes).config_options(options);
                     session.options_sent();
@@ -167,9 +183,13 @@ impl AcpServer {
             AcpRequest::ListSessions(request) => {
                 // Without a work dir: the sessions of every work dir (the reference lists none).
                 let cwd = request.cwd.as_deref().map(absolute).transpose()?;
-                let (sessions, next) =
+                let (mut sessions, next) =
                     history::list_page(&self.shared.setup.share_dir, cwd.as_deref(), request.cursor.as_deref())
                         .map_err(errors::invalid_params)?;
+                // A session's added directories, for a client offered `additionalDirectories`.
+                if !self.shared.updates.profile().newer_schema {
+                    sessions.iter_mut().for_each(|s| s.additional_directories.clear());
+                }
                 out.respond(id, &ListSessionsResponse::new(sessions).next_cursor(next)).await;
             }
             AcpRequest::Fork(request) => {
@@ -216,6 +236,28 @@ impl AcpServer {
                     Ok(())
                 });
             }
+            AcpRequest::DeleteSession(request) => {
+                let sid = request.session_id.0.to_string();
+                // Taken out of the table here, on the dispatcher, so no prompt starts in between.
+                let open = {
+                    let mut sessions = lock(&self.sessions);
+                    if sessions.get(&sid).is_some_and(|s| s.is_running()) {
+                        return Err(errors::internal("a prompt is running in this session; delete it after the turn"));
+                    }
+                    sessions.remove(&sid)
+                };
+                self.off_dispatcher(id, move |server, id| async move {
+                    if let Some(open) = open {
+                        open.close().await;
+                    }
+                    let share = server.shared.setup.share_dir.clone();
+                    tokio::task::spawn_blocking(move || delete_stored(&share, &sid))
+                        .await
+                        .map_err(|e| errors::internal(format!("deleting the session failed: {e}")))??;
+                    server.shared.outbound.respond(&id, &DeleteSessionResponse::new()).await;
+                    Ok(())
+                });
+            }
             AcpRequest::Prompt(request) => {
                 let session = self.session(&request.session_id.0)?;
                 let input = prompt_input::user_input(&request.prompt).map_err(errors::invalid_params)?;
@@ -232,20 +274,22 @@ impl AcpServer {
             }
             AcpRequest::SetConfigOption(request) => {
                 let session = self.session(&request.session_id.0)?;
-                let Some(value) = request.value.as_value_id() else {
-                    return Err(errors::invalid_params("kiwi's config options are selects"));
+                let Some(value) = modes::OptionValue::of(&request.value) else {
+                    return Err(errors::invalid_params("a config option's value is a value id or a boolean"));
                 };
                 let config = &self.shared.setup.config;
-                if &*request.config_id.0 == modes::MODE_OPTION {
-                    let Some(mode) = modes::parse_mode(&value.0) else {
-                        return Err(errors::invalid_params(format!("unknown mode `{}`", value.0)));
+                let option = &*request.config_id.0;
+                if option == modes::MODE_OPTION {
+                    let value = value.id(option).map_err(errors::invalid_params)?;
+                    let Some(mode) = modes::parse_mode(value) else {
+                        return Err(errors::invalid_params(format!("unknown mode `{value}`")));
                     };
                     session.set_mode(mode).await?;
-                } else if &*request.config_id.0 == modes::SANDBOX_OPTION {
-                    session.set_sandbox(&value.0).await?;
+                } else if option == modes::SANDBOX_OPTION {
+                    session.set_sandbox(value.id(option).map_err(errors::invalid_params)?).await?;
                 } else {
-                    let next = modes::apply(config, &session.model_choice(), &request.config_id.0, &value.0)
-                        .map_err(errors::invalid_params)?;
+                    let next =
+                        modes::apply(config, &session.model_choice(), option, value).map_err(errors::invalid_params)?;
                     if next != session.model_choice() {
                         session.change_model(&self.shared, next)?;
                     }
@@ -307,7 +351,7 @@ impl AcpServer {
             other => errors::invalid_params(other.to_string()),
         })?;
         let title = forked.title.clone();
-        let session = self.open(&work_dir, SessionChoice::Id(forked.id), &request.mcp_servers).await?;
+        let session = self.open(&work_dir, SessionChoice::Id(forked.id), &request.mcp_servers, &[]).await?;
         let (modes, options) = session_modes(&self.shared, &session);
         let response = ForkSessionResponse { session_id: session.id.clone(), modes, config_options: options };
         session.options_sent();
@@ -330,16 +374,25 @@ impl AcpServer {
         self.shared.client_elicitation.store(form, seq);
         *lock(&self.client) = request.client_capabilities;
         let version = if request.protocol_version.as_u16() >= 1 { ProtocolVersion::V1 } else { ProtocolVersion::V0 };
+        let mut sessions = SessionCapabilities::new()
+            .list(SessionListCapabilities::new())
+            .resume(SessionResumeCapabilities::new())
+            .close(SessionCloseCapabilities::new());
+        let mut auth = AgentAuthCapabilities::new();
+        // ACP's newer stable surface, for a client whose schema is newer than the 0.4 SDK's
+        // (`docs/compatibility.md`); the methods themselves answer everyone.
+        if profile.newer_schema {
+            sessions = sessions
+                .delete(SessionDeleteCapabilities::new())
+                .additional_directories(SessionAdditionalDirectoriesCapabilities::new());
+            auth = auth.logout(LogoutCapabilities::new());
+        }
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(PromptCapabilities::new().image(true).audio(false).embedded_context(true))
             .mcp_capabilities(McpCapabilities::new().http(true).sse(true))
-            .session_capabilities(
-                SessionCapabilities::new()
-                    .list(SessionListCapabilities::new())
-                    .resume(SessionResumeCapabilities::new())
-                    .close(SessionCloseCapabilities::new()),
-            );
+            .session_capabilities(sessions)
+            .auth(auth);
         const NAME: &str = "Log in to your Kimi account";
         const DESCRIPTION: &str = "Runs `kiwi login` in a terminal; follow its instructions, then start a session.";
         // Older Zed builds read `_meta["terminal-auth"]`; clients that announce terminal auth
@@ -403,11 +456,12 @@ impl AcpServer {
         cwd: &Path,
         choice: SessionChoice,
         servers: &[McpServer],
+        dirs: &[PathBuf],
     ) -> Result<Arc<AcpSession>, ErrorObject> {
         let mcp = mcp_servers::config_document(servers).map_err(errors::invalid_params)?;
-        let (server, cwd) = (self.clone(), cwd.to_path_buf());
+        let (server, cwd, dirs) = (self.clone(), cwd.to_path_buf(), dirs.to_vec());
         let opened = tokio::task::spawn_blocking(move || {
-            AcpSession::open(&server.shared, &cwd, choice, mcp.into_iter().collect())
+            AcpSession::open(&server.shared, &cwd, choice, mcp.into_iter().collect(), dirs)
         })
         .await
         .map_err(|e| errors::internal(format!("opening the session failed: {e}")))?;
@@ -422,14 +476,22 @@ impl AcpServer {
         id: &str,
         cwd: &Path,
         servers: &[McpServer],
+        dirs: &[PathBuf],
     ) -> Result<Arc<AcpSession>, ErrorObject> {
         if let Ok(session) = self.session(id) {
+            // Open already: its workspace is what it is (`/add-dir` still adds to it).
+            if let Some(missing) = session.missing_dir(dirs) {
+                return Err(errors::invalid_params(format!(
+                    "the session is open already and `{}` is not in its workspace; add it with /add-dir",
+                    missing.display()
+                )));
+            }
             return Ok(session);
         }
         if !history::exists(&self.shared.setup.share_dir, cwd, id) {
             return Err(errors::session_not_found());
         }
-        self.open(cwd, SessionChoice::Id(id.to_string()), servers).await
+        self.open(cwd, SessionChoice::Id(id.to_string()), servers, dirs).await
     }
 
     /// `available_commands_update`: the slash commands and skills the core offers.
@@ -492,11 +554,51 @@ fn with_models<T: serde::Serialize>(shared: &Shared, session: &AcpSession, respo
     WithModels { response, models: modes::legacy_models(&shared.setup.config, &session.model_choice()) }
 }
 
+/// Removes a stored session of any work dir (`session/delete`): unknown → `-32002`; one that a
+/// server (another process) has open → refused.
+fn delete_stored(share: &Path, id: &str) -> Result<(), ErrorObject> {
+    let Some(info) = crate::session::catalog::find(share, id) else { return Err(errors::no_session_to_delete()) };
+    let _held = if info.legacy {
+        None
+    } else {
+        match crate::session::store::lock_folder(&info.session_dir) {
+            Ok(Some(held)) => Some(held),
+            Ok(None) => return Err(errors::internal("the session is open in another process; close it there first")),
+            Err(e) => return Err(errors::internal(format!("cannot delete the session: {e}"))),
+        }
+    };
+    crate::session::catalog::delete(share, &info)
+        .map_err(|e| errors::internal(format!("cannot delete the session: {e}")))
+}
+
 fn absolute(path: &Path) -> Result<PathBuf, ErrorObject> {
     if !path.is_absolute() {
         return Err(errors::invalid_params(format!("cwd must be an absolute path, not `{}`", path.display())));
     }
     Ok(crate::session::store::normalize(path, Path::new("/")))
+}
+
+/// `additionalDirectories` (`docs/acp.md` §4.4): absolute paths of directories, added to the
+/// session's workspace as `--add-dir` adds them.
+fn additional_dirs(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, ErrorObject> {
+    dirs.iter()
+        .map(|dir| {
+            if !dir.is_absolute() {
+                return Err(errors::invalid_params(format!(
+                    "additionalDirectories must be absolute paths, not `{}`",
+                    dir.display()
+                )));
+            }
+            let dir = crate::session::store::normalize(dir, Path::new("/"));
+            if !dir.is_dir() {
+                return Err(errors::invalid_params(format!(
+                    "additional directory `{}` is not a directory",
+                    dir.display()
+                )));
+            }
+            Ok(dir)
+        })
+        .collect()
 }
 
 fn absolute_dir(path: &Path) -> Result<PathBuf, ErrorObject> {

@@ -85,13 +85,16 @@ impl AcpSession {
         cwd: &Path,
         choice: SessionChoice,
         mcp_configs: Vec<Value>,
+        add_dirs: Vec<PathBuf>,
     ) -> Result<Arc<Self>, ErrorObject> {
         let model = ModelChoice::of(&shared.setup.config, shared.setup.model.as_deref(), shared.setup.thinking);
-        let setup = session_setup(&shared.setup, &model, &mcp_configs);
+        let mut setup = session_setup(&shared.setup, &model, &mcp_configs);
+        // `additionalDirectories`: as `--add-dir` (added to the workspace, saved with the session).
+        setup.invocation.add_dirs.extend(add_dirs);
         let built =
             setup.build(SessionRequest { work_dir: cwd.to_path_buf(), session: choice, trace: None }).map_err(|e| {
                 match e {
-                    BuildError::Usage(m) => errors::invalid_params(m),
+                    BuildError::Usage(m) => errors::invalid_params(m.replace("--add-dir", "additionalDirectories")),
                     BuildError::Fatal(m) => errors::internal(m),
                 }
             })?;
@@ -174,7 +177,8 @@ impl AcpSession {
 
     /// The config options as they stand.
     pub fn config_options(&self) -> Vec<agent_client_protocol::v1::schema::SessionConfigOption> {
-        let mut options = modes::config_options(&self.config, &self.model_choice(), self.mode());
+        let boolean = self.updates.profile().boolean_options;
+        let mut options = modes::config_options(&self.config, &self.model_choice(), self.mode(), boolean);
         if let Some(driver) = self.driver() {
             options.extend(modes::sandbox_option(&driver.agent().env.sandbox));
         }
@@ -267,6 +271,24 @@ impl AcpSession {
         {
             queue.push_front((input, id));
         }
+    }
+
+    /// The first of `dirs` that is neither the work dir (or inside it) nor one of the session's
+    /// additional directories.
+    pub fn missing_dir<'a>(&self, dirs: &'a [PathBuf]) -> Option<&'a PathBuf> {
+        let added: Vec<PathBuf> = self
+            .driver()
+            .map(|d| d.agent().state.additional_dirs())
+            .unwrap_or_default()
+            .into_iter()
+            .map(PathBuf::from)
+            .collect();
+        dirs.iter().find(|dir| !dir.starts_with(&self.cwd) && !added.iter().any(|a| dir.starts_with(a)))
+    }
+
+    /// A turn runs or a prompt waits for one.
+    pub fn is_running(&self) -> bool {
+        self.driver().is_some_and(|d| d.is_busy()) || !lock(&self.queue).is_empty()
     }
 
     /// The queued prompts, taken (a cancel answers them `cancelled`).

@@ -11,6 +11,8 @@
 
 pub mod credential;
 pub mod endpoints;
+pub mod logout;
+pub mod managed;
 pub mod provider;
 pub mod tokens;
 

@@ -120,6 +120,15 @@ pub fn manager(share: &Path, oauth: &OAuthRef) -> Arc<TokenManager> {
     manager
 }
 
+/// Forgets what this process cached of a login (after a logout deleted its file): the next
+/// call reads the file again, and finds none.
+pub fn forget(share: &Path, key: &str) {
+    let registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(manager) = registry.get(&(share.to_path_buf(), key.to_string())).and_then(Weak::upgrade) {
+        *manager.state() = State::default();
+    }
+}
+
 impl TokenManager {
     fn new(share: &Path, oauth: &OAuthRef) -> Self {
         let path = credential::path_for(share, &oauth.key);
@@ -394,5 +403,19 @@ mod tests {
         let nowhere = manager(dir.path(), &r("oauth/.."));
         assert_eq!(nowhere.access_token(), None);
         assert_eq!(rt.block_on(a.refresh(false)), Err(RefreshError::NoCredential));
+    }
+
+    #[test]
+    fn a_forgotten_login_is_not_sent_once_its_file_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let oauth = OAuthRef { storage: OAuthStorage::File, key: "oauth/gone".into() };
+        let m = manager(dir.path(), &oauth);
+        let file = dir.path().join("credentials/gone.json");
+        credential::write(&file, &cred(1.0, 1.0)).unwrap();
+        assert_eq!(m.access_token().as_deref(), Some("a"));
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(m.access_token().as_deref(), Some("a"), "cached until forgotten");
+        forget(dir.path(), "oauth/gone");
+        assert_eq!(m.access_token(), None);
     }
 }

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Reporter, managed};
+use super::Reporter;
 use crate::auth::KIMI_CODE_KEY;
 use crate::auth::credential::{self, Credential};
 use crate::auth::endpoints::{self, DeviceAuthorization, Poll};
+use crate::auth::managed;
 
 enum Polled {
     Granted(Credential),

@@ -16,7 +16,6 @@ mod export;
 mod info;
 mod login;
 mod logout;
-pub mod managed;
 mod mcp;
 mod mcp_remote;
 mod sandbox;

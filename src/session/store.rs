@@ -367,6 +367,16 @@ pub enum SessionChoice {
     Hosted(String),
 }
 
+/// Takes a session folder's lock (the one an open session holds) without waiting: `None` when
+/// a server has the session open. Whoever removes a session holds it meanwhile, so no server
+/// opens the session while its files go.
+pub fn lock_folder(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
+    let lock = std::fs::File::open(dir)?;
+    // SAFETY: flock on a file descriptor we own; no memory is touched.
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    Ok((rc == 0).then_some(lock))
+}
+
 /// An open session: its folder and the lock that keeps other servers out.
 #[derive(Debug)]
 pub struct Session {
@@ -551,6 +561,7 @@ mod tests {
             Err(SessionError::Locked(_))
         ));
         std::fs::write(s.context_path(), "{\"role\":\"user\",\"content\":\"x\"}\n").unwrap();
+        assert!(lock_folder(&s.dir).unwrap().is_none(), "an open session's folder is locked");
         s.finish();
         // Finished is unlocked, even while something still holds the old session.
         let again = Session::open(share.path(), work, &SessionChoice::Id("my-id".into())).unwrap();

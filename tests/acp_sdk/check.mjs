@@ -1,9 +1,15 @@
 // Drives `kiwi acp` with the official ACP TypeScript SDK (@agentclientprotocol/sdk): a prompt
 // with a permission, a cancel during a permission, a load that replays the history in a
-// second process, and AskUserQuestion as a form or a permission card. Run by tests/acp_sdk.rs; prints "<n> passed, <m> failed".
+// second process, AskUserQuestion as a form or a permission card, and ACP's newer stable surface
+// (additionalDirectories, messageId, a boolean option, session/delete, logout; the turn's usage
+// through the SDK's unstable entry point). Run by tests/acp_sdk.rs; prints "<n> passed, <m> failed".
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+import * as unstable from "@agentclientprotocol/sdk/unstable";
 
 const bin = process.env.KIWI_BIN;
 const work = process.env.KIWI_WORK;
@@ -22,16 +28,17 @@ function check(name, ok, detail) {
 
 // One kiwi process and a client app around it; `onPermission` decides each permission request,
 // `onElicitation` each question form.
-function connect(onPermission, updates, args = [], onElicitation = null) {
+// `sdk` is the stable entry point unless told otherwise.
+function connect(onPermission, updates, args = [], onElicitation = null, sdk = { client, methods, ndJsonStream }) {
   const child = spawn(bin, ["acp", ...args], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
-  const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-  let app = client({ name: "kiwi-acp-check" })
-    .onNotification(methods.client.session.update, ({ params }) => {
+  const stream = sdk.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  let app = sdk.client({ name: "kiwi-acp-check" })
+    .onNotification(sdk.methods.client.session.update, ({ params }) => {
       updates.push(params);
     })
-    .onRequest(methods.client.session.requestPermission, async ({ params, agent }) => onPermission(params, agent));
+    .onRequest(sdk.methods.client.session.requestPermission, async ({ params, agent }) => onPermission(params, agent));
   if (onElicitation) {
-    app = app.onRequest(methods.client.elicitation.create, async ({ params }) => onElicitation(params));
+    app = app.onRequest(sdk.methods.client.elicitation.create, async ({ params }) => onElicitation(params));
   }
   return { child, stream, app };
 }
@@ -170,6 +177,86 @@ async function main() {
     });
     child.kill();
   }
+  await newerSurface(sessionId);
+}
+
+// What a client of the current schema gets beyond the basics: it says so with `auth` and
+// takes boolean config options (`session.configOptions.boolean`).
+async function newerSurface(firstSession) {
+  const clientCapabilities = { auth: { terminal: false }, session: { configOptions: { boolean: {} } } };
+  {
+    const updates = [];
+    const { child, stream, app } = connect(async () => ({ outcome: { outcome: "selected", optionId: "approve" } }), updates);
+    await app.connectWith(stream, async (agent) => {
+      const init = await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities });
+      const caps = init.agentCapabilities;
+      check("initialize offers delete, additionalDirectories and logout",
+        caps.sessionCapabilities?.delete && caps.sessionCapabilities?.additionalDirectories && caps.auth?.logout, caps);
+      // Outside the work dir (a directory inside it is in the workspace already).
+      const extra = join(process.env.HOME, "extra");
+      mkdirSync(extra, { recursive: true });
+      const created = await agent.request(methods.agent.session.new, { cwd: work, mcpServers: [], additionalDirectories: [extra] });
+      const thinking = created.configOptions.find((o) => o.id === "thinking");
+      check("thinking is a boolean option", thinking?.type === "boolean" && thinking.currentValue === false, thinking);
+      const set = await agent.request(methods.agent.session.setConfigOption,
+        { sessionId: created.sessionId, configId: "thinking", type: "boolean", value: true });
+      check("set_config_option takes a boolean", set.configOptions.find((o) => o.id === "thinking")?.currentValue === true, set);
+      let refused;
+      try {
+        await agent.request(methods.agent.session.setConfigOption, { sessionId: created.sessionId, configId: "mode", type: "boolean", value: true });
+      } catch (e) {
+        refused = e;
+      }
+      check("a boolean for a select option is refused", refused?.code === -32602, String(refused));
+      const answer = await agent.request(methods.agent.session.prompt, { sessionId: created.sessionId, prompt: [{ type: "text", text: "hi" }] });
+      const chunks = updates.filter((u) => u.sessionId === created.sessionId && u.update.sessionUpdate === "agent_message_chunk");
+      const ids = new Set(chunks.map((u) => u.update.messageId));
+      check("the answer's chunks share one messageId", answer.stopReason === "end_turn" && chunks.length > 0 && ids.size === 1 && typeof [...ids][0] === "string", chunks);
+      const listed = await agent.request(methods.agent.session.list, { cwd: work });
+      const shown = listed.sessions.find((s) => s.sessionId === created.sessionId);
+      check("the new session is listed", shown !== undefined, listed);
+      // The extra directory was saved with the session, as `--add-dir` saves it.
+      const sessionsDir = join(process.env.KIMI_SHARE_DIR, "sessions");
+      const state = JSON.parse(readFileSync(join(sessionsDir, workKey(), created.sessionId, "state.json"), "utf8"));
+      check("additionalDirectories joined the workspace", state.additional_dirs.join(",") === extra, state.additional_dirs);
+
+      // The first check's session: replayed with message ids, then deleted.
+      updates.length = 0;
+      await agent.request(methods.agent.session.load, { sessionId: firstSession, cwd: work, mcpServers: [] });
+      const users = updates.filter((u) => u.update.sessionUpdate === "user_message_chunk").map((u) => u.update.messageId);
+      check("replayed user messages carry their own ids", users.length === 2 && new Set(users).size === 2, users);
+      const deleted = await agent.request(methods.agent.session.delete, { sessionId: firstSession });
+      check("session/delete answers", deleted !== undefined, deleted);
+      const after = await agent.request(methods.agent.session.list, { cwd: work });
+      check("a deleted session is no longer listed", !after.sessions.some((s) => s.sessionId === firstSession), after);
+      // Deleting again: kiwi answers "Resource not found", which the SDK takes as done.
+      const again = await agent.request(methods.agent.session.delete, { sessionId: firstSession });
+      check("deleting twice is idempotent for the SDK", again !== undefined, again);
+      const out = await agent.request(methods.agent.logout, {});
+      check("logout answers", out !== undefined, out);
+    });
+    child.kill();
+  }
+  {
+    // The turn's usage is unstable in ACP v1: the SDK's unstable entry point parses it.
+    const updates = [];
+    const sdk = { client: unstable.client, methods: unstable.methods, ndJsonStream: unstable.ndJsonStream };
+    const { child, stream, app } = connect(async () => ({ outcome: { outcome: "selected", optionId: "approve" } }), updates, [], null, sdk);
+    await app.connectWith(stream, async (agent) => {
+      await agent.request(unstable.methods.agent.initialize, { protocolVersion: 1, clientCapabilities });
+      const created = await agent.request(unstable.methods.agent.session.new, { cwd: work, mcpServers: [] });
+      const answer = await agent.request(unstable.methods.agent.session.prompt, { sessionId: created.sessionId, prompt: [{ type: "text", text: "hi" }] });
+      const usage = answer.usage;
+      check("the prompt's answer carries the turn's usage",
+        usage?.inputTokens === 5 && usage.outputTokens === 2 && usage.totalTokens === 7, answer);
+    });
+    child.kill();
+  }
+}
+
+// The session folder's name for the work dir: the md5 of its path (as kiwi and kimi name it).
+function workKey() {
+  return createHash("md5").update(work).digest("hex");
 }
 
 try {

@@ -1,7 +1,9 @@
 //! `kiwi acp` over raw JSON lines, for what editors get beyond the basics: the modes (default,
 //! acceptEdits, plan, yolo) driving the core's approval state without saving it, `session/fork`
 //! (and the wire's `fork` extension and `/fork`), `session/list` across work dirs, prompts queued
-//! behind a running turn, titles and option updates, and the capabilities `initialize` offers.
+//! behind a running turn, titles and option updates, the capabilities `initialize` offers, and
+//! ACP's newer stable surface (`session/delete`, `logout`, `additionalDirectories`, `messageId`,
+//! boolean options, the turn's usage) for the clients that take it.
 
 use crate::common::{Env, Kiwi};
 
@@ -391,4 +393,300 @@ fn session_list_without_cwd_spans_work_dirs() {
     let (_, r) = k.call("l5", "session/list", json!({"cursor": cursor}));
     assert_eq!(r["result"]["sessions"].as_array().unwrap().len(), 12, "{r}");
     assert!(r["result"].get("nextCursor").is_none_or(Value::is_null));
+}
+
+/// A client of the newest schema: it sends `session` (booleans for config options) and `auth`.
+fn newest(env: &Env, config: &Path) -> (Kiwi, Value) {
+    let mut k = Kiwi::spawn(env.acp_command(config, &[]));
+    let caps = json!({"auth": {"terminal": false}, "session": {"configOptions": {"boolean": {}}}});
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
+    (k, init["result"].clone())
+}
+
+fn option<'a>(options: &'a Value, id: &str) -> &'a Value {
+    options.as_array().unwrap().iter().find(|o| o["id"] == id).unwrap_or_else(|| panic!("no `{id}` in {options}"))
+}
+
+/// `docs/compatibility.md`: ACP's newer stable surface reaches a client whose schema has it
+/// (`delete`, `additionalDirectories`, `logout` advertised; `messageId` on every chunk, one per
+/// message; the turn's `usage` in the prompt's answer; `thinking` as a boolean option for a
+/// client that takes booleans), and none of it reaches one as old as the 0.4 SDK.
+#[test]
+fn the_newer_stable_surface_reaches_only_clients_that_take_it() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&[
+        "usage: {\"input_other\": 5, \"output\": 2, \"input_cache_read\": 3}\nthink: hm\ntext: hel",
+        "text: old",
+    ]);
+    let (mut k, init) = newest(&env, &config);
+    let caps = &init["agentCapabilities"];
+    assert_eq!(
+        caps["sessionCapabilities"],
+        json!({"list": {}, "delete": {}, "additionalDirectories": {}, "resume": {}, "close": {}, "fork": {}}),
+        "{init}"
+    );
+    assert_eq!(caps["auth"], json!({"logout": {}}), "{init}");
+    let (session, answer) = new_session(&mut k, &work);
+    assert_eq!(
+        option(&answer["configOptions"], "thinking"),
+        &json!({"id": "thinking", "name": "Thinking", "category": "thought_level", "type": "boolean", "currentValue": false})
+    );
+    let (during, answer) = prompt(&mut k, "p1", &session, "hi");
+    assert_eq!(
+        answer["result"],
+        json!({"stopReason": "end_turn", "usage": {"totalTokens": 10, "inputTokens": 5, "outputTokens": 2,
+            "cachedReadTokens": 3, "cachedWriteTokens": 0}}),
+        "{answer}"
+    );
+    let chunks: Vec<Value> =
+        updates(&during).into_iter().filter(|u| u["sessionUpdate"].as_str().unwrap().ends_with("_chunk")).collect();
+    assert_eq!(chunks.len(), 2, "{during:?}");
+    let id = chunks[0]["messageId"].as_str().expect("a message id");
+    assert!(chunks.iter().all(|c| c["messageId"] == id), "one step is one message: {chunks:?}");
+
+    // A boolean sets the boolean option; bad values are refused and change nothing.
+    let set = |value: Value| json!({"sessionId": session, "configId": "thinking", "type": "boolean", "value": value});
+    let (_, r) = k.call("c1", "session/set_config_option", set(json!(true)));
+    assert_eq!(option(&r["result"]["configOptions"], "thinking")["currentValue"], true, "{r}");
+    let (_, r) = k.call("c2", "session/set_config_option", set(json!("maybe")));
+    assert_eq!((r["error"]["code"].clone(), r["error"]["message"].clone()), (json!(-32602), json!("Invalid params")));
+    let (_, r) = k.call(
+        "c3",
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "thinking", "type": "boolean"}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let (_, r) = k.call(
+        "c4",
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "type": "boolean", "value": true}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["data"]["error"].as_str().unwrap().contains("select option"), "{r}");
+    let (_, r) = k.call(
+        "c5",
+        "session/set_config_option",
+        json!({"sessionId": "nope", "configId": "thinking", "type": "boolean", "value": false}),
+    );
+    assert_eq!(r["error"]["data"], json!({"session_id": "Session not found"}), "{r}");
+    // The select form still works for thinking.
+    let (_, r) = k.call(
+        "c6",
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "thinking", "value": "off"}),
+    );
+    assert_eq!(option(&r["result"]["configOptions"], "thinking")["currentValue"], false, "{r}");
+    drop(k);
+
+    // A client as old as the 0.4 SDK: the same kind of turn, none of it.
+    let mut k = Kiwi::spawn(env.acp_command(&config, &[]));
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {"fs": {}}}));
+    let caps = &init["result"]["agentCapabilities"];
+    assert!(caps["sessionCapabilities"].get("delete").is_none() && caps["auth"] == json!({}), "{init}");
+    let (_, r) = k.call("l", "session/load", json!({"sessionId": session, "cwd": work, "mcpServers": []}));
+    assert_eq!(option(&r["result"]["configOptions"], "thinking")["type"], "select", "{r}");
+    let (during, answer) = prompt(&mut k, "p2", &session, "again");
+    assert_eq!(answer["result"], json!({"stopReason": "end_turn"}), "{answer}");
+    assert!(updates(&during).iter().all(|u| u.get("messageId").is_none()), "{during:?}");
+}
+
+/// `session/load` replays each user message under one id of its own, and a newer client's loaded
+/// chunks carry ids like live ones.
+#[test]
+fn a_replayed_user_message_is_one_message() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&["text: one", "text: two"]);
+    let (mut k, _) = newest(&env, &config);
+    let (session, _) = new_session(&mut k, &work);
+    prompt(&mut k, "p1", &session, "first");
+    prompt(&mut k, "p2", &session, "second");
+    drop(k);
+    let (mut k, _) = newest(&env, &config);
+    let (replayed, r) = k.call("l", "session/load", json!({"sessionId": session, "cwd": work, "mcpServers": []}));
+    assert!(r.get("result").is_some(), "{r}");
+    let users = of_kind(&replayed, "user_message_chunk");
+    let agents = of_kind(&replayed, "agent_message_chunk");
+    assert_eq!((users.len(), agents.len()), (2, 2), "{replayed:?}");
+    let ids: Vec<&str> = users.iter().chain(agents.iter()).map(|c| c["messageId"].as_str().unwrap()).collect();
+    let distinct: std::collections::HashSet<&&str> = ids.iter().collect();
+    assert_eq!(distinct.len(), 4, "every message its own id: {ids:?}");
+}
+
+/// Reads until kiwi asks for a permission; returns the request.
+fn until_permission(k: &mut Kiwi) -> Value {
+    loop {
+        let m = k.next();
+        if m["method"] == "session/request_permission" {
+            return m;
+        }
+    }
+}
+
+/// `session/delete`: the folder goes and the listing forgets it; a running session, an unknown
+/// one and one another process has open are refused; a deleted session cannot be loaded.
+#[test]
+fn session_delete_removes_the_session_and_refuses_a_running_one() {
+    let env = Env::new();
+    let work = env.work();
+    // Each session plays the scripts from the start: the stored one ends its turn, the other
+    // waits for a permission.
+    let stored_config = env.named_scripted_config("stored", &["text: kept"], json!({}));
+    let (mut k, _) = newest(&env, &stored_config);
+    let (done, _) = new_session(&mut k, &work);
+    prompt(&mut k, "p1", &done, "finish");
+    drop(k);
+    let config = env.scripted_config(&[&tool_call("s1", "Shell", json!({"command": "echo hi"})), "text: never"]);
+    let (mut k, _) = newest(&env, &config);
+    let (running, _) = new_session(&mut k, &work);
+    k.send(json!({"jsonrpc": "2.0", "id": "p2", "method": "session/prompt",
+        "params": {"sessionId": running, "prompt": [{"type": "text", "text": "run"}]}}));
+    let asked = until_permission(&mut k);
+    let (_, r) = k.call("d1", "session/delete", json!({"sessionId": running}));
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert!(r["error"]["data"]["error"].as_str().unwrap().contains("a prompt is running"), "{r}");
+    assert!(env.session_dir(&running).exists());
+    k.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": running}}));
+    k.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "cancelled"}}}));
+    let (_, r) = k.until_response(&json!("p2"));
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+
+    // Stored, not open here: deleted.
+    let (_, r) = k.call("d2", "session/delete", json!({"sessionId": done}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(!env.session_dir(&done).exists());
+    let (_, r) = k.call("ls", "session/list", json!({"cwd": work}));
+    let listed: Vec<&str> =
+        r["result"]["sessions"].as_array().unwrap().iter().map(|s| s["sessionId"].as_str().unwrap()).collect();
+    assert_eq!(listed, [running.as_str()], "{r}");
+    let (_, r) = k.call("l1", "session/load", json!({"sessionId": done, "cwd": work, "mcpServers": []}));
+    assert_eq!(r["error"]["data"], json!({"session_id": "Session not found"}), "{r}");
+    for (id, params) in [("d3", json!({"sessionId": done})), ("d4", json!({"sessionId": "not-a-session"}))] {
+        let (_, r) = k.call(id, "session/delete", params);
+        let error = (r["error"]["code"].clone(), r["error"]["data"].clone());
+        assert_eq!(error, (json!(-32002), json!({"session_id": "Session not found"})), "{r}");
+        assert_eq!(r["error"]["message"], "Resource not found");
+    }
+    let (_, r) = k.call("d5", "session/delete", json!({}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    // Open here and idle: closed, then deleted; it is gone for this connection too.
+    let (_, r) = k.call("d6", "session/delete", json!({"sessionId": running}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(!env.session_dir(&running).exists());
+    let (_, r) =
+        k.call("p3", "session/prompt", json!({"sessionId": running, "prompt": [{"type": "text", "text": "x"}]}));
+    assert_eq!(r["error"]["data"], json!({"session_id": "Session not found"}), "{r}");
+
+    // Open in another process: refused; once that process is gone, deleted from here.
+    let (mut other, _) = newest(&env, &stored_config);
+    let (theirs, _) = new_session(&mut other, &work);
+    prompt(&mut other, "p4", &theirs, "theirs");
+    let (_, r) = k.call("d7", "session/delete", json!({"sessionId": theirs}));
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert!(r["error"]["data"]["error"].as_str().unwrap().contains("another process"), "{r}");
+    drop(other);
+    let (_, r) = k.call("d8", "session/delete", json!({"sessionId": theirs}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(!env.session_dir(&theirs).exists());
+}
+
+/// `additionalDirectories` (`docs/acp.md` §4.4) adds to the session's workspace as `--add-dir`
+/// does (saved with the session); paths that are not absolute directories are refused.
+#[test]
+fn additional_directories_join_the_workspace() {
+    let env = Env::new();
+    let work = env.work().join("project");
+    let (extra, later) = (env.work().join("extra"), env.work().join("later"));
+    for dir in [&work, &extra, &later] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let config = env.scripted_config(&["text: ok"]);
+    let state_dirs = |id: &str| {
+        let key = {
+            use md5::{Digest, Md5};
+            Md5::digest(work.display().to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        let state =
+            std::fs::read_to_string(env.share().join("sessions").join(key).join(id).join("state.json")).unwrap();
+        serde_json::from_str::<Value>(&state).unwrap()["additional_dirs"].clone()
+    };
+    let (mut k, _) = newest(&env, &config);
+    let new = |dirs: Value| json!({"cwd": work, "mcpServers": [], "additionalDirectories": dirs});
+    let (_, r) = k.call("n1", "session/new", new(json!([extra])));
+    let session = r["result"]["sessionId"].as_str().expect("a session").to_string();
+    prompt(&mut k, "p1", &session, "hi");
+    assert_eq!(state_dirs(&session), json!([extra]));
+    for (id, dirs, says) in
+        [("n2", json!(["relative/dir"]), "absolute"), ("n3", json!([env.work().join("missing")]), "not a directory")]
+    {
+        let (_, r) = k.call(id, "session/new", new(dirs));
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        assert!(r["error"]["data"]["error"].as_str().unwrap().contains(says), "{r}");
+    }
+    // Open here already: a directory outside its workspace is refused, one inside is fine.
+    let resume = |dirs: Value| json!({"sessionId": session, "cwd": work, "additionalDirectories": dirs});
+    let (_, r) = k.call("r1", "session/resume", resume(json!([later])));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let (_, r) = k.call("r2", "session/resume", resume(json!([extra])));
+    assert!(r.get("result").is_some(), "{r}");
+    drop(k);
+    // Loaded in a new process: the new directory joins the saved one.
+    let (mut k, _) = newest(&env, &config);
+    let (_, r) = k.call(
+        "l1",
+        "session/load",
+        json!({"sessionId": session, "cwd": work, "mcpServers": [],
+        "additionalDirectories": [later]}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    assert_eq!(state_dirs(&session), json!([extra, later]));
+    // `session/list` reports them to this client, not to one as old as the 0.4 SDK.
+    let (_, r) = k.call("ls", "session/list", json!({"cwd": work}));
+    assert_eq!(r["result"]["sessions"][0]["additionalDirectories"], json!([extra, later]), "{r}");
+    drop(k);
+    let mut old = Kiwi::spawn(env.acp_command(&config, &[]));
+    old.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    let (_, r) = old.call("ls", "session/list", json!({"cwd": work}));
+    assert!(r["result"]["sessions"][0].get("additionalDirectories").is_none(), "{r}");
+}
+
+/// `logout` does what `kiwi logout` does: the stored login goes, and the managed provider and
+/// its models leave the default config (the user's own model stays); twice is fine; a config
+/// that cannot be read is a clear error.
+#[test]
+fn logout_removes_the_login_as_kiwi_logout_does() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: ok"]);
+    let credentials = env.share().join("credentials");
+    std::fs::create_dir_all(&credentials).unwrap();
+    let login = credentials.join("kimi-code.json");
+    std::fs::write(&login, r#"{"access_token":"a","refresh_token":"r","expires_at":1.0,"scope":"","token_type":"Bearer","expires_in":1.0}"#).unwrap();
+    let default_config = env.share().join("config.toml");
+    std::fs::write(
+        &default_config,
+        "default_model = \"kimi-code/k\"\n\n[models.\"kimi-code/k\"]\nprovider = \"managed:kimi-code\"\nmodel = \"k\"\nmax_context_size = 1\n\n\
+         [models.mine]\nprovider = \"p\"\nmodel = \"m\"\nmax_context_size = 1\n\n\
+         [providers.\"managed:kimi-code\"]\ntype = \"kimi\"\nbase_url = \"u\"\napi_key = \"\"\n\n\
+         [providers.p]\ntype = \"kimi\"\nbase_url = \"u\"\napi_key = \"k\"\n",
+    )
+    .unwrap();
+    let (mut k, _) = newest(&env, &config);
+    let (_, r) = k.call("o1", "logout", json!({}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(!login.exists());
+    let saved: toml::Table = toml::from_str(&std::fs::read_to_string(&default_config).unwrap()).unwrap();
+    assert_eq!(saved["default_model"].as_str(), Some(""));
+    assert_eq!(saved["models"].as_table().unwrap().keys().collect::<Vec<_>>(), ["mine"]);
+    assert_eq!(saved["providers"].as_table().unwrap().keys().collect::<Vec<_>>(), ["p"]);
+    let (_, r) = k.call("o2", "logout", json!(null));
+    assert_eq!(r["result"], json!({}), "logging out twice is fine: {r}");
+    std::fs::write(&default_config, "default_model = [").unwrap();
+    let (_, r) = k.call("o3", "logout", json!({}));
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert!(r["error"]["data"]["error"].as_str().unwrap().starts_with("Logout failed: "), "{r}");
+    // The server goes on serving.
+    let (session, _) = new_session(&mut k, &env.work());
+    assert_eq!(prompt(&mut k, "p1", &session, "hi").1["result"]["stopReason"], "end_turn");
 }

@@ -1,7 +1,10 @@
 //! `kiwi acp` driven by the official ACP TypeScript SDK, `@agentclientprotocol/sdk`
 //! (tests/acp_sdk/check.mjs): prompt, permission, cancel during a permission, load with replay,
-//! modes, session/list without a cwd, session/fork, and `AskUserQuestion` as an elicitation form
-//! or a permission card.
+//! modes, session/list without a cwd, session/fork, `AskUserQuestion` as an elicitation form
+//! or a permission card, and ACP's newer stable surface for a client of the current schema:
+//! `additionalDirectories`, `messageId` on chunks, `thinking` as a boolean option,
+//! `session/delete` (twice: idempotent for the SDK), `logout`, and the turn's `usage` (through
+//! the SDK's unstable entry point, where v1 keeps it).
 //!
 //! The SDK comes from the npm registry (`npm ci` in tests/acp_sdk, on first use). Where Node.js
 //! is missing or the registry does not answer, the test prints why and passes without running;
@@ -71,7 +74,13 @@ fn official_acp_sdk_drives_kiwi_acp() {
     if let Err(reason) = npm::ready(&sdk, PACKAGE) {
         return npm::skip("the ACP SDK test", &reason);
     }
-    let scripts = json!([shell("s1", "echo hi"), "text: shell done", shell("s2", "touch nope"), "text: never"]);
+    // The second step reports its tokens: the turn's `usage` check reads them.
+    let scripts = json!([
+        shell("s1", "echo hi"),
+        "usage: {\"input_other\": 5, \"output\": 2}\ntext: shell done",
+        shell("s2", "touch nope"),
+        "text: never"
+    ]);
     let (home, config) = CheckHome::new(&scripts);
     let scripts_path = home.dir.path().join("scripts.json");
     // The question checks run on a config of their own: each process asks once, then says "noted".

@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use crate::auth::KIMI_CODE_KEY;
-use crate::auth::endpoints::{RemoteModel, join};
+use super::KIMI_CODE_KEY;
+use super::endpoints::{RemoteModel, join};
 use crate::config::Config;
 use crate::config::schema::{ModelConfig, OAuthRef, OAuthStorage, ProviderConfig, ProviderType, ServiceConfig};
 
