@@ -172,6 +172,17 @@ impl Projection for AcpProjection {
             }
         })
     }
+
+    /// A turn another client of a shared session started has ended: a prompt that waited for
+    /// it starts now.
+    fn turn_observed<'a>(&'a self, _result: &'a TurnResult) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(session) = self.session() {
+                session.announce_changes().await;
+                session.pump();
+            }
+        })
+    }
 }
 
 impl AcpProjection {

@@ -397,7 +397,7 @@ impl AcpServer {
         lock(&self.sessions).get(id).cloned().ok_or_else(errors::session_not_found)
     }
 
-    /// Builds and registers a session, on a blocking thread (loading a long session reads files).
+    /// Opens (or, where the host has it open, joins) a session and registers it.
     async fn open(
         self: &Arc<Self>,
         cwd: &Path,
@@ -405,13 +405,7 @@ impl AcpServer {
         servers: &[McpServer],
     ) -> Result<Arc<AcpSession>, ErrorObject> {
         let mcp = mcp_servers::config_document(servers).map_err(errors::invalid_params)?;
-        let (server, cwd) = (self.clone(), cwd.to_path_buf());
-        let opened = tokio::task::spawn_blocking(move || {
-            AcpSession::open(&server.shared, &cwd, choice, mcp.into_iter().collect())
-        })
-        .await
-        .map_err(|e| errors::internal(format!("opening the session failed: {e}")))?;
-        let session = opened?;
+        let session = AcpSession::open(&self.shared, cwd, choice, mcp.into_iter().collect()).await?;
         lock(&self.sessions).insert(session.id.clone(), session.clone());
         Ok(session)
     }
@@ -449,14 +443,13 @@ impl AcpServer {
         tokio::spawn(async move { session.start_hooks().await });
     }
 
-    /// EOF or a signal: every turn is cancelled and what waits for the client fails; the
-    /// process shell then closes the sessions (SessionEnd hooks, tasks, bookkeeping).
+    /// EOF or a signal (or the socket closed): every turn of a session of its own is cancelled
+    /// and what waits for the client fails; the process shell then closes those sessions
+    /// (SessionEnd hooks, tasks, bookkeeping). A shared session only loses this client.
     async fn shutdown(&self) {
         let sessions: Vec<Arc<AcpSession>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for session in &sessions {
-            if let Some(driver) = session.driver() {
-                driver.cancel();
-            }
+            session.disconnect();
         }
         self.shared.peer.fail_all();
     }

@@ -19,6 +19,7 @@
 //! settings never reach a tool's environment; every socket is closed (1012) and every session
 //! closed at shutdown.
 
+pub mod acp_socket;
 pub mod environment;
 pub mod errors;
 pub mod guard;

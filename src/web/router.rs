@@ -36,6 +36,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/sessions/{session_id}/stream", get(super::socket::upgrade))
+        .route("/api/acp", get(super::acp_socket::upgrade))
         .merge(super::rest::routes())
         .merge(super::ui::routes())
         .fallback(not_found)
