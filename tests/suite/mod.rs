@@ -41,6 +41,7 @@ mod tools_safety;
 mod tools_search;
 mod tools_shell;
 mod tools_web;
+mod web_acp;
 mod web_browser;
 mod web_kit;
 mod web_rest;
