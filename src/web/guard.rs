@@ -7,10 +7,10 @@
 //! `application/json`, uploads as `multipart/form-data`).
 //!
 //! Invariants: the token is compared in constant time and never logged (nor are query strings);
-//! `OPTIONS`, `/healthz`, `/docs`, `/scalar` and every path outside `/api/` need no token; the
-//! WebSockets (a session's stream, `/api/acp`) do their own handshake checks ([`socket_refusal`]:
-//! only the `token` query parameter counts), so they are let through after the LAN and Host
-//! checks.
+//! `OPTIONS`, `/healthz`, `/docs`, `/scalar` and every path outside `/api/` except
+//! `/openapi.json` need no token; the WebSockets (a session's stream, `/api/acp`) do their own
+//! handshake checks ([`socket_refusal`]: only the `token` query parameter counts), so they are
+//! let through after the LAN and Host checks.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -76,7 +76,7 @@ pub fn check(
     let path = uri.path();
     let exempt = method == Method::OPTIONS
         || matches!(path, "/healthz" | "/docs" | "/scalar")
-        || !path.starts_with("/api/")
+        || !(path.starts_with("/api/") || path == "/openapi.json")
         || is_stream_path(path);
     if exempt {
         return Ok(());

@@ -25,6 +25,7 @@ pub mod errors;
 pub mod guard;
 pub mod hosted;
 pub mod listen;
+pub mod openapi;
 pub mod projection;
 pub mod queue;
 pub mod rest;

@@ -44,6 +44,7 @@ mod tools_web;
 mod web_acp;
 mod web_browser;
 mod web_kit;
+mod web_openapi;
 mod web_rest;
 mod web_server;
 mod web_socket;
