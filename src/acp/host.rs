@@ -1,6 +1,6 @@
 //! Where the sessions of an ACP client live. Over stdio the ACP process opens and owns each one
 //! itself ([`OwnSessions`]); `kiwi web`'s `/api/acp` hands them to the web server, which hosts
-//! them for all its clients, the browser's sockets included (`docs/web.md` §4.5). The dispatcher
+//! them for all its clients, the browser's sockets included (`docs/web.md` §6). The dispatcher
 //! and the sessions reach a session's lifecycle only through this seam, so the protocol is the
 //! same on every transport.
 //!
@@ -19,8 +19,9 @@ use crate::protocol::UserInput;
 use crate::rpc::{ErrorObject, RequestId};
 use crate::soul::{Busy, Projection, TurnTag};
 
-/// Makes the client's projection once the session's id is known.
-pub type MakeProjection = Box<dyn FnOnce(&str) -> Arc<dyn Projection> + Send>;
+/// Makes the client's projection once the session's id is known and whether other clients
+/// share the session (`true`: requests this client cannot answer are left to them).
+pub type MakeProjection = Box<dyn FnOnce(&str, bool) -> Arc<dyn Projection> + Send>;
 
 /// Opens sessions for one ACP client.
 pub trait SessionHost: Send + Sync {
@@ -65,7 +66,7 @@ impl SessionHost for OwnSessions {
     ) -> BoxFuture<'_, Result<Arc<dyn HostedSession>, ErrorObject>> {
         Box::pin(async move {
             let built = build(setup, request).await?;
-            let projection = make(&built.session.id);
+            let projection = make(&built.session.id, false);
             let live = LiveSession::open(built, projection, &self.sessions);
             Ok(Arc::new(Own { live }) as Arc<dyn HostedSession>)
         })

@@ -417,7 +417,11 @@ impl AcpServer {
         cwd: &Path,
         servers: &[McpServer],
     ) -> Result<Arc<AcpSession>, ErrorObject> {
-        if let Ok(session) = self.session(id) {
+        // A session the host closed meanwhile (the web server deleted or restarted it) is
+        // opened again.
+        if let Ok(session) = self.session(id)
+            && session.driver().is_some()
+        {
             return Ok(session);
         }
         if !history::exists(&self.shared.setup.share_dir, cwd, id) {

@@ -96,8 +96,9 @@ impl AcpSession {
         let make: MakeProjection = {
             let (peer, updates, mapper, made) =
                 (shared.peer.clone(), shared.updates.clone(), mapper.clone(), made.clone());
-            Box::new(move |id: &str| {
-                let projection = Arc::new(AcpProjection::new(id.to_string(), peer, updates, mapper, elicitation));
+            Box::new(move |id: &str, shared: bool| {
+                let projection =
+                    Arc::new(AcpProjection::new(id.to_string(), peer, updates, mapper, elicitation).shared(shared));
                 let _ = made.set(projection.clone());
                 projection as Arc<dyn crate::soul::Projection>
             })

@@ -1,4 +1,4 @@
-//! `GET /api/acp` (`docs/web.md` §4.5, spec host.md §4): the Agent Client Protocol over a
+//! `GET /api/acp` (`docs/web.md` §6, spec host.md §4): the Agent Client Protocol over a
 //! WebSocket. Each text frame is one ACP JSON-RPC 2.0 message, both ways; the agent is `kiwi
 //! acp`'s own dispatcher (`acp::serve::serve_messages`), with the sessions of this server: a
 //! session the client creates or loads is hosted here ([`WebHost`]), so the browser lists it and
@@ -160,7 +160,7 @@ impl SessionHost for WebHost {
                 }
             };
             let Some(live) = hosted.live() else { return Err(errors::session_not_found()) };
-            let (subscriber, _) = live.attach(make(hosted.id())).await;
+            let (subscriber, _) = live.attach(make(hosted.id(), true)).await;
             if hosted.is_gone() || live.is_closed() {
                 live.detach(subscriber);
                 return Err(errors::session_not_found());

@@ -1,4 +1,4 @@
-//! `GET /openapi.json` (`docs/web.md` §4.6): the OpenAPI 3.1 document of every HTTP route of
+//! `GET /openapi.json` (`docs/web.md` §7): the OpenAPI 3.1 document of every HTTP route of
 //! `kiwi web`, for custom UIs and generated clients. Its paths and operations are the handlers'
 //! own `#[utoipa::path]` annotations, collected while the routes are made (`web::rest::Routes`),
 //! so a route is documented exactly as it is served; the bodies' shapes are the schemas below
@@ -102,7 +102,7 @@ fn websockets() -> serde_json::Value {
         against the server's connection cap while it is open. At shutdown the server closes it with 1012.";
     json!({
         "/api/sessions/{session_id}/stream": {
-            "summary": "One client of one hosted session: the Kimi Wire protocol 1.10 (docs/web.md §4).",
+            "summary": "One client of one hosted session: the Kimi Wire protocol 1.10 (docs/web.md §3).",
             "handshake": handshake,
             "parameters": {"session_id": "The session's UUID (not a UUID → 403).", "token": "The server's token."},
             "frames": "Text frames, one JSON-RPC 2.0 message each, both ways, exactly as a `kiwi --wire` client \
@@ -116,7 +116,7 @@ fn websockets() -> serde_json::Value {
                 "1012": "Server shutting down", "4004": "Session not found"}
         },
         "/api/acp": {
-            "summary": "The Agent Client Protocol (v1) over a WebSocket (docs/web.md §4.5): the agent `kiwi acp` \
+            "summary": "The Agent Client Protocol (v1) over a WebSocket (docs/web.md §6): the agent `kiwi acp` \
                 is on stdio, with the sessions of this server.",
             "handshake": handshake,
             "parameters": {"token": "The server's token."},

@@ -1,4 +1,7 @@
-//! ACP over `kiwi web`'s WebSocket `/api/acp` (`docs/web.md` §4.5), with a raw client: a
+//! ACP over `kiwi web`'s WebSocket `/api/acp` (`docs/web.md` §6): the official ACP TypeScript
+//! SDK (`@agentclientprotocol/sdk`, tests/acp_sdk/ws_check.mjs, its byte streams adapted to
+//! Node's WebSocket; skipped with the reason where Node or the npm registry is missing), then a
+//! raw client: a
 //! session made there is listed by the REST API at once and its turn is seen live by a browser
 //! socket on the session (and the ACP client sees a turn the browser starts); the handshake
 //! refusals (no token, a wrong token, a foreign Origin); frames that are not JSON-RPC answered
@@ -10,6 +13,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use super::web_kit::{Home, Server, Ws, encode, kinds};
+use crate::npm;
 
 fn acp(server: &Server) -> Ws {
     let token = server.token.as_deref().expect("a token");
@@ -153,4 +157,44 @@ fn frames_that_are_not_json_rpc_get_kiwi_acps_errors() {
     }
     // Still serving.
     assert_eq!(initialize(&mut ws)["result"]["agentInfo"]["name"], "kiwi");
+}
+
+#[test]
+fn the_official_acp_sdk_works_over_the_socket() {
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_sdk");
+    if let Err(reason) = npm::ready(&sdk, "@agentclientprotocol/sdk") {
+        return npm::skip("the ACP SDK WebSocket test", &reason);
+    }
+    // Node 20 has its WebSocket behind a flag; later versions have it on by default.
+    let flag = Command::new("node")
+        .args(["--experimental-websocket", "-e", "if (typeof WebSocket !== 'function') process.exit(1)"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let plain = Command::new("node")
+        .args(["-e", "if (typeof WebSocket !== 'function') process.exit(1)"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !flag && !plain {
+        return npm::skip("the ACP SDK WebSocket test", "this Node.js has no WebSocket");
+    }
+    let home = Home::new();
+    home.scripted(&["text: Hello over a socket".to_string()]);
+    let server = home.serve(&[]);
+    let token = server.token.clone().expect("a token");
+    let mut node = Command::new("node");
+    if flag {
+        node.arg("--experimental-websocket");
+    }
+    let output = node
+        .arg(sdk.join("ws_check.mjs"))
+        .current_dir(&sdk)
+        .env("KIWI_ACP_URL", format!("ws://127.0.0.1:{}/api/acp?token={}", server.port, encode(&token)))
+        .env("KIWI_API", format!("http://127.0.0.1:{}", server.port))
+        .env("KIWI_TOKEN", &token)
+        .env("KIWI_WORK", home.work().canonicalize().unwrap())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && stdout.contains("5 passed, 0 failed"), "{stdout}");
 }

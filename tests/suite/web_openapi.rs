@@ -1,4 +1,4 @@
-//! `GET /openapi.json` of `kiwi web` (`docs/web.md` §4.6): served under the API's guards, an
+//! `GET /openapi.json` of `kiwi web` (`docs/web.md` §7): served under the API's guards, an
 //! OpenAPI 3.1 document that a published validator accepts (PyPI `openapi-spec-validator`,
 //! installed into a venv under `target/tmp/` on first use; skipped with the reason where PyPI
 //! cannot be reached), and every operation it lists is one the server serves (a request to it
@@ -25,8 +25,15 @@ fn the_document_is_guarded_valid_and_served_whole() {
     let server = home.serve(&[]);
     let refused = server.http("GET", "/openapi.json", &[("Authorization", "Bearer wrong")], None);
     assert_eq!(refused.status, 401, "{}", refused.body);
-    let foreign = server.http("GET", "/openapi.json", &[("Origin", "http://evil.example")], None);
-    assert_eq!(foreign.status, 403, "{}", foreign.body);
+    // The Origin rule of the API's reads, whichever it is in this mode.
+    let evil = [("Origin", "http://evil.example")];
+    let api = server.http("GET", "/api/work-dirs/", &evil, None);
+    assert_eq!(server.http("GET", "/openapi.json", &evil, None).status, api.status);
+    let public = home.serve(&["-n", "--public", "--auth-token", "t"]);
+    let evil = [("Authorization", "Bearer t"), ("Origin", "http://evil.example")];
+    let foreign = public.http("GET", "/openapi.json", &evil, None);
+    assert_eq!((foreign.status, foreign.body.as_str()), (403, r#"{"detail":"Origin not allowed"}"#));
+    drop(public);
     let (status, doc) = server.get_json("/openapi.json");
     assert_eq!(status, 200);
     assert_eq!(doc["openapi"], "3.1.0");

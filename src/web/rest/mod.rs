@@ -32,7 +32,7 @@ pub fn routes() -> Routes {
         .merge(open_in::routes())
 }
 
-/// Routes being put together with their documentation (`GET /openapi.json`, `docs/web.md` §4.6):
+/// Routes being put together with their documentation (`GET /openapi.json`, `docs/web.md` §7):
 /// an operation's path and methods are read from its handler's `#[utoipa::path]` annotation and
 /// the route is made from them, so a route cannot be served undocumented or documented
 /// differently from how it is served. The only other kind is an alias: another path for a

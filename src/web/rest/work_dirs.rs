@@ -26,7 +26,7 @@ async fn list(State(state): State<AppState>) -> Result<axum::Json<Vec<String>>, 
 
 /// `GET /api/work-dirs/startup`.
 #[utoipa::path(get, path = "/api/work-dirs/startup", tag = "work-dirs",
-    responses((status = 200, description = "The server's working directory at start.", body = String)))]
+    responses((status = 200, description = "The server's working directory at start.", content_type = "application/json", body = String)))]
 async fn startup(State(state): State<AppState>) -> axum::Json<String> {
     axum::Json(state.settings.startup_dir.to_string_lossy().to_string())
 }
