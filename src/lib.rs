@@ -50,13 +50,16 @@
 //!   front ends.
 //! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
 //! - [`acp`]: the Agent Client Protocol front end (`kiwi acp`): many sessions in one process,
-//!   events as `session/update`s, approvals as permission requests, history replay on load.
+//!   events as `session/update`s, approvals as permission requests, history replay on load; one
+//!   dispatcher for any message transport, its sessions opened through a host (`acp::host`:
+//!   this process over stdio, the web server over `/api/acp`).
 //! - [`print`]: the headless front ends: kimi's `--print`, Claude Code's stream-json dialect and
 //!   codex exec's JSONL dialect (`print::codex`), each a projection plus a run loop over the
 //!   same turn driver.
 //! - [`web`]: `kiwi web`: sessions served to browsers over HTTP and WebSocket (REST API, the
-//!   wire protocol per session, the embedded UI), many clients per session, every session in
-//!   this one process.
+//!   wire protocol per session, ACP over `/api/acp`, the embedded UI, `/openapi.json` built
+//!   from the handlers' annotations), many clients per session, every session in this one
+//!   process.
 //! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`, `mcp`).
 //! - [`app`]: the process: logging, config, choosing the front end or subcommand, the exit code.
 #![deny(clippy::print_stdout, clippy::print_stderr)]

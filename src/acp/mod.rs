@@ -11,6 +11,7 @@ pub mod client_fs;
 pub mod client_profile;
 pub mod errors;
 pub mod history;
+pub mod host;
 pub mod mapping;
 pub mod mcp_servers;
 pub mod methods;

@@ -42,6 +42,8 @@ pub struct AcpProjection {
     session: OnceLock<Weak<AcpSession>>,
     /// The client takes `elicitation/create` forms (questions go there first).
     elicitation: bool,
+    /// Other clients share the session (`kiwi web`): what ACP cannot answer is left to them.
+    shared: bool,
 }
 
 impl AcpProjection {
@@ -53,7 +55,13 @@ impl AcpProjection {
         elicitation: bool,
     ) -> Self {
         let outbound = peer.outbound().clone();
-        Self { session_id, peer, outbound, updates, mapper, session: OnceLock::new(), elicitation }
+        Self { session_id, peer, outbound, updates, mapper, session: OnceLock::new(), elicitation, shared: false }
+    }
+
+    /// Marks the session as shared with other clients.
+    pub fn shared(mut self, shared: bool) -> Self {
+        self.shared = shared;
+        self
     }
 
     pub fn watch(&self, session: &Arc<AcpSession>) {
@@ -145,6 +153,9 @@ impl Projection for AcpProjection {
             match request {
                 Request::ApprovalRequest(approval) => self.permission(approval).await,
                 Request::QuestionRequest(question) => self.questions(question),
+                // In a shared session a client that can answer (a browser with its hooks or its
+                // tools) may: dropping the sender leaves the request to it.
+                _ if self.shared => oneshot::channel().1,
                 other => {
                     let (reply, answer) = oneshot::channel();
                     let _ = reply.send(unanswerable(&other));
@@ -168,6 +179,17 @@ impl Projection for AcpProjection {
             }
             self.answer(id, result).await;
             if let Some(session) = &session {
+                session.pump();
+            }
+        })
+    }
+
+    /// A turn another client of a shared session started has ended: a prompt that waited for
+    /// it starts now.
+    fn turn_observed<'a>(&'a self, _result: &'a TurnResult) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(session) = self.session() {
+                session.announce_changes().await;
                 session.pump();
             }
         })

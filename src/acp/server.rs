@@ -450,7 +450,7 @@ impl AcpServer {
         lock(&self.sessions).get(id).cloned().ok_or_else(errors::session_not_found)
     }
 
-    /// Builds and registers a session, on a blocking thread (loading a long session reads files).
+    /// Opens (or, where the host has it open, joins) a session and registers it.
     async fn open(
         self: &Arc<Self>,
         cwd: &Path,
@@ -459,13 +459,7 @@ impl AcpServer {
         dirs: &[PathBuf],
     ) -> Result<Arc<AcpSession>, ErrorObject> {
         let mcp = mcp_servers::config_document(servers).map_err(errors::invalid_params)?;
-        let (server, cwd, dirs) = (self.clone(), cwd.to_path_buf(), dirs.to_vec());
-        let opened = tokio::task::spawn_blocking(move || {
-            AcpSession::open(&server.shared, &cwd, choice, mcp.into_iter().collect(), dirs)
-        })
-        .await
-        .map_err(|e| errors::internal(format!("opening the session failed: {e}")))?;
-        let session = opened?;
+        let session = AcpSession::open(&self.shared, cwd, choice, mcp.into_iter().collect(), dirs.to_vec()).await?;
         lock(&self.sessions).insert(session.id.clone(), session.clone());
         Ok(session)
     }
@@ -478,7 +472,11 @@ impl AcpServer {
         servers: &[McpServer],
         dirs: &[PathBuf],
     ) -> Result<Arc<AcpSession>, ErrorObject> {
-        if let Ok(session) = self.session(id) {
+        // A session the host closed meanwhile (the web server deleted or restarted it) is
+        // opened again.
+        if let Ok(session) = self.session(id)
+            && session.driver().is_some()
+        {
             // Open already: its workspace is what it is (`/add-dir` still adds to it).
             if let Some(missing) = session.missing_dir(dirs) {
                 return Err(errors::invalid_params(format!(
@@ -511,14 +509,13 @@ impl AcpServer {
         tokio::spawn(async move { session.start_hooks().await });
     }
 
-    /// EOF or a signal: every turn is cancelled and what waits for the client fails; the
-    /// process shell then closes the sessions (SessionEnd hooks, tasks, bookkeeping).
+    /// EOF or a signal (or the socket closed): every turn of a session of its own is cancelled
+    /// and what waits for the client fails; the process shell then closes those sessions
+    /// (SessionEnd hooks, tasks, bookkeeping). A shared session only loses this client.
     async fn shutdown(&self) {
         let sessions: Vec<Arc<AcpSession>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for session in &sessions {
-            if let Some(driver) = session.driver() {
-                driver.cancel();
-            }
+            session.disconnect();
         }
         self.shared.peer.fail_all();
     }

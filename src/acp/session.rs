@@ -19,16 +19,17 @@ use super::client_calls::ClientCalls;
 use super::client_fs::AcpFiles;
 use super::client_profile::Updates;
 use super::errors;
+use super::host::{HostedSession, MakeProjection, SessionHost};
 use super::mapping::EventMapper;
 use super::modes::{self, ModelChoice};
 use super::projection::AcpProjection;
 use super::terminal_shell::TerminalRunner;
-use crate::builder::{AgentSetup, BuildError, SessionRequest};
-use crate::live::{CloseReason, LiveSession, Sessions};
+use crate::builder::{AgentSetup, SessionRequest};
+use crate::live::LiveSession;
 use crate::protocol::{Event, StatusUpdate, UserInput};
 use crate::rpc::{ErrorObject, Outbound, Peer, RequestId};
 use crate::session::store::SessionChoice;
-use crate::soul::{Busy, TurnDriver, TurnTag};
+use crate::soul::{Busy, TurnDriver};
 use crate::tools::client_files::ClientFiles;
 
 /// What every session of the server shares.
@@ -39,8 +40,8 @@ pub struct Shared {
     pub updates: Updates,
     /// kiwi's requests to the client (permission cards, terminals, files) and their answers.
     pub peer: Arc<Peer>,
-    /// The process's live sessions (the shell closes those still open at exit).
-    pub sessions: Sessions,
+    /// Where the sessions live: this process (`kiwi acp`) or the web server (`/api/acp`).
+    pub host: Arc<dyn SessionHost>,
     /// The client runs terminals for us (`clientCapabilities.terminal`): Shell uses them.
     pub client_terminal: AtomicBool,
     /// The client serves reads / takes writes of files (`clientCapabilities.fs`).
@@ -61,7 +62,8 @@ pub struct AcpSession {
     pub id: String,
     pub cwd: PathBuf,
     pub mapper: Arc<Mutex<EventMapper>>,
-    live: Arc<LiveSession>,
+    /// The session as the host keeps it for this client.
+    hosted: Arc<dyn HostedSession>,
     choice: Mutex<ModelChoice>,
     /// The config the session's options are offered from.
     config: Arc<crate::config::Config>,
@@ -79,8 +81,8 @@ struct Announced {
 }
 
 impl AcpSession {
-    /// Opens (creates or resumes) a session in `cwd`.
-    pub fn open(
+    /// Opens (creates or resumes) a session in `cwd`, or joins it where the host has it open.
+    pub async fn open(
         shared: &Shared,
         cwd: &Path,
         choice: SessionChoice,
@@ -91,28 +93,33 @@ impl AcpSession {
         let mut setup = session_setup(&shared.setup, &model, &mcp_configs);
         // `additionalDirectories`: as `--add-dir` (added to the workspace, saved with the session).
         setup.invocation.add_dirs.extend(add_dirs);
-        let built =
-            setup.build(SessionRequest { work_dir: cwd.to_path_buf(), session: choice, trace: None }).map_err(|e| {
-                match e {
-                    BuildError::Usage(m) => errors::invalid_params(m.replace("--add-dir", "additionalDirectories")),
-                    BuildError::Fatal(m) => errors::internal(m),
-                }
-            })?;
-        let id = built.session.id.clone();
         let mapper = Arc::new(Mutex::new(EventMapper::new(cwd.to_path_buf(), false)));
         let elicitation = shared.client_elicitation.load(Ordering::SeqCst);
-        let projection = Arc::new(AcpProjection::new(
-            id.clone(),
-            shared.peer.clone(),
-            shared.updates.clone(),
-            mapper.clone(),
-            elicitation,
-        ));
-        let watcher = projection.clone();
-        let shell = terminal_shell(shared, &id, &mapper);
-        let files = client_files(shared, &id);
-        let live = LiveSession::open(built, projection, &shared.sessions);
-        fit_agent(live.driver(), shell, files);
+        let made = Arc::new(std::sync::OnceLock::<Arc<AcpProjection>>::new());
+        let make: MakeProjection = {
+            let (peer, updates, mapper, made) =
+                (shared.peer.clone(), shared.updates.clone(), mapper.clone(), made.clone());
+            Box::new(move |id: &str, shared: bool| {
+                let projection =
+                    Arc::new(AcpProjection::new(id.to_string(), peer, updates, mapper, elicitation).shared(shared));
+                let _ = made.set(projection.clone());
+                projection as Arc<dyn crate::soul::Projection>
+            })
+        };
+        let request = SessionRequest { work_dir: cwd.to_path_buf(), session: choice, trace: None };
+        let hosted = shared.host.open(setup, request, make).await.map_err(|mut e| {
+            // The builder names the command-line flag; an ACP client sent `additionalDirectories`.
+            e.message = e.message.replace("--add-dir", "additionalDirectories");
+            e
+        })?;
+        let Some(watcher) = made.get().cloned() else {
+            return Err(errors::internal("the session was opened without this client"));
+        };
+        let live = hosted.live().clone();
+        let id = live.id().to_string();
+        if hosted.exclusive() {
+            fit_agent(live.driver(), terminal_shell(shared, &id, &mapper), client_files(shared, &id));
+        }
         let agent = live.driver().agent().clone();
         lock(&mapper).set_mode(agent.state.plan_mode(), modes::base_mode(&agent));
         let title = agent.state.read(|s| s.custom_title.clone());
@@ -120,7 +127,7 @@ impl AcpSession {
             id,
             cwd: cwd.to_path_buf(),
             mapper,
-            live,
+            hosted,
             choice: Mutex::new(model),
             config: shared.setup.config.clone(),
             updates: shared.updates.clone(),
@@ -133,11 +140,11 @@ impl AcpSession {
 
     /// The turn driver; `None` once the session is closed.
     pub fn driver(&self) -> Option<Arc<TurnDriver>> {
-        (!self.live.is_closed()).then(|| self.live.driver().clone())
+        (!self.live().is_closed()).then(|| self.live().driver().clone())
     }
 
     pub fn wire_path(&self) -> Option<PathBuf> {
-        (!self.live.is_closed()).then(|| self.live.wire_path())
+        (!self.live().is_closed()).then(|| self.live().wire_path())
     }
 
     pub fn model_choice(&self) -> ModelChoice {
@@ -145,12 +152,12 @@ impl AcpSession {
     }
 
     pub fn resumed(&self) -> bool {
-        self.live.resumed()
+        self.live().resumed()
     }
 
     /// `SessionStart` hooks (not visible to the client, as on the wire).
     pub async fn start_hooks(&self) {
-        self.live.start().await;
+        self.hosted.start_hooks().await;
     }
 
     /// Switches the session to another model choice (the session, its MCP servers and its
@@ -264,10 +271,12 @@ impl AcpSession {
 
     /// Starts the oldest queued prompt if no turn runs.
     pub fn pump(&self) {
-        let Some(driver) = self.driver() else { return };
+        if self.driver().is_none() {
+            return;
+        }
         let mut queue = lock(&self.queue);
         if let Some((input, id)) = queue.pop_front()
-            && let Err(Busy) = driver.start(input.clone(), TurnTag::new(id.clone()))
+            && let Err(Busy) = self.hosted.start_turn(input.clone(), &id)
         {
             queue.push_front((input, id));
         }
@@ -296,10 +305,20 @@ impl AcpSession {
         lock(&self.queue).drain(..).map(|(_, id)| id).collect()
     }
 
-    /// Cancels what runs, stops the session's background tasks, runs the `SessionEnd` hooks and
-    /// releases the session folder (the process goes on).
+    /// `session/close`: over stdio it cancels what runs, stops the session's background tasks,
+    /// runs the `SessionEnd` hooks and releases the session folder (the process goes on); a
+    /// shared session only loses this client.
     pub async fn close(&self) {
-        self.live.close(CloseReason::Closed).await;
+        self.hosted.close().await;
+    }
+
+    /// The client went away: its turn is cancelled where the session is its own.
+    pub fn disconnect(&self) {
+        self.hosted.disconnect();
+    }
+
+    fn live(&self) -> &Arc<LiveSession> {
+        self.hosted.live()
     }
 }
 

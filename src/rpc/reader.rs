@@ -74,6 +74,34 @@ impl Inbound {
     }
 }
 
+/// The sending end of [`framed_channel`].
+#[derive(Clone)]
+pub struct FrameSender {
+    tx: mpsc::Sender<(Incoming, Ticket)>,
+    budget: Arc<Budget>,
+}
+
+impl FrameSender {
+    /// Classifies one whole message as a stdin line is classified and queues it for the
+    /// dispatcher, waiting while [`INBOUND_CAPACITY`] wait; false once the dispatcher is gone.
+    pub async fn send(&self, frame: &[u8]) -> bool {
+        let item = classify(frame);
+        if skip(&item) {
+            return true;
+        }
+        // The transport bounds a message's size; the queue bounds how many wait.
+        let ticket = Ticket { budget: self.budget.clone(), bytes: 0 };
+        self.tx.send((item, ticket)).await.is_ok()
+    }
+}
+
+/// Inbound messages from a transport that frames them itself (a WebSocket's text messages), for
+/// the same dispatchers as stdin: each frame is one message, classified like a line.
+pub fn framed_channel() -> (FrameSender, Inbound) {
+    let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
+    (FrameSender { tx, budget: Arc::default() }, Inbound { lines: BoundedLines { rx } })
+}
+
 /// Bytes admitted and not yet taken by the dispatcher.
 #[derive(Default)]
 struct Budget {

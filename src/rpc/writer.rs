@@ -133,6 +133,13 @@ pub fn encode<T: Serialize>(value: &T) -> Option<Vec<u8>> {
 }
 
 impl Outbound {
+    /// An outbound queue for a transport that sends whole messages itself (a WebSocket): each
+    /// frame arrives on the receiver as stdout would get it (payload plus `\n`).
+    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<Vec<u8>>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (Self { tx }, rx)
+    }
+
     /// Queues a serialized frame; false when the writer is gone.
     pub async fn send_raw(&self, frame: Vec<u8>) -> bool {
         self.tx.send(frame).await.is_ok()

@@ -7,8 +7,9 @@
 //! `application/json`, uploads as `multipart/form-data`).
 //!
 //! Invariants: the token is compared in constant time and never logged (nor are query strings);
-//! `OPTIONS`, `/healthz`, `/docs`, `/scalar` and every path outside `/api/` need no token; the
-//! WebSocket does its own handshake checks (only its `token` query parameter counts), so it is
+//! `OPTIONS`, `/healthz`, `/docs`, `/scalar` and every path outside `/api/` except
+//! `/openapi.json` need no token; the WebSockets (a session's stream, `/api/acp`) do their own
+//! handshake checks ([`socket_refusal`]: only the `token` query parameter counts), so they are
 //! let through after the LAN and Host checks.
 
 use std::collections::HashMap;
@@ -75,7 +76,7 @@ pub fn check(
     let path = uri.path();
     let exempt = method == Method::OPTIONS
         || matches!(path, "/healthz" | "/docs" | "/scalar")
-        || !path.starts_with("/api/")
+        || !(path.starts_with("/api/") || path == "/openapi.json")
         || is_stream_path(path);
     if exempt {
         return Ok(());
@@ -116,11 +117,39 @@ fn body_type_ok(headers: &HeaderMap) -> bool {
     essence.eq_ignore_ascii_case("application/json") || essence.eq_ignore_ascii_case("multipart/form-data")
 }
 
-/// `/api/sessions/<id>/stream`: the WebSocket, which checks its own handshake.
+/// `/api/sessions/<id>/stream` and `/api/acp`: the WebSockets, which check their own handshake
+/// ([`socket_refusal`]).
 fn is_stream_path(path: &str) -> bool {
-    path.strip_prefix("/api/sessions/")
-        .and_then(|rest| rest.strip_suffix("/stream"))
-        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+    path == "/api/acp"
+        || path
+            .strip_prefix("/api/sessions/")
+            .and_then(|rest| rest.strip_suffix("/stream"))
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+}
+
+/// Why a WebSocket handshake is refused (`docs/web.md` §3.1): a client outside the LAN
+/// (LAN-only), an Origin the CORS rule does not allow (checked in every mode; no Origin
+/// passes), a missing or wrong token (only the `token` query parameter counts).
+pub fn socket_refusal(
+    settings: &Settings,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    token: Option<&str>,
+) -> Option<&'static str> {
+    if settings.lan_only && !is_private(peer.ip()) {
+        return Some("not on the local network");
+    }
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && !origin.to_str().is_ok_and(|o| settings.origin_allowed(o))
+    {
+        return Some("origin not allowed");
+    }
+    if let Some(expected) = &settings.token
+        && !token.is_some_and(|t| token_matches(t.trim(), expected))
+    {
+        return Some("missing or wrong token");
+    }
+    None
 }
 
 /// In local mode only `localhost`, `127.0.0.1` and `[::1]` (any port) may be named by the Host

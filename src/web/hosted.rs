@@ -128,6 +128,9 @@ struct Inner {
     uploads: RwLock<Option<Arc<dyn UploadHook>>>,
     /// `server.version` in `initialize`.
     version: String,
+    /// Cancelled at shutdown: the sockets that are not attached to one session (`/api/acp`)
+    /// close with the others.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,6 +152,7 @@ impl Hosting {
                 deleted: Mutex::default(),
                 uploads: RwLock::default(),
                 version,
+                closing: Default::default(),
             }),
         }
     }
@@ -191,6 +195,30 @@ impl Hosting {
             let dir = stored_session(&self.inner.share_dir, &work_dir, id)?;
             Some(SessionPlace { id: id.to_string(), work_dir, session_dir: dir })
         })
+    }
+
+    /// Cancelled when every socket is to close (shutdown).
+    pub fn closing(&self) -> tokio_util::sync::CancellationToken {
+        self.inner.closing.clone()
+    }
+
+    /// Hosts a session another front end built (ACP over `/api/acp` creating one): it is
+    /// running from now on, with the hub as its first subscriber, like one a socket started.
+    pub fn host_built(&self, built: crate::builder::BuiltSession) -> Arc<Hosted> {
+        let session = &built.session;
+        let place = SessionPlace {
+            id: session.id.clone(),
+            work_dir: session.work_dir.clone(),
+            session_dir: session.dir.clone(),
+        };
+        let hosted = Hosted::new(place);
+        lock(&self.inner.hosted).insert(hosted.place.id.clone(), hosted.clone());
+        let hub = Arc::new(Hub { hosted: Arc::downgrade(&hosted) });
+        let live = LiveSession::open(built, hub, &self.inner.sessions);
+        *lock(&hosted.worker) = Some(Worker { live: live.clone(), id: uuid::Uuid::new_v4().to_string() });
+        hosted.set_status(State::Idle, Some("start"), None);
+        tokio::spawn(tracing::Instrument::in_current_span(async move { live.start().await }));
+        hosted
     }
 
     /// The hosted session `id`, if the server hosts it (running or not).
@@ -277,6 +305,7 @@ impl Hosting {
     /// Closes every socket with `code` (server shutdown: 1012). The sessions themselves are
     /// closed by the process shell with every other live session.
     pub fn close_all_sockets(&self, code: u16, reason: &str) {
+        self.inner.closing.cancel();
         for hosted in self.all() {
             for client in hosted.clients() {
                 client.out.close(code, reason);
@@ -424,6 +453,16 @@ impl Hosted {
 
     /// Starts the live session unless one is open; `Ok(true)` when this call started it.
     pub async fn ensure_started(self: &Arc<Self>, hosting: &Hosting) -> Result<bool, String> {
+        self.ensure_started_from(hosting, None).await
+    }
+
+    /// [`Self::ensure_started`], building the session from `setup` instead of the server's (an
+    /// ACP client's choices: its model, its MCP servers).
+    pub async fn ensure_started_from(
+        self: &Arc<Self>,
+        hosting: &Hosting,
+        setup: Option<AgentSetup>,
+    ) -> Result<bool, String> {
         let _one = self.lifecycle.lock().await;
         if self.is_gone() {
             return Err(super::queue::NOT_FOUND_REASON.to_string());
@@ -431,7 +470,7 @@ impl Hosted {
         if self.is_running() {
             return Ok(false);
         }
-        let (live, worker_id) = self.open_live(hosting).await?;
+        let (live, worker_id) = self.open_live(hosting, setup).await?;
         *lock(&self.worker) = Some(Worker { live: live.clone(), id: worker_id });
         self.set_status(State::Idle, Some("start"), None);
         // The SessionStart hooks must not hold up the socket that opened the session.
@@ -439,9 +478,14 @@ impl Hosted {
         Ok(true)
     }
 
-    /// Builds the session from the current setup and opens it with the hub as first subscriber.
-    async fn open_live(self: &Arc<Self>, hosting: &Hosting) -> Result<(Arc<LiveSession>, String), String> {
-        let setup: AgentSetup = hosting.setup();
+    /// Builds the session from `setup` (else the current one) and opens it with the hub as
+    /// first subscriber.
+    async fn open_live(
+        self: &Arc<Self>,
+        hosting: &Hosting,
+        setup: Option<AgentSetup>,
+    ) -> Result<(Arc<LiveSession>, String), String> {
+        let setup: AgentSetup = setup.unwrap_or_else(|| hosting.setup());
         let place = self.place.clone();
         let built = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&place.work_dir)
@@ -527,6 +571,23 @@ impl Hosted {
         true
     }
 
+    /// Starts a turn for a subscriber that is not a socket (an `/api/acp` client), under the
+    /// same busy rule as a socket's prompt: the sockets see it `busy` and hear its end. The
+    /// sockets' `prompt` answer for it carries `id`, which must not be one a socket could use.
+    pub fn start_turn_as(
+        &self,
+        subscriber: SubscriberId,
+        input: crate::protocol::UserInput,
+        id: &RequestId,
+        tag: TurnTag,
+    ) -> Result<(), crate::soul::Busy> {
+        let Some(live) = self.live() else { return Err(crate::soul::Busy) };
+        if !self.begin_prompt(id) {
+            return Err(crate::soul::Busy);
+        }
+        live.start_turn_for(subscriber, input, tag).inspect_err(|_| self.abandon_prompt())
+    }
+
     fn abandon_prompt(&self) {
         *lock(&self.inflight) = None;
         self.set_status(State::Idle, Some("prompt_error"), None);
@@ -589,7 +650,7 @@ impl Hosted {
         }
         old.live.close(CloseReason::Closed).await;
         *lock(&self.inflight) = None;
-        let (live, worker_id) = match self.open_live(hosting).await {
+        let (live, worker_id) = match self.open_live(hosting, None).await {
             Ok(opened) => opened,
             Err(e) => {
                 tracing::warn!("restarting session {} failed: {e}", self.place.id);

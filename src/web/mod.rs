@@ -19,11 +19,13 @@
 //! settings never reach a tool's environment; every socket is closed (1012) and every session
 //! closed at shutdown.
 
+pub mod acp_socket;
 pub mod environment;
 pub mod errors;
 pub mod guard;
 pub mod hosted;
 pub mod listen;
+pub mod openapi;
 pub mod projection;
 pub mod queue;
 pub mod rest;

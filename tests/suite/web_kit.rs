@@ -234,7 +234,12 @@ impl Server {
 
     /// Opens the session's WebSocket with exactly `query` (no token added).
     pub fn ws_as(&self, id: &str, query: &str, headers: &[(&str, &str)]) -> Result<Ws, tungstenite::Error> {
-        let url = format!("ws://127.0.0.1:{}/api/sessions/{id}/stream{query}", self.port);
+        self.socket(&format!("/api/sessions/{id}/stream{query}"), headers)
+    }
+
+    /// Opens the WebSocket at `path` (with its query) with exactly `headers`.
+    pub fn socket(&self, path: &str, headers: &[(&str, &str)]) -> Result<Ws, tungstenite::Error> {
+        let url = format!("ws://127.0.0.1:{}{path}", self.port);
         let mut request = url.into_client_request()?;
         for (k, v) in headers {
             request

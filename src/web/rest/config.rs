@@ -2,7 +2,6 @@
 //! thinking (then restarting running sessions), and the file's text with secrets redacted.
 //! Everything but the model list is refused in restricted mode.
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -11,17 +10,23 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::super::errors::ApiError;
+use super::super::openapi::{
+    ConfigPatch, ConfigPatched, ConfigToml, ConfigTomlWrite, ConfigTomlWritten, ConfigView, Detail, Invalid,
+};
 use super::super::state::AppState;
+use super::Routes;
 use super::common::{self, blocking};
 use crate::config::web as view;
 
 const RESTRICTED: &str = "Sensitive config APIs are disabled in this mode.";
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/config/", get(read).patch(patch))
-        .route("/api/config", get(read).patch(patch))
-        .route("/api/config/toml", get(read_toml).put(write_toml))
+pub fn routes() -> Routes {
+    Routes::default()
+        .op::<__path_read, _, _>(read)
+        .op::<__path_patch, _, _>(patch)
+        .alias("/api/config", "/api/config/", get(read).patch(patch))
+        .op::<__path_read_toml, _, _>(read_toml)
+        .op::<__path_write_toml, _, _>(write_toml)
 }
 
 fn refuse_if_restricted(state: &AppState) -> Result<(), ApiError> {
@@ -45,6 +50,9 @@ fn internal_error() -> Response {
         .into_response()
 }
 
+#[utoipa::path(get, path = "/api/config/", tag = "config",
+    responses((status = 200, description = "The models of `config.toml` (no secrets) and the sandbox sessions get.", body = ConfigView),
+        (status = 500, description = "The config does not load.", content_type = "text/plain", body = String)))]
 /// `GET /api/config/`.
 async fn read(State(state): State<AppState>) -> Result<Response, ApiError> {
     let (path, model) = (state.config_path(), state.model_choice());
@@ -63,6 +71,10 @@ async fn read(State(state): State<AppState>) -> Result<Response, ApiError> {
     }
 }
 
+#[utoipa::path(patch, path = "/api/config/", tag = "config",
+    request_body(content = ConfigPatch, content_type = "application/json"),
+    responses((status = 200, description = "Edited in place; running sessions restarted unless asked not to.", body = ConfigPatched),
+        (status = 400, description = "Model not found in config.", body = Detail), (status = 403, description = "Sensitive config APIs are disabled in this mode.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `PATCH /api/config/`.
 async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     let body: Value = common::optional_body(&bytes)?;
@@ -110,6 +122,9 @@ async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, 
     .into_response())
 }
 
+#[utoipa::path(get, path = "/api/config/toml", tag = "config",
+    responses((status = 200, description = "The file's text, every secret replaced by `********`.", body = ConfigToml), (status = 403, description = "Sensitive config APIs are disabled in this mode.", body = Detail),
+        (status = 500, description = "The file is not TOML.", body = Detail)))]
 /// `GET /api/config/toml`: the text with every secret redacted.
 async fn read_toml(State(state): State<AppState>) -> Result<Response, ApiError> {
     refuse_if_restricted(&state)?;
@@ -125,6 +140,9 @@ async fn read_toml(State(state): State<AppState>) -> Result<Response, ApiError> 
     Ok(axum::Json(json!({"content": content, "path": shown})).into_response())
 }
 
+#[utoipa::path(put, path = "/api/config/toml", tag = "config",
+    request_body(content = ConfigTomlWrite, content_type = "application/json"),
+    responses((status = 200, description = "Always 200: whether the text was written, or why not.", body = ConfigTomlWritten), (status = 403, description = "Sensitive config APIs are disabled in this mode.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `PUT /api/config/toml`: replaces the file after checking it; redacted placeholders keep the
 /// stored secrets. Always 200 with `{"success", "error"}` for a well-formed request.
 async fn write_toml(State(state): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {

@@ -2,41 +2,43 @@
 //! while streaming), their download, and the work dir's files and folders (confined to the work
 //! dir after resolving symlinks; restricted mode's extra refusals).
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderName, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 
 use super::super::errors::ApiError;
+use super::super::openapi::{Detail, Entry, Invalid, UploadForm, Uploaded};
 use super::super::state::AppState;
+use super::Routes;
 use super::common::{blocking, not_busy, session};
 use crate::session::workspace::{self, MAX_UPLOAD_BYTES};
 
 const TOO_LARGE: &str = "File too large (max 100MB)";
 const FILE_NOT_FOUND: &str = "File not found";
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/sessions/{session_id}/files",
-            // The stream is bounded by the handler itself (413 past 100 MiB, counted as it is read);
-            // this only keeps a multipart envelope from going on forever.
-            post(upload)
-                .layer(DefaultBodyLimit::max(usize::try_from(MAX_UPLOAD_BYTES).unwrap_or(usize::MAX) + (1 << 20))),
-        )
-        .route("/api/sessions/{session_id}/files/", get(work_root))
-        .route("/api/sessions/{session_id}/files/{*path}", get(work_file))
-        .route("/api/sessions/{session_id}/uploads/{*path}", get(upload_file))
+pub fn routes() -> Routes {
+    Routes::default()
+        // The stream is bounded by the handler itself (413 past 100 MiB, counted as it is read);
+        // this only keeps a multipart envelope from going on forever.
+        .op_with::<__path_upload, _, _>(upload, |methods| {
+            methods.layer(DefaultBodyLimit::max(usize::try_from(MAX_UPLOAD_BYTES).unwrap_or(usize::MAX) + (1 << 20)))
+        })
+        .op::<__path_work_root, _, _>(work_root)
+        .op::<__path_work_file, _, _>(work_file)
+        .op::<__path_upload_file, _, _>(upload_file)
 }
 
 fn too_large() -> ApiError {
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE)
 }
 
+#[utoipa::path(post, path = "/api/sessions/{session_id}/files", tag = "files", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    request_body(content = inline(UploadForm), content_type = "multipart/form-data"),
+    responses((status = 200, description = "Stored in `<session dir>/uploads/`; sent with the next prompt.", body = Uploaded),
+        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 413, description = "File too large (max 100MB).", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `POST /api/sessions/{id}/files` (multipart, field `file`).
 async fn upload(
     state: State<AppState>,
@@ -179,6 +181,11 @@ async fn send_file(path: &std::path::Path, disposition: &str, entry_header: bool
     Ok(response)
 }
 
+#[utoipa::path(get, path = "/api/sessions/{session_id}/uploads/{path}", tag = "files",
+    params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422)."), ("path" = String, Path, description = "The upload's path below the uploads folder (may hold `/`).")),
+    responses((status = 200, description = "The upload's bytes, `inline` for passive media, else `attachment`.", content_type = "application/octet-stream", body = String),
+        (status = 400, description = "Invalid path: path traversal not allowed.", body = Detail),
+        (status = 404, description = "Session / Uploads directory / File not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `GET /api/sessions/{id}/uploads/{path}`.
 async fn upload_file(
     State(state): State<AppState>,
@@ -196,10 +203,22 @@ async fn upload_file(
     send_file(&target, "inline", false).await
 }
 
+/// `GET /api/sessions/{id}/files/`: the work dir's listing.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/files/", tag = "files", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    responses((status = 200, description = "The work dir's entries, folders first (`X-Kiwi-Entry: directory`).", body = Vec<Entry>),
+        (status = 403, description = "Restricted mode's refusals.", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 async fn work_root(state: State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     work_path(state, id, String::new()).await
 }
 
+/// `GET /api/sessions/{id}/files/{path}`.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/files/{path}", tag = "files",
+    params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422)."), ("path" = String, Path, description = "Below the work dir (may hold `/`, or be sent as `%2F`).")),
+    responses((status = 200, description = "A folder's entries (`X-Kiwi-Entry: directory`) or a file's bytes as an attachment (`X-Kiwi-Entry: file`).",
+            content((Vec<Entry> = "application/json"), (String = "application/octet-stream"))),
+        (status = 400, description = "Invalid path: path traversal not allowed.", body = Detail),
+        (status = 403, description = "Restricted mode's refusals.", body = Detail),
+        (status = 404, description = "Session / File not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 async fn work_file(state: State<AppState>, Path((id, path)): Path<(String, String)>) -> Result<Response, ApiError> {
     work_path(state, id, path).await
 }

@@ -3,18 +3,22 @@
 //! so kiwi's UI shows "Approved" and "Stopped." after a reload and in every tab. A route of its
 //! own: the reference's UI never calls it, and no reference answer changes (`docs/web-ui.md`).
 
-use axum::Router;
 use axum::extract::{Path, State};
-use axum::routing::get;
 
 use super::super::errors::ApiError;
+use super::super::openapi::{Detail, Invalid};
 use super::super::state::AppState;
+use super::Routes;
 use super::common::{blocking, session};
 use crate::session::wire_read::{self, Marks};
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/sessions/{session_id}/kiwi-marks", get(marks))
+pub fn routes() -> Routes {
+    Routes::default().op::<__path_marks, _, _>(marks)
 }
+
+#[utoipa::path(get, path = "/api/sessions/{session_id}/kiwi-marks", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    responses((status = 200, description = "*(kiwi)* Answered approvals and stopped turns, by turn index.", body = super::super::openapi::KiwiMarks),
+        (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 
 async fn marks(State(state): State<AppState>, Path(id): Path<String>) -> Result<axum::Json<Marks>, ApiError> {
     let info = session(&state, &id).await?;

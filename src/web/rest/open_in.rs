@@ -2,23 +2,30 @@
 //! Windows have the apps; elsewhere the request is refused with the reference's message. Absent
 //! (405) in restricted mode. The path is passed as an argument, never inside a script.
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use serde_json::{Value, json};
 
 use super::super::errors::ApiError;
+use super::super::openapi::{Detail, Invalid, OpenIn, OpenInAnswer};
 use super::super::state::AppState;
+use super::Routes;
 use super::common;
 
 const APPS: [&str; 6] = ["finder", "cursor", "vscode", "iterm", "terminal", "antigravity"];
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/open-in", post(open_in))
+pub fn routes() -> Routes {
+    Routes::default().op::<__path_open_in, _, _>(open_in)
 }
 
+/// `POST /api/open-in`.
+#[utoipa::path(post, path = "/api/open-in", tag = "open-in",
+    request_body(content = OpenIn, content_type = "application/json"),
+    responses((status = 200, description = "Opened.", body = OpenInAnswer),
+        (status = 400, description = "Not macOS or Windows, or the path does not exist.", body = Detail),
+        (status = 405, description = "Restricted mode.", body = Detail),
+        (status = 500, description = "The command failed.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 async fn open_in(State(state): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     if state.restricted() {
         return Err(ApiError::method_not_allowed());

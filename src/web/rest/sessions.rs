@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::header;
@@ -14,7 +13,9 @@ use axum::routing::get;
 use serde_json::Value;
 
 use super::super::errors::ApiError;
+use super::super::openapi::{CreateSession, Detail, ForkRequest, Invalid, Session, UpdateSession};
 use super::super::state::AppState;
+use super::Routes;
 use super::common::{self, Live, blocking, not_busy, session, session_json};
 use crate::session::catalog;
 
@@ -22,20 +23,32 @@ use crate::session::catalog;
 const AUTO_ARCHIVE_EVERY: Duration = Duration::from_secs(300);
 static LAST_AUTO_ARCHIVE: Mutex<Option<Instant>> = Mutex::new(None);
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/sessions/", get(list).post(create))
-        .route("/api/sessions", get(list).post(create))
-        .route("/api/sessions/{session_id}", get(get_one).patch(update).delete(remove))
-        .route("/api/sessions/{session_id}/export", get(export))
-        .route("/api/sessions/{session_id}/fork", axum::routing::post(fork))
-        .route("/api/sessions/{session_id}/generate-title", axum::routing::post(super::title::generate))
+pub fn routes() -> Routes {
+    Routes::default()
+        .op::<__path_list, _, _>(list)
+        .op::<__path_create, _, _>(create)
+        .alias("/api/sessions", "/api/sessions/", get(list).post(create))
+        .op::<__path_get_one, _, _>(get_one)
+        .op::<__path_update, _, _>(update)
+        .op::<__path_remove, _, _>(remove)
+        .op::<__path_export, _, _>(export)
+        .op::<__path_fork, _, _>(fork)
+        .op::<super::title::__path_generate, _, _>(super::title::generate)
 }
 
 fn json(value: Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
 }
 
+#[utoipa::path(get, path = "/api/sessions/", tag = "sessions", operation_id = "list_sessions",
+    params(
+        ("limit" = Option<i64>, Query, description = "At most this many (100; ≤0 → 100, >500 → 500)."),
+        ("offset" = Option<i64>, Query, description = "Skip this many (0; <0 → 0)."),
+        ("q" = Option<String>, Query, description = "Keep sessions whose title or work dir contains it (case-insensitive)."),
+        ("archived" = Option<bool>, Query, description = "true: only archived sessions; otherwise only the others."),
+        ("kiwi_origin" = Option<String>, Query, description = "*(kiwi)* Present: each session gains `kiwi_origin` (`\"print\"` for a print run's session, else null)."),
+    ),
+    responses((status = 200, description = "Sessions, most recently updated first.", body = Vec<Session>), (status = 401, description = "Missing or wrong token.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `GET /api/sessions/`.
 async fn list(
     State(state): State<AppState>,
@@ -88,6 +101,13 @@ fn origin_member(dir: &std::path::Path) -> Value {
     }
 }
 
+#[utoipa::path(post, path = "/api/sessions/", tag = "sessions",
+    request_body(content = Option<CreateSession>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The new session (`stopped`, seq 0); no agent is started.", body = Session),
+        (status = 400, description = "Path is not a directory / Failed to create directory.", body = Detail),
+        (status = 403, description = "Permission denied: cannot create directory.", body = Detail),
+        (status = 404, description = "Directory does not exist.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `POST /api/sessions/`.
 async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     let body: Value = common::optional_body(&bytes)?;
@@ -107,6 +127,8 @@ async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Response,
     Ok(json(session_json(&state, &info, Live::Stopped)))
 }
 
+#[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    responses((status = 200, description = "The session, or `null` when there is none.", body = Option<Session>), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `GET /api/sessions/{id}`: the Session, or `null` when there is none.
 async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     match session(&state, &id).await {
@@ -116,6 +138,10 @@ async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> Resul
     }
 }
 
+#[utoipa::path(patch, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    request_body(content = UpdateSession, content_type = "application/json"),
+    responses((status = 200, description = "The session (`is_running: false`, `status: null`).", body = Session),
+        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `PATCH /api/sessions/{id}`: rename and/or archive.
 async fn update(State(state): State<AppState>, Path(id): Path<String>, bytes: Bytes) -> Result<Response, ApiError> {
     common::check_id(&id)?;
@@ -157,6 +183,9 @@ async fn update(State(state): State<AppState>, Path(id): Path<String>, bytes: By
     Ok(json(session_json(&state, &info, Live::Null)))
 }
 
+#[utoipa::path(delete, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    responses((status = 200, description = "Deleted: `null`. The session's sockets hear `stopped` and close.", body = Option<Detail>),
+        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `DELETE /api/sessions/{id}`.
 async fn remove(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let info = session(&state, &id).await?;
@@ -176,6 +205,9 @@ async fn remove(State(state): State<AppState>, Path(id): Path<String>) -> Result
     Ok(json(Value::Null))
 }
 
+#[utoipa::path(get, path = "/api/sessions/{session_id}/export", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    responses((status = 200, description = "The session as a ZIP, as `kiwi export` writes it (kiwi).", content_type = "application/zip", body = String),
+        (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `GET /api/sessions/{id}/export`: the session as `kiwi export` writes it (`application/zip`).
 async fn export(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let info = session(&state, &id).await?;
@@ -206,6 +238,11 @@ async fn export(State(state): State<AppState>, Path(id): Path<String>) -> Result
         .into_response())
 }
 
+#[utoipa::path(post, path = "/api/sessions/{session_id}/fork", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    request_body(content = ForkRequest, content_type = "application/json"),
+    responses((status = 200, description = "The new session, titled `Fork: <title>` (`stopped`).", body = Session),
+        (status = 400, description = "Busy, no `wire.jsonl`, or the turn is past the last one.", body = Detail),
+        (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `POST /api/sessions/{id}/fork` (`docs/web-api.md`): a new session of the same work dir
 /// holding turns 0..=`turn_index` (`session::fork`).
 async fn fork(State(state): State<AppState>, Path(id): Path<String>, bytes: Bytes) -> Result<Response, ApiError> {

@@ -15,6 +15,7 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 use super::super::errors::ApiError;
+use super::super::openapi::{Detail, Invalid, TitleAnswer, TitleRequest};
 use super::super::state::AppState;
 use super::common::{self, blocking, not_busy, session};
 use crate::llm::{ChatRequest, Message, StreamEvent};
@@ -93,6 +94,11 @@ async fn ask_model(config: &Path, model: Option<&str>, user: &str, assistant: &s
     (!title.is_empty()).then_some(title)
 }
 
+/// `POST /api/sessions/{id}/generate-title` (`docs/web-api.md` §2.1).
+#[utoipa::path(post, path = "/api/sessions/{session_id}/generate-title", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
+    request_body(content = Option<TitleRequest>, content_type = "application/json"),
+    responses((status = 200, description = "The title (stored as `custom_title`).", body = TitleAnswer),
+        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 pub async fn generate(
     State(state): State<AppState>,
     UrlPath(id): UrlPath<String>,
