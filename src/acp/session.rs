@@ -137,6 +137,11 @@ impl AcpSession {
         (!self.live.is_closed()).then(|| self.live.wire_path())
     }
 
+    /// The live session, for its operations (undo); `None` once the session is closed.
+    pub fn live(&self) -> Option<Arc<LiveSession>> {
+        (!self.live.is_closed()).then(|| self.live.clone())
+    }
+
     pub fn model_choice(&self) -> ModelChoice {
         lock(&self.choice).clone()
     }
