@@ -44,7 +44,8 @@
 //!   commands. Knows nothing of JSON-RPC; front ends implement [`soul::Projection`].
 //! - [`builder`]: builds a ready session (soul + recorder) from a work dir and a session choice,
 //!   as often as a front end needs, without touching the process.
-//! - [`startup`]: logging, config loading and start-up errors, shared by every front end's process.
+//! - [`startup`]: logging, config loading, the one assembly of the process's agent setup, and
+//!   start-up errors, shared by every entry point.
 //! - [`cli`]: the command line (kimi's flags and subcommands), parsed before any front end starts.
 //! - [`live`]: the live session every front end serves through (fork, undo and replay as its
 //!   operations; the one history replay streamed from disk), and the process shell around front
