@@ -12,7 +12,6 @@ use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 
@@ -25,7 +24,9 @@ use crate::wire::serve::{WireOptions, serve_streams};
 pub use crate::VERSION;
 
 pub use crate::startup::StartError;
-use crate::startup::{init_logging, load_config, log_file, report, resolve_work_dir, warn_at_start_up};
+use crate::startup::{
+    Choices, agent_setup, init_logging, load_config, log_file, report, resolve_work_dir, warn_at_start_up,
+};
 
 /// Everything start-up prepared for serving: the process-wide agent setup and the one session
 /// the front end will build.
@@ -114,8 +115,7 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     cli.validate().map_err(StartError::Usage)?;
     // Flag values are checked (usage errors) before any config is read.
     let work_dir = resolve_work_dir(cli.work_dir.as_deref())?;
-    let (mut config, config_source, mut warnings) =
-        load_config(cli.config.as_deref(), cli.config_file.as_deref(), share)?;
+    let (mut config, config_source, warnings) = load_config(cli.config.as_deref(), cli.config_file.as_deref(), share)?;
     let session = match (&cli.session, cli.continue_) {
         (Some(id), _) => SessionChoice::Id(id.trim().to_string()),
         (None, true) => SessionChoice::Continue,
@@ -141,41 +141,32 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
         (None, Some(name)) => AgentChoice::Builtin(name.clone()),
         (None, None) => AgentChoice::Default,
     };
+    let no_model = if cli.acp {
+        "every prompt will fail with -32000 (Authentication required)"
+    } else {
+        "every prompt will fail with -32001 (LLM is not set)"
+    };
     let add_dirs = add_dirs(&cli)?;
-    let sandbox = crate::startup::start_sandbox(
-        config.sandbox.clone(),
-        (cli.sandbox.sandbox, cli.sandbox.sandbox_network),
-        share,
-        &config_source,
-        &cli.mcp_config_file,
-        &work_dir,
-        &add_dirs,
-    )?;
-    let setup = AgentSetup {
-        config: Arc::new(config),
-        share_dir: share.to_path_buf(),
+    let choices = Choices {
         model: cli.model.clone(),
         thinking: cli.thinking_flag(),
         agent,
         skills_dir: cli.skills_dir.clone(),
         // kimi's `--print` approves every action (`docs/print-mode.md` A.1).
         yolo: cli.yolo || cli.print_mode(),
-        config_source,
-        system_prompt: Default::default(),
         mcp_configs: mcp_documents(&cli, share)?,
         invocation: Invocation {
             // kimi 1.49's `--print` implies afk: nobody is there to answer a question.
             afk: cli.afk || cli.print_mode(),
-            add_dirs,
+            add_dirs: add_dirs.clone(),
         },
-        sandbox,
+        added_dirs: add_dirs,
+        sandbox: (cli.sandbox.sandbox, cli.sandbox.sandbox_network),
+        mcp_files: cli.mcp_config_file.clone(),
+        no_model: Some(no_model),
+        ..Choices::new(work_dir.clone())
     };
-    let diagnostics = setup.diagnostics();
-    warnings.extend(diagnostics.warnings);
-    if let Some(reason) = diagnostics.no_model {
-        let failure = if cli.acp { "-32000 (Authentication required)" } else { "-32001 (LLM is not set)" };
-        warnings.push(format!("{reason}; every prompt will fail with {failure}"));
-    }
+    let (setup, warnings) = agent_setup(config, config_source, share, choices, warnings)?;
     warn_at_start_up(&warnings);
     let front_end = match crate::print::kimi::KimiOptions::from_cli(&cli) {
         Some(options) => FrontEnd::Print(options),

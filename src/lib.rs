@@ -5,7 +5,7 @@
 //! One turn's data path, from stdin to stdout:
 //!
 //! ```text
-//! stdin → rpc::reader → wire::server (dispatcher) → soul::TurnDriver → soul (steps, tools, approvals)
+//! stdin → rpc::reader → wire::server (handler) → soul::TurnDriver → soul (steps, tools, approvals)
 //!                          ↑ answers to our requests            │ events via soul::EventSink
 //!                          └── rpc::peer ◀── wire::projection ◀── live::Fanout ◀┘  (+ session::wire_log)
 //!                                                  │          (one projection per client)
@@ -26,7 +26,8 @@
 //! - [`protocol`]: the core's vocabulary: content parts, display blocks, tool calls and results,
 //!   events and requests, in the shape the wire and `wire.jsonl` use.
 //! - [`rpc`]: JSON-RPC 2.0 bytes ⇄ messages, generic over methods: the stdin reader (line framing,
-//!   classification), the stdout writer, the peer that asks the client and routes its answers.
+//!   classification), the stdout writer, the queue of one client among many, the peer that asks
+//!   the client and routes its answers.
 //! - [`llm`]: chat providers (Kimi, OpenAI, Anthropic, Gemini, the scripted test providers) and
 //!   the settings that build them.
 //! - [`config`]: the config file, its defaults, and choosing the model.
@@ -44,11 +45,14 @@
 //!   commands. Knows nothing of JSON-RPC; front ends implement [`soul::Projection`].
 //! - [`builder`]: builds a ready session (soul + recorder) from a work dir and a session choice,
 //!   as often as a front end needs, without touching the process.
-//! - [`startup`]: logging, config loading and start-up errors, shared by every front end's process.
+//! - [`startup`]: logging, config loading, the one assembly of the process's agent setup, and
+//!   start-up errors, shared by every entry point.
 //! - [`cli`]: the command line (kimi's flags and subcommands), parsed before any front end starts.
-//! - [`live`]: the live session every front end serves through, and the process shell around
-//!   front ends.
-//! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
+//! - [`live`]: the live session every front end serves through (fork, undo and replay as its
+//!   operations; the one history replay streamed from disk), and the process shell around front
+//!   ends.
+//! - [`wire`]: the Kimi Wire front end: method table, the one wire handler every transport
+//!   (stdio, a browser socket) runs with its own rules, projection, history frames, serving.
 //! - [`acp`]: the Agent Client Protocol front end (`kiwi acp`): many sessions in one process,
 //!   events as `session/update`s, approvals as permission requests, history replay on load; one
 //!   dispatcher for any message transport, its sessions opened through a host (`acp::host`:

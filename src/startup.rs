@@ -1,10 +1,14 @@
 //! Start-up pieces every front end's process shares: the log, the config and what is wrong
-//! with it, the work dir, and how a start-up failure is reported (one readable line on stderr;
-//! usage errors exit 2, everything else 1; nothing on stdout).
+//! with it, the work dir, the one assembly of the process's agent setup ([`agent_setup`]: the
+//! sandbox probe, the setup, what its model selection will do), and how a start-up failure is
+//! reported (one readable line on stderr; usage errors exit 2, everything else 1; nothing on
+//! stdout). Every entry point (kimi's command line, Claude Code's, `kiwi web`) goes through
+//! these; each only adds its own choices.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::builder::{AgentChoice, AgentSetup, Invocation, PromptEdit};
 use crate::config::{self, Config};
 use crate::session::store::normalize;
 
@@ -106,11 +110,100 @@ pub(crate) fn resolve_work_dir(work_dir: Option<&Path>) -> Result<PathBuf, Start
     Ok(dir)
 }
 
-/// The run's sandbox (spec sandbox.md §2.3, §5.3): `mode_flag` wins over `[sandbox] mode`; the
-/// probe runs before the front end serves, and a sandbox that cannot be set up stops the
-/// start-up with its one line. The flags are `--sandbox` and `--sandbox-network`; `config_source` and `mcp_files` are kept read-only inside the
-/// writable roots (§3.3).
-pub(crate) fn start_sandbox(
+/// What an entry point chooses for the sessions of its process, beside the config.
+pub(crate) struct Choices {
+    pub model: Option<String>,
+    pub thinking: Option<bool>,
+    pub agent: AgentChoice,
+    pub skills_dir: Option<PathBuf>,
+    pub yolo: bool,
+    pub system_prompt: PromptEdit,
+    pub mcp_configs: Vec<serde_json::Value>,
+    pub invocation: Invocation,
+    /// `--sandbox` / `--sandbox-network`.
+    pub sandbox: (Option<crate::sandbox::SandboxMode>, bool),
+    /// MCP config files, kept read-only inside the sandbox's writable roots.
+    pub mcp_files: Vec<PathBuf>,
+    /// Directories the sandbox makes writable beside the work dir (`--add-dir`).
+    pub added_dirs: Vec<PathBuf>,
+    /// The directory the sandbox is probed against.
+    pub probe_dir: PathBuf,
+    /// What every prompt does without a model, for the start-up warning; `None`: no model
+    /// diagnostics at start (the Claude dialect reports it in its result line).
+    pub no_model: Option<&'static str>,
+}
+
+impl Choices {
+    /// The defaults: the config's model and agent, nothing added, probed against `probe_dir`.
+    pub fn new(probe_dir: PathBuf) -> Self {
+        Self {
+            model: None,
+            thinking: None,
+            agent: AgentChoice::Default,
+            skills_dir: None,
+            yolo: false,
+            system_prompt: PromptEdit::default(),
+            mcp_configs: Vec::new(),
+            invocation: Invocation::default(),
+            sandbox: (None, false),
+            mcp_files: Vec::new(),
+            added_dirs: Vec::new(),
+            probe_dir,
+            no_model: None,
+        }
+    }
+}
+
+/// The process's agent setup, assembled the one way every entry point does it: the sandbox
+/// probed (fail closed), the setup made of the config and `choices`, and what its model
+/// selection will do. The warnings to show: the sandbox's, then `warnings` (the config's), then
+/// the model diagnostics.
+pub(crate) fn agent_setup(
+    config: Config,
+    config_source: String,
+    share: &Path,
+    choices: Choices,
+    warnings: Vec<String>,
+) -> Result<(AgentSetup, Vec<String>), StartError> {
+    let (sandbox, mut all) = start_sandbox(
+        config.sandbox.clone(),
+        choices.sandbox,
+        share,
+        &config_source,
+        &choices.mcp_files,
+        &choices.probe_dir,
+        &choices.added_dirs,
+    )?;
+    all.extend(warnings);
+    let setup = AgentSetup {
+        config: std::sync::Arc::new(config),
+        share_dir: share.to_path_buf(),
+        model: choices.model,
+        thinking: choices.thinking,
+        agent: choices.agent,
+        skills_dir: choices.skills_dir,
+        yolo: choices.yolo,
+        config_source,
+        system_prompt: choices.system_prompt,
+        mcp_configs: choices.mcp_configs,
+        invocation: choices.invocation,
+        sandbox,
+    };
+    if let Some(note) = choices.no_model {
+        let diagnostics = setup.diagnostics();
+        all.extend(diagnostics.warnings);
+        if let Some(reason) = diagnostics.no_model {
+            all.push(format!("{reason}; {note}"));
+        }
+    }
+    Ok((setup, all))
+}
+
+/// The run's sandbox (spec sandbox.md §2.3, §5.3) and its warnings: `mode_flag` wins over
+/// `[sandbox] mode`; the probe runs before the front end serves, and a sandbox that cannot be set
+/// up stops the start-up with its one line. The flags are `--sandbox` and `--sandbox-network`;
+/// `config_source` and `mcp_files` are kept read-only inside the writable roots (§3.3).
+fn start_sandbox(
     settings: crate::sandbox::SandboxSettings,
     (mode_flag, network_flag): (Option<crate::sandbox::SandboxMode>, bool),
     share: &Path,
@@ -118,7 +211,7 @@ pub(crate) fn start_sandbox(
     mcp_files: &[PathBuf],
     work_dir: &Path,
     added_dirs: &[PathBuf],
-) -> Result<crate::agent_env::SandboxRun, StartError> {
+) -> Result<(crate::agent_env::SandboxRun, Vec<String>), StartError> {
     let mut protected: Vec<PathBuf> = Vec::new();
     let config_path = Path::new(config_source);
     if config_path.is_file() {
@@ -139,6 +232,5 @@ pub(crate) fn start_sandbox(
             if run.sandbox.network_allowed() { "on" } else { "off" }
         );
     }
-    warn_at_start_up(&warnings);
-    Ok(run)
+    Ok((run, warnings))
 }

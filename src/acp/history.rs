@@ -1,5 +1,5 @@
-//! Stored sessions seen from ACP: the history `session/load` replays (the session's `wire.jsonl`
-//! through the same mapping as live events, `docs/acp.md` §4.5) and the list `session/list` returns.
+//! Stored sessions seen from ACP: the history `session/load` replays (the session's `wire.jsonl`,
+//! streamed by the one history replay, through the same mapping as live events, `docs/acp.md` §4.5) and the list `session/list` returns.
 //! Where a session lives is the session store's to say, never rebuilt here.
 
 use std::path::Path;
@@ -8,31 +8,32 @@ use agent_client_protocol::v1::schema::SessionInfo;
 
 use super::client_profile::Updates;
 use super::mapping::EventMapper;
+use crate::live::History;
 use crate::protocol::WireMessage;
 use crate::session::store;
 use crate::session::wire_read;
 
-/// Records sent between two yields, so a long history does not starve the dispatcher.
-const YIELD_EVERY: usize = 64;
+/// Records read per batch of the one history replay.
+const BATCH: usize = 256;
 
-/// Sends the session's history as `session/update`s; `Err` with a log-worthy reason.
+/// Sends the session's history as `session/update`s, streamed from disk by the one history
+/// replay (`live::history`); `Err` with a log-worthy reason.
 pub async fn replay(wire_path: &Path, cwd: &Path, session_id: &str, updates: &Updates) -> Result<(), String> {
-    let Some(records) = wire_read::open(wire_path).map_err(|e| format!("cannot open {}: {e}", wire_path.display()))?
-    else {
-        return Ok(());
-    };
+    // Requests in the file (questions, external tool calls) were answered then; their outcome
+    // is in the events.
+    let mut batches = History::whole(wire_path.to_path_buf()).stream(BATCH, |line| match wire_read::parse(line)? {
+        WireMessage::Event(event) => Some(event),
+        WireMessage::Request(_) => None,
+    });
     let mut mapper = EventMapper::new(cwd.to_path_buf(), true);
-    for (n, record) in records.enumerate() {
-        if n % YIELD_EVERY == YIELD_EVERY - 1 {
-            tokio::task::yield_now().await;
+    while let Some(batch) = batches.next().await {
+        for event in batch? {
+            for update in mapper.map(&event) {
+                updates.send(session_id, update).await;
+            }
         }
-        let record = record.map_err(|e| format!("cannot read {}: {e}", wire_path.display()))?;
-        // Requests in the file (questions, external tool calls) were answered then; their
-        // outcome is in the events.
-        let WireMessage::Event(event) = record else { continue };
-        for update in mapper.map(&event) {
-            updates.send(session_id, update).await;
-        }
+        // A long history does not starve the dispatcher.
+        tokio::task::yield_now().await;
     }
     Ok(())
 }

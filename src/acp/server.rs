@@ -31,10 +31,11 @@ use super::methods::{AcpNotification, AcpRequest, ForkSessionRequest};
 use super::modes;
 use super::prompt_input;
 use super::session::{AcpSession, Shared};
+use crate::live::OpError;
 use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorObject, Incoming, RequestId};
 use crate::session::fork::ForkError;
-use crate::session::rewind::{RewindError, UndoTarget};
+use crate::session::rewind::UndoTarget;
 use crate::session::store::SessionChoice;
 
 pub struct AcpServer {
@@ -198,20 +199,21 @@ impl AcpServer {
             }
             AcpRequest::Undo(request) => {
                 let session = self.session(&request.session_id)?;
-                let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
+                let Some(live) = session.live() else { return Err(errors::session_not_found()) };
                 self.off_dispatcher(id, move |server, id| async move {
                     let target = match (request.turn_index, request.turns) {
                         (Some(k), _) => UndoTarget::From(k),
                         (None, Some(n)) => UndoTarget::Last(n),
                         (None, None) => UndoTarget::Last(1),
                     };
-                    let report = match driver.undo(target).await {
-                        Err(_) => {
+                    // The live session's undo; only its outcome is ACP's to word.
+                    let report = match live.undo(target).await {
+                        Err(OpError::Busy) => {
                             return Err(errors::internal("a prompt is running in this session; undo after the turn"));
                         }
-                        Ok(Err(RewindError::Io(e))) => return Err(errors::internal(format!("Undo failed: {e}"))),
-                        Ok(Err(e)) => return Err(errors::invalid_params(e.to_string())),
-                        Ok(Ok(report)) => report,
+                        Err(OpError::Failed(e)) => return Err(errors::internal(format!("Undo failed: {e}"))),
+                        Err(OpError::Invalid(e)) => return Err(errors::invalid_params(e)),
+                        Ok(report) => report,
                     };
                     let answer = json!({
                         "turnIndex": report.turn_index,

@@ -140,11 +140,16 @@ impl AcpSession {
 
     /// The turn driver; `None` once the session is closed.
     pub fn driver(&self) -> Option<Arc<TurnDriver>> {
-        (!self.live().is_closed()).then(|| self.live().driver().clone())
+        (!self.hosted_live().is_closed()).then(|| self.hosted_live().driver().clone())
     }
 
     pub fn wire_path(&self) -> Option<PathBuf> {
-        (!self.live().is_closed()).then(|| self.live().wire_path())
+        (!self.hosted_live().is_closed()).then(|| self.hosted_live().wire_path())
+    }
+
+    /// The live session, for its operations (undo); `None` once the session is closed.
+    pub fn live(&self) -> Option<Arc<LiveSession>> {
+        (!self.hosted_live().is_closed()).then(|| self.hosted_live().clone())
     }
 
     pub fn model_choice(&self) -> ModelChoice {
@@ -152,7 +157,7 @@ impl AcpSession {
     }
 
     pub fn resumed(&self) -> bool {
-        self.live().resumed()
+        self.hosted_live().resumed()
     }
 
     /// `SessionStart` hooks (not visible to the client, as on the wire).
@@ -317,7 +322,7 @@ impl AcpSession {
         self.hosted.disconnect();
     }
 
-    fn live(&self) -> &Arc<LiveSession> {
+    fn hosted_live(&self) -> &Arc<LiveSession> {
         self.hosted.live()
     }
 }

@@ -7,9 +7,13 @@
 //! lifecycle is written once and cannot drift apart between them.
 
 pub mod fanout;
+pub mod history;
+pub mod ops;
 pub mod session;
 pub mod shell;
 
 pub use fanout::{Fanout, SubscriberId};
-pub use session::{CloseReason, History, LiveSession, SESSION_END_BOUND, SHUTDOWN_GRACE, Sessions};
+pub use history::History;
+pub use ops::OpError;
+pub use session::{CloseReason, LiveSession, SESSION_END_BOUND, SHUTDOWN_GRACE, Sessions};
 pub use shell::{NoRuntime, Process, Runtime};

@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::fanout::{Fanout, SubscriberId};
+use super::history::History;
 use crate::builder::BuiltSession;
 use crate::protocol::{HookEvent, UserInput};
 use crate::session::store::Session;
@@ -36,14 +37,6 @@ pub enum CloseReason {
     Exit,
     /// The client closed this session while the process goes on (ACP `session/close`).
     Closed,
-}
-
-/// Where a joining client's history ends: `wire.jsonl` up to `len` bytes; everything after it
-/// reaches the client live.
-#[derive(Debug, Clone)]
-pub struct History {
-    pub path: PathBuf,
-    pub len: u64,
 }
 
 pub struct LiveSession {

@@ -4,6 +4,7 @@ pub mod error_code;
 pub mod message;
 pub mod peer;
 pub mod pending;
+pub mod queue;
 pub mod reader;
 pub mod writer;
 

@@ -45,6 +45,10 @@ pub enum Settled {
     PeerGone,
     /// The asker stopped waiting (its turn was cancelled); the id is forgotten.
     AskerGone,
+    /// The request could not reach the client (its output is closed, or it is one of many
+    /// clients and fell behind): a sole client's asker hears an error answer, a session with
+    /// other clients leaves the request to them.
+    Unsent,
 }
 
 impl Settled {
@@ -52,6 +56,7 @@ impl Settled {
     pub fn answer(self) -> Option<RawAnswer> {
         match self {
             Settled::Answer(raw) => Some(raw),
+            Settled::Unsent => Some(Err(ErrorCode::InternalError.with_message("the output is closed"))),
             Settled::PeerGone | Settled::AskerGone => None,
         }
     }
@@ -113,7 +118,12 @@ impl Peer {
         let sent = self.outbound.send_raw(frame).await;
         if !sent {
             // Nobody can answer any more: the asker hears so now, not at shutdown.
-            self.pending.resolve(&id, Err(ErrorCode::InternalError.with_message("the output is closed")));
+            self.pending.forget(&id);
+            drop(answer);
+            if let Some(value) = settle(Settled::Unsent).await {
+                let _ = reply.send(value);
+            }
+            return Ok(());
         }
         let pending = self.pending.clone();
         tokio::spawn(async move {

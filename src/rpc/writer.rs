@@ -1,8 +1,11 @@
-//! The stdout writer: the only code that touches stdout.
+//! The stdout writer: the only code that touches stdout; and [`Outbound`], the one way frames
+//! leave for a client, whichever transport carries them.
 //!
 //! Frames arrive already serialized (payload plus `\n`) through a bounded queue. Writes are
 //! coalesced: the buffer is flushed when the queue runs empty, not after every frame. A write
 //! error (EPIPE: the client closed our stdout) cancels `closed` so the process can end at once.
+//! A client of a session with many clients (a browser socket) has a [`Outgoing`] queue instead:
+//! live frames never wait for it, paced ones (history, `replay`) do.
 
 use std::io::{BufWriter, Write};
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error_code::{ErrorCode, ErrorObject};
 use super::message::{ErrorFrame, NotificationFrame, RequestFrame, RequestId, ResponseFrame};
+use super::queue::Outgoing;
 
 /// Frames waiting for stdout; a slow client slows the producers down.
 pub const OUTBOUND_CAPACITY: usize = 1024;
@@ -24,7 +28,15 @@ const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 /// Handle for queueing frames. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Outbound {
-    tx: mpsc::Sender<Vec<u8>>,
+    to: To,
+}
+
+#[derive(Clone, Debug)]
+enum To {
+    /// The stdout writer: every frame waits for room (the one client paces the session).
+    Writer(mpsc::Sender<Vec<u8>>),
+    /// One of many clients: a live frame never waits (a client that falls behind is closed).
+    Queue(Arc<Outgoing>),
 }
 
 pub struct WriterHandle {
@@ -95,7 +107,7 @@ pub fn spawn_writer<W: Write + Send + 'static>(out: W) -> (Outbound, WriterHandl
     if thread.is_none() {
         closed.cancel();
     }
-    (Outbound { tx }, WriterHandle { thread, closed, written })
+    (Outbound { to: To::Writer(tx) }, WriterHandle { thread, closed, written })
 }
 
 /// Counts the bytes that actually reached the client.
@@ -137,17 +149,38 @@ impl Outbound {
     /// frame arrives on the receiver as stdout would get it (payload plus `\n`).
     pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<Vec<u8>>) {
         let (tx, rx) = mpsc::channel(capacity);
-        (Self { tx }, rx)
+        (Self { to: To::Writer(tx) }, rx)
     }
 
-    /// Queues a serialized frame; false when the writer is gone.
+    /// Frames to one client of many, through its queue.
+    pub fn queue(queue: Arc<Outgoing>) -> Self {
+        Self { to: To::Queue(queue) }
+    }
+
+    /// Queues a serialized live frame; false when the client is gone (or, for a queued client,
+    /// fell too far behind and is being closed).
     pub async fn send_raw(&self, frame: Vec<u8>) -> bool {
-        self.tx.send(frame).await.is_ok()
+        match &self.to {
+            To::Writer(tx) => tx.send(frame).await.is_ok(),
+            To::Queue(queue) => queue.push_line(frame),
+        }
+    }
+
+    /// Queues one frame of a long stream (history, `replay`): waits until the client has room,
+    /// whatever the transport; false when the client is gone.
+    pub async fn send_paced(&self, frame: Vec<u8>) -> bool {
+        match &self.to {
+            To::Writer(tx) => tx.send(frame).await.is_ok(),
+            To::Queue(queue) => queue.push_line_paced(frame).await,
+        }
     }
 
     /// Queues a frame without waiting; false when the queue is full or the writer gone.
     pub fn try_send_raw(&self, frame: Vec<u8>) -> bool {
-        self.tx.try_send(frame).is_ok()
+        match &self.to {
+            To::Writer(tx) => tx.try_send(frame).is_ok(),
+            To::Queue(queue) => queue.push_line(frame),
+        }
     }
 
     pub async fn respond<T: Serialize>(&self, id: &RequestId, result: &T) {

@@ -18,7 +18,7 @@ pub const ORIGIN_FILE: &str = "origin.json";
 pub struct Origin {
     /// `"print"`: a print-mode run (`--print`, either dialect).
     pub origin: String,
-    /// The print dialect: `"kimi"` or `"claude"`.
+    /// The print dialect: `"kimi"`, `"claude"` or `"codex"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialect: Option<String>,
 }

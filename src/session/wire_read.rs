@@ -46,13 +46,8 @@ impl Iterator for WireRecords {
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => continue,
                 Err(e) => return Some(Err(e)),
             }
-            let text = self.line.trim();
-            if text.is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<Record>(text) {
-                Ok(record) => return Some(Ok(record.message)),
-                Err(e) => tracing::debug!("wire.jsonl: skipping a line ({e})"),
+            if let Some(message) = parse(&self.line) {
+                return Some(Ok(message));
             }
         }
     }
@@ -129,6 +124,22 @@ pub fn marks(path: &Path) -> std::io::Result<Marks> {
         }
     }
     Ok(marks)
+}
+
+/// One line of the file as a record in the current shape; `None` for what is skipped (blank
+/// lines, the header, unreadable records).
+pub fn parse(line: &str) -> Option<WireMessage> {
+    let text = line.trim();
+    if text.is_empty() {
+        return None;
+    }
+    match serde_json::from_str::<Record>(text) {
+        Ok(record) => Some(record.message),
+        Err(e) => {
+            tracing::debug!("wire.jsonl: skipping a line ({e})");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

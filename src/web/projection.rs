@@ -1,8 +1,8 @@
 //! The session's stream as the sockets see it: [`Hub`], the session's first subscriber, keeps
 //! the `session_status` machine in step with turns (and serializes each event once for every
-//! socket); [`SocketProjection`] is one socket: events and requests as the wire's frames into its
-//! bounded queue, the client's answers routed back by id, and each turn's `prompt` answer
-//! followed by the `idle` status.
+//! socket); [`SocketProjection`] is one socket: events as the wire's frames into its bounded
+//! queue, requests put through its `rpc::Peer` as to any wire client (`wire::projection::ask`),
+//! and each turn's `prompt` answer followed by the `idle` status.
 //!
 //! Invariants: nothing here waits for a socket (a full queue disconnects that socket); a request
 //! a socket cannot be asked (closing, full) is left to the other sockets, never answered for
@@ -17,15 +17,13 @@ use tokio::sync::oneshot;
 use super::hosted::Hosted;
 use super::queue::Outgoing;
 use crate::protocol::{Event, Request};
-use crate::rpc::pending::{PendingRequests, RawAnswer};
 use crate::rpc::writer::encode;
-use crate::rpc::{ErrorObject, RequestId};
+use crate::rpc::{ErrorObject, Outbound, Peer, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
-use crate::wire::answers::{RequestKind, interpret};
 use crate::wire::extensions::{Granted, TOOL_OUTPUT};
-use crate::wire::frames::{event_frame, request_frame, request_id, tool_output_frame};
+use crate::wire::frames::{event_frame, request_id, tool_output_frame};
 use crate::wire::params::PromptResult;
-use crate::wire::projection::turn_error;
+use crate::wire::projection::{Clients, ask, turn_error};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -101,23 +99,19 @@ impl Projection for Hub {
 
 /// One WebSocket client of a session.
 pub struct SocketProjection {
-    pub out: Outgoing,
-    /// Our requests to this client that wait for its answer.
-    pending: Arc<PendingRequests>,
+    pub out: Arc<Outgoing>,
+    /// This client as far as asking it goes; its answers are routed back by the wire handler.
+    pub peer: Arc<Peer>,
     hosted: Weak<Hosted>,
     /// What this socket's `initialize` was granted (kiwi-only events go out only when asked).
-    pub granted: Granted,
+    pub granted: Arc<Granted>,
 }
 
 impl SocketProjection {
     pub fn new(out: Outgoing, hosted: Weak<Hosted>) -> Self {
-        Self { out, pending: Arc::default(), hosted, granted: Granted::default() }
-    }
-
-    /// Routes the client's answer to a request it was asked; false when nothing waits for `id`
-    /// (already answered by another client, or never asked).
-    pub fn answered(&self, id: &RequestId, outcome: RawAnswer) -> bool {
-        self.pending.resolve(id, outcome)
+        let out = Arc::new(out);
+        let peer = Peer::new(Outbound::queue(out.clone()), "kiwi");
+        Self { out, peer, hosted, granted: Arc::default() }
     }
 
     pub fn push(&self, frame: &str) -> bool {
@@ -197,36 +191,11 @@ impl Projection for SocketProjection {
     // The receiver is the answer, awaited by the soul later; the future is only the asking.
     #[allow(clippy::async_yields_async)]
     fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
-        let (reply, answer) = oneshot::channel();
-        let kind = RequestKind::of(&request);
-        let id = request_id(&request);
-        // An id still waiting here (a model reusing a call id) is left to the other clients.
-        let Ok(raw) = self.pending.register(id.clone()) else { return Box::pin(async move { answer }) };
-        let sent = request_frame(&id, &request).is_some_and(|frame| self.out.push_line(frame));
-        if !sent {
-            self.pending.forget(&id);
-            return Box::pin(async move { answer });
-        }
-        let pending = self.pending.clone();
-        let closing = self.out.closing_token();
-        tokio::spawn(async move {
-            let mut reply = reply;
-            tokio::select! {
-                raw = raw => {
-                    if let Ok(raw) = raw {
-                        let _ = reply.send(interpret(kind, raw));
-                    }
-                }
-                () = reply.closed() => pending.forget(&id),
-                // A socket that goes away leaves the request to the others.
-                () = closing.cancelled() => pending.forget(&id),
-            }
-        });
-        Box::pin(async move { answer })
+        Box::pin(ask(&self.peer, request, Clients::Shared))
     }
 
     fn resolved<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, ()> {
-        self.pending.forget(&request_id(request));
+        self.peer.forget(&request_id(request));
         Box::pin(async {})
     }
 

@@ -7,9 +7,9 @@
 //! the server runs.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use crate::builder::{AgentChoice, AgentSetup};
+use crate::builder::AgentSetup;
+use crate::startup::Choices;
 
 /// The config every hosted session is built from (`docs/web.md` §1.2): `--config-file` (given
 /// after or before `web`), else the default `<share>/config.toml`; `-m/--model` picks the model
@@ -36,46 +36,25 @@ impl ConfigChoice {
     /// warnings (unknown keys, no usable model) are for the log and the start-up; `Err` is the
     /// config's error text.
     pub fn setup(&self, share: &Path) -> Result<(AgentSetup, Vec<String>), String> {
-        let (config, source, mut warnings) =
-            crate::startup::load_config(None, self.file.as_deref(), share).map_err(|e| match e {
-                crate::startup::StartError::Usage(m) | crate::startup::StartError::Fatal(m) => m,
-            })?;
-        // The sandbox is probed here (fail closed), against the directory kiwi web was started
-        // in; each command's policy uses its own session's work dir.
-        let config_path = self.path(share);
-        let protected = [config_path, share.join("mcp.json")].into_iter().filter(|p| p.is_file()).collect();
-        let probe_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let (sandbox, sandbox_warnings) = crate::agent_env::SandboxRun::start(
-            config.sandbox.clone(),
-            self.sandbox.sandbox,
-            self.sandbox.sandbox_network,
-            share,
-            protected,
-            &probe_dir,
-            &[],
-        )
-        .map_err(|line| format!("{line}\nSee logs: {}", share.join("logs").join("kiwi.log").display()))?;
-        warnings.extend(sandbox_warnings);
-        let setup = AgentSetup {
-            config: Arc::new(config),
-            share_dir: share.to_path_buf(),
-            model: self.model.clone(),
-            thinking: None,
-            agent: AgentChoice::Default,
-            skills_dir: None,
-            yolo: false,
-            config_source: source,
-            system_prompt: Default::default(),
-            mcp_configs: global_mcp(share),
-            invocation: Default::default(),
-            sandbox,
+        let failed = |e: crate::startup::StartError| match e {
+            crate::startup::StartError::Usage(m) | crate::startup::StartError::Fatal(m) => m,
         };
-        let diagnostics = setup.diagnostics();
-        warnings.extend(diagnostics.warnings);
-        if let Some(reason) = diagnostics.no_model {
-            warnings.push(format!("{reason}; the browser UI offers to set one up"));
-        }
-        Ok((setup, warnings))
+        let (config, source, warnings) =
+            crate::startup::load_config(None, self.file.as_deref(), share).map_err(failed)?;
+        // The sandbox is probed against the directory kiwi web was started in; each command's
+        // policy uses its own session's work dir. Its failure line points at the log.
+        let probe_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let choices = Choices {
+            model: self.model.clone(),
+            mcp_configs: global_mcp(share),
+            sandbox: (self.sandbox.sandbox, self.sandbox.sandbox_network),
+            no_model: Some("the browser UI offers to set one up"),
+            ..Choices::new(probe_dir)
+        };
+        crate::startup::agent_setup(config, source, share, choices, warnings).map_err(|e| {
+            let line = failed(e);
+            format!("{line}\nSee logs: {}", crate::startup::log_file(share).display())
+        })
     }
 }
 

@@ -1,13 +1,15 @@
 //! The WebSocket `/api/sessions/{session_id}/stream` (`docs/web.md` §4): one client of one
 //! hosted session, speaking the Kimi Wire protocol 1.10 as a stdio client would, plus the
-//! server's `history_complete` and `session_status` messages.
+//! server's `history_complete` and `session_status` messages. This is a transport only: its
+//! frames go through the one wire handler (`wire::server`), with the web's rules ([`Socket`]);
+//! its history comes from the one history replay (`live::history`).
 //!
 //! A connection: the handshake checks (LAN-only, Origin, the `token` query parameter, a UUID
 //! id; each refused with HTTP 403 before the upgrade); the session is started if it is not
 //! running; the socket attaches at the seam; the writer sends `wire.jsonl` up to the seam as it
 //! is stored, then `history_complete`, then everything queued since (the live stream, any
 //! request still waiting for an answer, the status snapshot); then the client's frames are
-//! handled one by one.
+//! handed to the wire handler one by one.
 //!
 //! Invariants: each message of the session reaches the socket exactly once (history or live);
 //! answers to a socket's own requests go to that socket only, while a `prompt`'s answer and an
@@ -16,7 +18,6 @@
 //! stays open; nothing here waits on another socket.
 
 use std::collections::HashMap;
-use std::io::{BufRead as _, Read as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,7 +30,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -38,19 +38,16 @@ use super::hosted::{Client, Hosted, Hosting, SessionStatus, State as Status};
 use super::queue::{CLOSE_NOT_FOUND, Frames, NOT_FOUND_REASON, Outgoing, QUEUE_BYTES, QUEUE_FRAMES};
 use super::settings::is_private;
 use super::state::AppState;
-use crate::live::History;
-use crate::protocol::{ContentPart, StatusUpdate, UserInput, WireMessage};
-use crate::rpc::message::classify;
+use crate::live::history::Batches;
+use crate::live::{History, LiveSession};
+use crate::protocol::{ContentPart, UserInput};
 use crate::rpc::writer::encode;
-use crate::rpc::{ErrorCode, ErrorObject, Incoming, RequestId};
+use crate::rpc::{ErrorCode, ErrorObject, RequestId};
 use crate::session::store::Metadata;
 use crate::wire::errors::WireError;
-use crate::wire::frames::{event_frame, request_frame, request_id};
-use crate::wire::methods::{ClientNotification, ClientRequest};
-use crate::wire::params::{
-    Empty, InterruptResult, OkStatus, ReplayResult, ReplayStatus, SetPlanModeResult, SteerResult,
-};
-use crate::wire::server::{busy, idle, initialize_agent};
+use crate::wire::params::InitializeParams;
+use crate::wire::replay::history_frame;
+use crate::wire::server::{Transport, WireHandler, busy};
 
 /// The prompt text the reference UI sends with attachments and no message of its own.
 pub const UPLOAD_ONLY_MARKER: &str = "KIMI_FILE_UPLOAD_WITHOUT_MESSAGE";
@@ -128,6 +125,7 @@ fn refusal(state: &AppState, peer: SocketAddr, headers: &HeaderMap, token: Optio
 async fn serve(state: AppState, id: String, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
     let hosting = state.hosting.clone();
+    let hosting_version = hosting.version().to_string();
     let not_found = CloseFrame { code: CLOSE_NOT_FOUND, reason: Utf8Bytes::from_static(NOT_FOUND_REASON) };
     let Some(hosted) = hosting.entry(&id) else {
         let _ = sink.send(Message::Close(Some(not_found))).await;
@@ -172,7 +170,8 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
     let answered = Arc::new(AtomicBool::new(true));
     tracing::info!("a client joined");
     let writer = tokio::spawn(write(sink, history, frames, client.clone(), answered.clone()).in_current_span());
-    let mut connection = Connection { hosting, hosted: hosted.clone(), client: client.clone(), prompted: false };
+    let socket = Socket { hosting, hosted: hosted.clone(), client: client.clone(), prompted: AtomicBool::new(false) };
+    let handler = WireHandler::new(socket, client.peer.clone(), hosting_version).with_grant(client.granted.clone());
     let closing = client.out().closing_token();
     loop {
         let message = tokio::select! {
@@ -183,7 +182,7 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
             answered.store(true, Ordering::Relaxed);
         }
         match message {
-            Some(Ok(Message::Text(text))) => connection.dispatch(text.as_str()).await,
+            Some(Ok(Message::Text(text))) => handler.dispatch_text(text.as_str()).await,
             Some(Ok(Message::Binary(_))) => tracing::info!("ignoring a binary WebSocket frame"),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
             Some(Ok(Message::Close(_))) | None => break,
@@ -194,6 +193,8 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
         }
     }
     hosted.detach(&client);
+    // What this socket was asked and did not answer is left to the other clients.
+    client.peer.fail_all();
     tracing::info!("a client left");
     client.out().close(1000, "");
     let _ = writer.await;
@@ -232,10 +233,17 @@ async fn write(
     let mut open = true;
     while open {
         let batch = tokio::select! {
-            batch = batches.recv() => batch,
+            batch = batches.next() => batch,
             () = closing.cancelled() => break,
         };
-        let Some(batch) = batch else { break };
+        let batch = match batch {
+            Some(Ok(batch)) => batch,
+            Some(Err(e)) => {
+                tracing::warn!("{e}");
+                break;
+            }
+            None => break,
+        };
         for frame in batch {
             open = open && bounded(&closing, sink.feed(Message::Text(frame.into()))).await;
         }
@@ -282,116 +290,10 @@ async fn write(
     }
 }
 
-/// Reads `wire.jsonl` up to the seam on a blocking thread, in batches of frames.
-fn read_history(history: History) -> mpsc::Receiver<Vec<String>> {
-    let (tx, rx) = mpsc::channel(4);
-    tokio::task::spawn_blocking(move || {
-        let Ok(file) = std::fs::File::open(&history.path) else { return };
-        let mut lines = std::io::BufReader::with_capacity(256 * 1024, file.take(history.len));
-        let mut batch = Vec::with_capacity(HISTORY_BATCH);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match lines.read_line(&mut line) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!("cannot read {}: {e}", history.path.display());
-                    break;
-                }
-            }
-            if let Some(frame) = history_frame(&line) {
-                batch.push(frame);
-                if batch.len() == HISTORY_BATCH && tx.blocking_send(std::mem::take(&mut batch)).is_err() {
-                    return;
-                }
-            }
-        }
-        if !batch.is_empty() {
-            let _ = tx.blocking_send(batch);
-        }
-    });
-    rx
-}
-
-/// The `type`s a `wire.jsonl` record's message may have (`docs/web.md` §4.3.1): the events
-/// (with the legacy `ApprovalRequestResolved`) and the requests of the wire protocol.
-const EVENT_TYPES: &[&str] = &[
-    "TurnBegin",
-    "TurnEnd",
-    "StepBegin",
-    "StepInterrupted",
-    "StepRetry",
-    "SteerInput",
-    "CompactionBegin",
-    "CompactionEnd",
-    "StatusUpdate",
-    "ContentPart",
-    "ToolCall",
-    "ToolCallPart",
-    "ToolResult",
-    "ApprovalResponse",
-    "ApprovalRequestResolved",
-    "PlanDisplay",
-    "HookTriggered",
-    "HookResolved",
-    "MCPLoadingBegin",
-    "MCPLoadingEnd",
-    "Notification",
-    "SubagentEvent",
-    "BtwBegin",
-    "BtwEnd",
-];
-const REQUEST_TYPES: &[&str] = &["ApprovalRequest", "ToolCallRequest", "QuestionRequest", "HookRequest"];
-
-/// A `wire.jsonl` record, its message kept as the bytes it was stored as.
-#[derive(serde::Deserialize)]
-struct StoredRecord<'a> {
-    #[serde(borrow)]
-    message: &'a serde_json::value::RawValue,
-}
-
-/// What the replay needs of a stored message: its type, and a request's payload id.
-#[derive(serde::Deserialize)]
-struct StoredMessage<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: std::borrow::Cow<'a, str>,
-    #[serde(borrow, default)]
-    payload: Option<&'a serde_json::value::RawValue>,
-}
-
-#[derive(serde::Deserialize)]
-struct StoredRequest<'a> {
-    #[serde(borrow)]
-    id: std::borrow::Cow<'a, str>,
-}
-
-/// One `wire.jsonl` record as the socket's replay sends it (`docs/web.md` §4.3.1): the stored
-/// message as it is (not upgraded, its bytes spliced in, never parsed into a tree) as an
-/// `event`, or as a `request` with its payload's id; `None` for the header, blank lines and
-/// records whose message has no wire message `type`.
-pub fn history_frame(line: &str) -> Option<String> {
-    let line = line.trim();
-    if line.is_empty() {
-        return None;
-    }
-    let record: StoredRecord = serde_json::from_str(line).ok()?;
-    let raw = record.message.get();
-    let message: StoredMessage = serde_json::from_str(raw).ok()?;
-    let mut frame = String::with_capacity(raw.len() + 64);
-    if EVENT_TYPES.contains(&message.kind.as_ref()) {
-        frame.push_str(r#"{"jsonrpc":"2.0","method":"event","params":"#);
-    } else if REQUEST_TYPES.contains(&message.kind.as_ref()) {
-        let request: StoredRequest = serde_json::from_str(message.payload?.get()).ok()?;
-        frame.push_str(r#"{"jsonrpc":"2.0","method":"request","id":"#);
-        frame.push_str(&serde_json::to_string(&request.id).ok()?);
-        frame.push_str(r#","params":"#);
-    } else {
-        return None;
-    }
-    frame.push_str(raw);
-    frame.push('}');
-    Some(frame)
+/// The history up to the seam, as stored (`docs/web.md` §4.3.1), in batches read ahead of the
+/// socket by the one history replay.
+fn read_history(history: History) -> Batches<String> {
+    history.stream(HISTORY_BATCH, history_frame)
 }
 
 /// The busy answer to a second `prompt` (`docs/web.md` §4.4).
@@ -399,223 +301,65 @@ fn busy_prompt() -> ErrorObject {
     WireError::InvalidState.with_message("Session is busy; wait for completion before sending a new prompt.")
 }
 
-/// One socket's handling of its client's frames.
-struct Connection {
+/// The browser socket's rules for the one wire handler (`docs/web.md` §4.4): the session is
+/// started by the first message that needs it; a `prompt` needs no other prompt in flight (the
+/// web's busy wording), carries the session's pending uploads, and the connection's first marks
+/// the session as its work dir's last; an idle `cancel` is answered by the server, to every
+/// socket; the last `initialize` is kept for a restarted session.
+struct Socket {
     hosting: Hosting,
     hosted: Arc<Hosted>,
     client: Arc<Client>,
-    /// This connection sent a prompt already (the first one marks the session as the work
-    /// dir's last).
-    prompted: bool,
+    /// This connection sent a prompt already.
+    prompted: AtomicBool,
 }
 
-impl Connection {
-    async fn dispatch(&mut self, text: &str) {
-        match classify(text.as_bytes()) {
-            Incoming::Request { id, method, params } => match ClientRequest::parse(&method, params) {
-                Ok(request) => self.handle(id, request).await,
-                Err(e) => {
-                    tracing::info!("refusing a `{method}` frame: {}", e.message);
-                    self.error(Some(&id), &e);
-                }
-            },
-            Incoming::Notification { method, .. } => match ClientNotification::parse(&method) {
-                Some(ClientNotification::Interrupt) => {
-                    if let Some(live) = self.hosted.live() {
-                        live.driver().cancel();
-                    }
-                }
-                None => tracing::info!("dropping `{method}` sent as a notification"),
-            },
-            Incoming::Response { id, outcome } => {
-                if !self.client.answered(&id, outcome) {
-                    tracing::info!("ignoring a response to unknown or answered request {id}");
-                }
-            }
-            Incoming::Reject { id, error } => {
-                tracing::info!("malformed WebSocket frame: {}", error.message);
-                self.error(id.as_ref(), &error);
-            }
-            Incoming::Ignore => {}
-        }
-    }
-
-    fn respond<T: serde::Serialize>(&self, id: &RequestId, result: &T) {
-        #[derive(serde::Serialize)]
-        struct Frame<'a, T> {
-            jsonrpc: &'static str,
-            id: &'a RequestId,
-            result: &'a T,
-        }
-        if let Some(line) = encode(&Frame { jsonrpc: "2.0", id, result }) {
-            self.client.out().push_line(line);
-        }
-    }
-
-    fn error(&self, id: Option<&RequestId>, error: &ErrorObject) {
-        #[derive(serde::Serialize)]
-        struct Frame<'a> {
-            jsonrpc: &'static str,
-            id: Option<&'a RequestId>,
-            error: &'a ErrorObject,
-        }
-        if let Some(line) = encode(&Frame { jsonrpc: "2.0", id, error }) {
-            self.client.out().push_line(line);
-        }
-    }
-
-    async fn handle(&mut self, id: RequestId, request: ClientRequest) {
+impl Transport for Socket {
+    async fn session(&self) -> Result<Arc<LiveSession>, ErrorObject> {
         // A session that is not running (a restart failed) is started by the next message.
         if !self.hosted.is_running()
             && let Err(e) = self.hosted.ensure_started(&self.hosting).await
         {
-            self.error(Some(&id), &ErrorCode::InternalError.with_message(e));
-            return;
+            return Err(ErrorCode::InternalError.with_message(e));
         }
         if self.client.subscriber().is_none() {
             self.hosted.attach(&self.client).await;
         }
-        let Some(live) = self.hosted.live() else {
-            self.error(Some(&id), &ErrorCode::InternalError.with_message("The session is not running"));
-            return;
-        };
-        let driver = live.driver().clone();
-        match request {
-            ClientRequest::Initialize(params) => {
-                if driver.is_busy() {
-                    self.error(Some(&id), &busy());
-                    return;
-                }
-                self.hosted.remember_initialize(&params);
-                let result = initialize_agent(&driver, params, self.hosting.version());
-                self.client.granted.set(result.extensions.as_deref());
-                self.respond(&id, &result);
-            }
-            ClientRequest::Prompt(params) => self.prompt(id, params.user_input).await,
-            ClientRequest::Run(input) => self.prompt(id, input).await,
-            ClientRequest::Steer(params) => match driver.steer(params.user_input) {
-                Ok(()) => self.respond(&id, &SteerResult::Steered),
-                Err(_) => self.error(Some(&id), &idle()),
-            },
-            ClientRequest::SetPlanMode(params) => {
-                let view = driver.agent().state.set_plan_mode(params.enabled);
-                driver.sink().emit(crate::protocol::Event::StatusUpdate(StatusUpdate::plan_mode(view.active))).await;
-                self.respond(&id, &SetPlanModeResult { status: OkStatus::Ok, plan_mode: view.active });
-            }
-            ClientRequest::Replay => self.replay(id, &driver, live.wire_path()),
-            ClientRequest::Fork(params) => match crate::wire::server::fork_session(&driver, params.turn_index).await {
-                Ok(result) => self.respond(&id, &result),
-                Err(error) => self.error(Some(&id), &error),
-            },
-            ClientRequest::Undo(params) => match crate::wire::server::undo_session(&driver, params).await {
-                Ok(result) => self.respond(&id, &result),
-                Err(error) => self.error(Some(&id), &error),
-            },
-            ClientRequest::Cancel => {
-                if !self.hosted.is_busy() {
-                    // The server answers an idle cancel itself, to every socket.
-                    if let Some(line) = encode(&json!({"jsonrpc": "2.0", "id": id, "result": {}})) {
-                        let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
-                        self.hosted.broadcast(&text);
-                    }
-                    return;
-                }
-                match driver.cancel_handle() {
-                    Some(token) => {
-                        // The answer goes out before the cancelled prompt's.
-                        self.respond(&id, &Empty {});
-                        token.cancel();
-                    }
-                    None => self.error(Some(&id), &idle()),
-                }
-            }
-            ClientRequest::Interrupt => {
-                let result = if driver.cancel() { InterruptResult::Ok } else { InterruptResult::Idle };
-                self.respond(&id, &result);
-            }
-        }
+        self.hosted.live().ok_or_else(|| ErrorCode::InternalError.with_message("The session is not running"))
     }
 
-    /// `prompt` (`docs/web.md` §4.4): refused while another is in flight; the first of this
-    /// connection marks the session as its work dir's last; the input always becomes a list of
-    /// parts, pending uploads first.
-    async fn prompt(&mut self, id: RequestId, input: UserInput) {
+    fn running(&self) -> Option<Arc<LiveSession>> {
+        self.hosted.live()
+    }
+
+    async fn prompt(&self, _live: Arc<LiveSession>, id: RequestId, input: UserInput) -> Result<(), ErrorObject> {
         if !self.hosted.begin_prompt(&id) {
-            self.error(Some(&id), &busy_prompt());
-            return;
+            return Err(busy_prompt());
         }
-        if !self.prompted {
-            self.prompted = true;
+        if !self.prompted.swap(true, Ordering::Relaxed) {
             remember_last_session(self.hosting.share_dir().to_path_buf(), &self.hosted).await;
         }
         let uploads = self.hosted.take_uploads(&self.hosting).await;
         let input = rewrite_input(input, uploads);
-        if !self.hosted.start_turn(&self.client, input, id.clone()) {
-            self.error(Some(&id), &busy());
+        if !self.hosted.start_turn(&self.client, input, id) {
+            return Err(busy());
         }
+        Ok(())
     }
 
-    /// `replay`, answered to this socket only: the session's record in the current schema.
-    fn replay(&self, id: RequestId, driver: &Arc<crate::soul::TurnDriver>, path: PathBuf) {
-        let Ok(claim) = driver.claim() else {
-            self.error(Some(&id), &busy());
-            return;
-        };
-        driver.sink().flush_record();
-        let client = self.client.clone();
-        tokio::spawn(async move {
-            let mut result = ReplayResult { status: ReplayStatus::Finished, events: 0, requests: 0 };
-            let records = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<u8>>, String> {
-                let Some(records) = crate::session::wire_read::open(&path).map_err(|e| e.to_string())? else {
-                    return Ok(Vec::new());
-                };
-                let mut frames = Vec::new();
-                for record in records {
-                    match record.map_err(|e| e.to_string())? {
-                        WireMessage::Event(event) => frames.push(event_frame(&event)),
-                        WireMessage::Request(request) => {
-                            if let Some(frame) = request_frame(&request_id(&request), &request) {
-                                frames.push(frame);
-                            }
-                        }
-                    }
-                }
-                Ok(frames)
-            })
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r);
-            let connection_out = client.out();
-            match records {
-                Ok(frames) => {
-                    for frame in frames {
-                        if claim.cancel.is_cancelled() {
-                            result.status = ReplayStatus::Cancelled;
-                            break;
-                        }
-                        if frame.starts_with(b"{\"jsonrpc\":\"2.0\",\"method\":\"request\"") {
-                            result.requests += 1;
-                        } else {
-                            result.events += 1;
-                        }
-                        if !connection_out.push_line(frame) {
-                            return;
-                        }
-                    }
-                    if let Some(line) = encode(&json!({"jsonrpc": "2.0", "id": id, "result": result})) {
-                        connection_out.push_line(line);
-                    }
-                }
-                Err(e) => {
-                    tracing::error!("replay failed: {e}");
-                    let error = ErrorCode::InternalError.with_message("Replay failed");
-                    if let Some(line) = encode(&json!({"jsonrpc": "2.0", "id": id, "error": error})) {
-                        connection_out.push_line(line);
-                    }
-                }
-            }
-            drop(claim);
-        });
+    fn idle_cancel(&self, id: &RequestId) -> bool {
+        if self.hosted.is_busy() {
+            return false;
+        }
+        if let Some(line) = encode(&json!({"jsonrpc": "2.0", "id": id, "result": {}})) {
+            let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
+            self.hosted.broadcast(&text);
+        }
+        true
+    }
+
+    fn initializing(&self, params: &InitializeParams) {
+        self.hosted.remember_initialize(params);
     }
 }
 
@@ -652,77 +396,7 @@ async fn remember_last_session(share: PathBuf, hosted: &Hosted) {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
-
     use super::*;
-
-    #[test]
-    fn history_records_are_sent_as_stored() {
-        let header = r#"{"type":"metadata","protocol_version":"1.10"}"#;
-        assert_eq!(history_frame(header), None);
-        assert_eq!(history_frame("  \n"), None);
-        assert_eq!(history_frame("not json"), None);
-        assert_eq!(history_frame(r#"{"timestamp":1,"message":{"type":"Nope","payload":{}}}"#), None);
-        let event =
-            r#"{"timestamp":1.5,"message":{"type":"ContentPart","payload":{"type":"text","text":"Hello web"}}}"#;
-        assert_eq!(
-            history_frame(event).unwrap(),
-            r#"{"jsonrpc":"2.0","method":"event","params":{"type":"ContentPart","payload":{"type":"text","text":"Hello web"}}}"#
-        );
-        let question = r#"{"timestamp":2,"message":{"type":"QuestionRequest","payload":{"id":"q\"1","tool_call_id":"t","questions":[]}}}"#;
-        assert_eq!(
-            history_frame(question).unwrap(),
-            r#"{"jsonrpc":"2.0","method":"request","id":"q\"1","params":{"type":"QuestionRequest","payload":{"id":"q\"1","tool_call_id":"t","questions":[]}}}"#
-        );
-        // The stored bytes go out as they are, spaces and member order included.
-        let spaced =
-            r#"{"timestamp": 1.5, "message": {"payload": {"type": "text", "text": "a\u00e9"}, "type": "ContentPart"}}"#;
-        let frame = history_frame(spaced).unwrap();
-        assert_eq!(
-            frame,
-            r#"{"jsonrpc":"2.0","method":"event","params":{"payload": {"type": "text", "text": "a\u00e9"}, "type": "ContentPart"}}"#
-        );
-        let value: Value = serde_json::from_str(&frame).unwrap();
-        assert_eq!(value["params"]["payload"]["text"], "a\u{e9}");
-        // A request without an id, a message that is not an object, a record without one.
-        assert_eq!(history_frame(r#"{"message":{"type":"ApprovalRequest","payload":{}}}"#), None);
-        assert_eq!(history_frame(r#"{"message":"ContentPart"}"#), None);
-        assert_eq!(history_frame(r#"{"timestamp":1}"#), None);
-        assert_eq!(history_frame(r#"{"message":{"type":"TurnEnd","payload":{}}"#), None, "cut short");
-    }
-
-    /// Every message type of the protocol's schema is known to the replay, as an event or a
-    /// request, and nothing else is.
-    #[test]
-    fn the_replay_knows_every_message_type() {
-        fn names(schema: &Value, out: &mut Vec<String>) {
-            for key in ["oneOf", "anyOf"] {
-                for variant in schema[key].as_array().into_iter().flatten() {
-                    let kind = &variant["properties"]["type"];
-                    if let Some(name) = kind["const"].as_str() {
-                        out.push(name.to_string());
-                    }
-                    for name in kind["enum"].as_array().into_iter().flatten() {
-                        out.push(name.as_str().unwrap().to_string());
-                    }
-                }
-            }
-        }
-        let mut events = Vec::new();
-        names(&serde_json::to_value(schemars::schema_for!(crate::protocol::Event)).unwrap(), &mut events);
-        let mut requests = Vec::new();
-        names(&serde_json::to_value(schemars::schema_for!(crate::protocol::Request)).unwrap(), &mut requests);
-        assert!(events.len() > 10 && requests.len() == 4, "{events:?} {requests:?}");
-        let known: Vec<&str> = EVENT_TYPES.iter().copied().filter(|n| *n != "ApprovalRequestResolved").collect();
-        events.sort();
-        let mut known: Vec<String> = known.iter().map(|n| n.to_string()).collect();
-        known.sort();
-        assert_eq!(events, known);
-        requests.sort();
-        let mut known_requests: Vec<String> = REQUEST_TYPES.iter().map(|n| n.to_string()).collect();
-        known_requests.sort();
-        assert_eq!(requests, known_requests);
-    }
 
     #[test]
     fn prompts_become_parts_after_the_uploads() {

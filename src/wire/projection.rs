@@ -3,7 +3,8 @@
 //! answers), and a turn's outcome becomes the answer to the `prompt` that started it.
 //!
 //! Requests do not block later events (the 1.3+ behavior): the answer is awaited on its own task,
-//! so an approval in flight never holds back the events of other tool calls.
+//! so an approval in flight never holds back the events of other tool calls. [`ask`] is how every
+//! wire client is asked, the sole stdio client and each browser socket alike.
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use super::extensions::{Granted, TOOL_OUTPUT};
 use super::frames::{event_frame, request_frame, request_id, tool_output_frame};
 use super::params::PromptResult;
 use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue};
-use crate::rpc::peer::IdTaken;
+use crate::rpc::peer::{IdTaken, Settled};
 use crate::rpc::{ErrorCode, ErrorObject, Peer, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnError, TurnOutcome, TurnResult, TurnTag};
 
@@ -58,22 +59,7 @@ impl Projection for WireProjection {
     // The receiver is the answer, awaited by the soul later; the future is only the send.
     #[allow(clippy::async_yields_async)]
     fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            let kind = RequestKind::of(&request);
-            let id = request_id(&request);
-            let frame = request_frame(&id, &request);
-            if let Err(IdTaken(reply)) = self
-                .peer
-                .ask(id.clone(), frame, reply, move |s| async move { s.answer().map(|raw| interpret(kind, raw)) })
-                .await
-            {
-                // Two calls of one step share a model-chosen id: the client's answer could not
-                // be told apart, so the later call gets its own clear error instead.
-                let _ = reply.send(duplicate_id_answer(kind, &id));
-            }
-            answer
-        })
+        Box::pin(ask(&self.peer, request, Clients::Sole))
     }
 
     fn resolved<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, ()> {
@@ -102,6 +88,39 @@ impl Projection for WireProjection {
             }
         })
     }
+}
+
+/// Whether the client is the session's only one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clients {
+    /// It alone can answer: a request it cannot be asked is answered with an error for it.
+    Sole,
+    /// One of several (browser sockets): a request it cannot be asked (closing, fallen behind,
+    /// an id still waiting here) is left to the others, never answered for them.
+    Shared,
+}
+
+/// Puts `request` to the client through its peer (the one way kiwi asks a client anything);
+/// the receiver gets the interpreted answer.
+pub async fn ask(peer: &Peer, request: Request, clients: Clients) -> oneshot::Receiver<ClientAnswer> {
+    let (reply, answer) = oneshot::channel();
+    let kind = RequestKind::of(&request);
+    let id = request_id(&request);
+    let frame = request_frame(&id, &request);
+    let settle = move |settled: Settled| async move {
+        match settled {
+            Settled::Unsent if clients == Clients::Shared => None,
+            settled => settled.answer().map(|raw| interpret(kind, raw)),
+        }
+    };
+    if let Err(IdTaken(reply)) = peer.ask(id.clone(), frame, reply, settle).await
+        && clients == Clients::Sole
+    {
+        // Two calls of one step share a model-chosen id: the client's answer could not
+        // be told apart, so the later call gets its own clear error instead.
+        let _ = reply.send(duplicate_id_answer(kind, &id));
+    }
+    answer
 }
 
 fn duplicate_id_answer(kind: RequestKind, id: &RequestId) -> ClientAnswer {

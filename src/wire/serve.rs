@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::projection::WireProjection;
-use super::server::WireServer;
+use super::server::{Stdio, WireHandler};
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
-use crate::live::{LiveSession, Runtime, shell};
+use crate::live::{LiveSession, Runtime, SHUTDOWN_GRACE, shell};
 use crate::llm::build::TraceSink;
 use crate::rpc::reader::spawn_reader;
 use crate::rpc::{Outbound, Peer};
@@ -51,8 +51,11 @@ where
         let granted = projection.granted();
         let live = LiveSession::open(built, projection, &process.sessions);
         live.start().await;
-        let server = WireServer::new(peer, &live, options.version).with_grant(granted);
-        server.serve(lines, process.stop).await;
+        let handler = WireHandler::new(Stdio { live: live.clone() }, peer.clone(), options.version).with_grant(granted);
+        handler.serve(lines, process.stop).await;
+        // EOF or a signal: cancel the turn, let it answer, fail what is still pending.
+        live.driver().shutdown(SHUTDOWN_GRACE).await;
+        peer.fail_all();
         Ok(ExitCode::SUCCESS)
     });
     served.map_err(|e| BuildError::Fatal(e.0))?

@@ -1,18 +1,22 @@
-//! The wire dispatcher: routes each inbound message, never awaiting the client or a turn.
+//! The one wire session handler: every transport that speaks wire 1.10 to a client (stdio, a
+//! browser socket of `kiwi web`) routes each inbound message through here, never awaiting the
+//! client or a turn. A [`Transport`] supplies only its few rules: which live session a request
+//! acts on (a hosted one is started first), how a `prompt` starts (the web's in-flight rule and
+//! busy wording, its uploads), who answers an idle `cancel`.
 //!
 //! Invariants: every request gets exactly one response; the turn's lifecycle belongs to the
 //! soul's driver, and a `prompt`'s response is written by the projection after every event of its
 //! turn; the `cancel` response precedes the cancelled `prompt`'s (or `replay`'s) response;
-//! answers to our own requests are routed by their typed id, unknown ids dropped. The busy table
-//! of `docs/protocol-1.10.md` §2.1: a turn and a replay share one busy slot (`prompt`, `initialize` and
-//! `replay` are refused while it is taken); `steer` needs a running agent loop; `cancel` stops
-//! either; `set_plan_mode` always runs.
+//! answers to our own requests are routed by their typed id through the client's `rpc::Peer`,
+//! unknown ids dropped. The busy table of `docs/protocol-1.10.md` §2.1: a turn and a replay share
+//! one busy slot (`prompt`, `initialize` and `replay` are refused while it is taken); `steer`
+//! needs a running agent loop; `cancel` stops either; `set_plan_mode` always runs. Fork, undo and
+//! replay are the live session's operations (`live::ops`); here they are only translated.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-
-use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
@@ -25,35 +29,84 @@ use super::params::{
     SteerResult, UndoParams, UndoResult, UndoSkippedFile,
 };
 use super::replay::replay;
-use crate::live::{LiveSession, SHUTDOWN_GRACE};
+use crate::live::{LiveSession, OpError};
 use crate::llm::ClientIdentity;
 use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
+use crate::rpc::message::classify;
 use crate::rpc::reader::Inbound;
 use crate::rpc::{ErrorCode, ErrorObject, Incoming, Outbound, Peer, RequestId};
-use crate::session::fork::ForkError;
-use crate::session::rewind::{RewindError, UndoTarget};
+use crate::session::rewind::UndoTarget;
+use crate::soul::TurnTag;
 use crate::soul::hooks::Subscription;
-use crate::soul::{TurnDriver, TurnTag};
 use crate::tools::external::ExternalTool;
 
-pub struct WireServer {
-    outbound: Outbound,
-    /// Routes the client's answers to our requests.
+/// What a transport decides for the handler.
+pub trait Transport: Send + Sync {
+    /// The live session a request acts on (a hosted session not running is started first);
+    /// `Err` is the request's answer.
+    fn session(&self) -> impl Future<Output = Result<Arc<LiveSession>, ErrorObject>> + Send;
+
+    /// The live session, if one is open (an `interrupt` notification starts nothing).
+    fn running(&self) -> Option<Arc<LiveSession>>;
+
+    /// Starts the turn of `prompt` `id`; `Err` is its answer (busy).
+    fn prompt(
+        &self,
+        live: Arc<LiveSession>,
+        id: RequestId,
+        input: UserInput,
+    ) -> impl Future<Output = Result<(), ErrorObject>> + Send;
+
+    /// A `cancel` while no prompt is in flight as the transport counts them: true when the
+    /// transport answered it itself.
+    fn idle_cancel(&self, _id: &RequestId) -> bool {
+        false
+    }
+
+    /// A client's `initialize`, accepted and about to be applied.
+    fn initializing(&self, _params: &InitializeParams) {}
+}
+
+/// The stdio transport: one session, one client, the wire's own rules.
+pub struct Stdio {
+    pub live: Arc<LiveSession>,
+}
+
+impl Transport for Stdio {
+    fn session(&self) -> impl Future<Output = Result<Arc<LiveSession>, ErrorObject>> + Send {
+        std::future::ready(Ok(self.live.clone()))
+    }
+
+    fn running(&self) -> Option<Arc<LiveSession>> {
+        Some(self.live.clone())
+    }
+
+    fn prompt(
+        &self,
+        live: Arc<LiveSession>,
+        id: RequestId,
+        input: UserInput,
+    ) -> impl Future<Output = Result<(), ErrorObject>> + Send {
+        std::future::ready(live.driver().start(input, TurnTag::new(id)).map_err(|_| busy()))
+    }
+}
+
+/// One client's wire traffic on one session.
+pub struct WireHandler<T> {
+    transport: T,
+    /// The client: our requests to it, its answers, our frames to it.
     peer: Arc<Peer>,
-    driver: Arc<TurnDriver>,
+    outbound: Outbound,
     /// `server.version` in `initialize`.
     version: String,
-    /// The session's `wire.jsonl`, for `replay`.
-    wire_path: PathBuf,
     /// What the client's `initialize` was granted, read by the projection.
     granted: Arc<extensions::Granted>,
 }
 
-impl WireServer {
-    pub fn new(peer: Arc<Peer>, live: &LiveSession, version: String) -> Self {
+impl<T: Transport> WireHandler<T> {
+    pub fn new(transport: T, peer: Arc<Peer>, version: String) -> Self {
         let outbound = peer.outbound().clone();
-        let granted = Arc::default();
-        Self { outbound, peer, driver: live.driver().clone(), version, wire_path: live.wire_path(), granted }
+        Self { transport, peer, outbound, version, granted: Arc::default() }
     }
 
     /// Shares the client's grant with the projection that sends it kiwi-only events.
@@ -62,98 +115,126 @@ impl WireServer {
         self
     }
 
-    /// Serves until the inbound channel closes (EOF) or `stop` fires.
-    pub async fn serve(&self, inbound: Inbound, stop: CancellationToken) {
-        inbound.serve(&stop, |item| self.dispatch(item)).await;
-        self.shutdown().await;
+    pub fn transport(&self) -> &T {
+        &self.transport
     }
 
-    async fn dispatch(&self, item: Incoming) {
+    /// Handles lines until the inbound channel closes (EOF) or `stop` fires.
+    pub async fn serve(&self, inbound: Inbound, stop: CancellationToken) {
+        inbound.serve(&stop, |item| self.dispatch(item)).await;
+    }
+
+    /// One text frame (a transport that frames messages itself).
+    pub async fn dispatch_text(&self, text: &str) {
+        self.dispatch(classify(text.as_bytes())).await;
+    }
+
+    pub async fn dispatch(&self, item: Incoming) {
         match item {
             Incoming::Request { id, method, params } => match ClientRequest::parse(&method, params) {
                 Ok(request) => self.handle(id, request).await,
-                Err(e) => self.outbound.error(Some(&id), &e).await,
+                Err(e) => {
+                    tracing::info!("refusing a `{method}` request: {}", e.message);
+                    self.outbound.error(Some(&id), &e).await;
+                }
             },
             Incoming::Notification { method, .. } => match ClientNotification::parse(&method) {
                 Some(ClientNotification::Interrupt) => {
-                    self.driver.cancel();
+                    if let Some(live) = self.transport.running() {
+                        live.driver().cancel();
+                    }
                 }
                 None => tracing::debug!("ignoring `{method}` sent as a notification"),
             },
             Incoming::Response { id, outcome } => {
                 if !self.peer.answered(&id, outcome) {
-                    tracing::info!("ignoring a response to unknown request {id}");
+                    tracing::info!("ignoring a response to unknown or answered request {id}");
                 }
             }
-            Incoming::Reject { id, error } => self.outbound.error(id.as_ref(), &error).await,
+            Incoming::Reject { id, error } => {
+                tracing::info!("malformed frame: {}", error.message);
+                self.outbound.error(id.as_ref(), &error).await;
+            }
             Incoming::Ignore => {}
         }
     }
 
     async fn handle(&self, id: RequestId, request: ClientRequest) {
+        let live = match self.transport.session().await {
+            Ok(live) => live,
+            Err(error) => return self.outbound.error(Some(&id), &error).await,
+        };
+        let driver = live.driver();
         match request {
-            ClientRequest::Initialize(params) => self.initialize(id, params).await,
-            ClientRequest::Prompt(params) => self.prompt(id, params.user_input).await,
-            ClientRequest::Run(input) => self.prompt(id, input).await,
-            ClientRequest::Steer(params) => match self.driver.steer(params.user_input) {
+            ClientRequest::Initialize(params) => self.initialize(id, &live, params).await,
+            ClientRequest::Prompt(params) => self.prompt(id, live, params.user_input).await,
+            ClientRequest::Run(input) => self.prompt(id, live, input).await,
+            ClientRequest::Steer(params) => match driver.steer(params.user_input) {
                 Ok(()) => self.outbound.respond(&id, &SteerResult::Steered).await,
                 Err(_) => self.outbound.error(Some(&id), &idle()).await,
             },
-            ClientRequest::SetPlanMode(params) => self.set_plan_mode(id, params.enabled).await,
-            ClientRequest::Replay => self.replay(id),
-            ClientRequest::Cancel => match self.driver.cancel_handle() {
-                Some(token) => {
-                    // The answer goes out before the cancelled prompt's.
-                    self.outbound.respond(&id, &Empty {}).await;
-                    token.cancel();
+            ClientRequest::SetPlanMode(params) => self.set_plan_mode(id, &live, params.enabled).await,
+            ClientRequest::Replay => self.replay(id, &live).await,
+            ClientRequest::Cancel => {
+                if self.transport.idle_cancel(&id) {
+                    return;
                 }
-                None => self.outbound.error(Some(&id), &idle()).await,
+                match driver.cancel_handle() {
+                    Some(token) => {
+                        // The answer goes out before the cancelled prompt's.
+                        self.outbound.respond(&id, &Empty {}).await;
+                        token.cancel();
+                    }
+                    None => self.outbound.error(Some(&id), &idle()).await,
+                }
+            }
+            ClientRequest::Fork(params) => match live.fork(params.turn_index).await {
+                Ok(forked) => {
+                    self.outbound.respond(&id, &ForkResult { session_id: forked.id, title: forked.title }).await
+                }
+                Err(error) => self.outbound.error(Some(&id), &op_error(error, "Fork")).await,
             },
-            ClientRequest::Fork(params) => self.fork(id, params.turn_index).await,
-            ClientRequest::Undo(params) => match undo_session(&self.driver, params).await {
-                Ok(result) => self.outbound.respond(&id, &result).await,
-                Err(error) => self.outbound.error(Some(&id), &error).await,
+            ClientRequest::Undo(params) => match live.undo(undo_target(&params)).await {
+                Ok(report) => self.outbound.respond(&id, &undo_result(report)).await,
+                Err(error) => self.outbound.error(Some(&id), &op_error(error, "Undo")).await,
             },
             ClientRequest::Interrupt => {
-                let result = if self.driver.cancel() { InterruptResult::Ok } else { InterruptResult::Idle };
+                let result = if driver.cancel() { InterruptResult::Ok } else { InterruptResult::Idle };
                 self.outbound.respond(&id, &result).await;
             }
         }
     }
 
-    async fn initialize(&self, id: RequestId, params: InitializeParams) {
-        if self.driver.is_busy() {
+    async fn initialize(&self, id: RequestId, live: &LiveSession, params: InitializeParams) {
+        if live.driver().is_busy() {
             self.outbound.error(Some(&id), &busy()).await;
             return;
         }
-        let result = initialize_agent(&self.driver, params, &self.version);
+        self.transport.initializing(&params);
+        let result = initialize_agent(live.driver(), params, &self.version);
         self.granted.set(result.extensions.as_deref());
         self.outbound.respond(&id, &result).await;
     }
 
     /// `set_plan_mode` (`docs/protocol-1.10.md` §2.5): allowed in every state; the status update goes
     /// out (and into `wire.jsonl`) before the answer.
-    async fn set_plan_mode(&self, id: RequestId, enabled: bool) {
-        let view = self.driver.agent().state.set_plan_mode(enabled);
-        self.driver.sink().emit(Event::StatusUpdate(StatusUpdate::plan_mode(view.active))).await;
+    async fn set_plan_mode(&self, id: RequestId, live: &LiveSession, enabled: bool) {
+        let driver = live.driver();
+        let view = driver.agent().state.set_plan_mode(enabled);
+        driver.sink().emit(Event::StatusUpdate(StatusUpdate::plan_mode(view.active))).await;
         self.outbound.respond(&id, &SetPlanModeResult { status: OkStatus::Ok, plan_mode: view.active }).await;
     }
 
-    /// `replay` (`docs/protocol-1.10.md` §2.6) on its own task, holding the busy slot until it answered.
-    fn replay(&self, id: RequestId) {
-        let claim = match self.driver.claim() {
-            Ok(claim) => claim,
-            Err(_) => {
-                let outbound = self.outbound.clone();
-                tokio::spawn(async move { outbound.error(Some(&id), &busy()).await });
-                return;
-            }
+    /// `replay` (`docs/protocol-1.10.md` §2.6), answered to this client only, on its own task,
+    /// holding the busy slot until it answered.
+    async fn replay(&self, id: RequestId, live: &LiveSession) {
+        let (claim, path) = match live.claim_replay() {
+            Ok(claimed) => claimed,
+            Err(error) => return self.outbound.error(Some(&id), &op_error(error, "Replay")).await,
         };
-        self.driver.sink().flush_record();
         let outbound = self.outbound.clone();
-        let path = self.wire_path.clone();
-        tokio::spawn(async move {
-            match replay(&path, &outbound, &claim.cancel).await {
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
+            match replay(path, &outbound, &claim.cancel).await {
                 Ok(result) => outbound.respond(&id, &result).await,
                 Err(e) => {
                     tracing::error!("replay failed: {e}");
@@ -162,89 +243,55 @@ impl WireServer {
             }
             // Busy until the answer is queued, so a turn cannot slip in before it.
             drop(claim);
-        });
+        }));
     }
 
-    /// `fork` (`docs/protocol-1.10.md` §2.8): a new session of the same work dir with this one's
-    /// history (`docs/sessions.md` §8); refused while a turn runs. This session goes on as it was.
-    async fn fork(&self, id: RequestId, turn: Option<u64>) {
-        match fork_session(&self.driver, turn).await {
-            Ok(result) => self.outbound.respond(&id, &result).await,
-            Err(error) => self.outbound.error(Some(&id), &error).await,
+    async fn prompt(&self, id: RequestId, live: Arc<LiveSession>, input: UserInput) {
+        if let Err(error) = self.transport.prompt(live, id.clone(), input).await {
+            self.outbound.error(Some(&id), &error).await;
         }
     }
+}
 
-    async fn prompt(&self, id: RequestId, input: UserInput) {
-        if self.driver.start(input, TurnTag::new(id.clone())).is_err() {
-            self.outbound.error(Some(&id), &busy()).await;
-        }
+/// A live session operation's refusal as the wire says it: busy as `prompt`'s busy error, a bad
+/// request as invalid params, a failure as `<what> failed: <why>`.
+fn op_error(error: OpError, what: &str) -> ErrorObject {
+    match error {
+        OpError::Busy => busy(),
+        OpError::Invalid(message) => ErrorCode::InvalidParams.with_message(message),
+        OpError::Failed(why) => ErrorCode::InternalError.with_message(format!("{what} failed: {why}")),
     }
+}
 
-    /// EOF or a signal: cancel the turn, let it answer, fail what is still pending.
-    async fn shutdown(&self) {
-        self.driver.shutdown(SHUTDOWN_GRACE).await;
-        self.peer.fail_all();
+/// The `undo` extension's target (`docs/protocol-1.10.md` §2.9): from a turn, or the last turns.
+fn undo_target(params: &UndoParams) -> UndoTarget {
+    match (params.turn_index, params.turns) {
+        (Some(k), _) => UndoTarget::From(k),
+        (None, Some(n)) => UndoTarget::Last(n),
+        (None, None) => UndoTarget::Last(1),
+    }
+}
+
+fn undo_result(report: crate::soul::undo::UndoReport) -> UndoResult {
+    UndoResult {
+        message: report.message(),
+        turn_index: report.turn_index,
+        turns_undone: report.turns_undone,
+        restored: report.restored,
+        deleted: report.deleted,
+        not_restored: report
+            .not_restored
+            .into_iter()
+            .map(|n| UndoSkippedFile { path: n.path, reason: n.reason })
+            .collect(),
+        state_restored: report.state_restored,
     }
 }
 
 /// `initialize` applied to a session's agent (external tools, hook subscriptions, the client's
-/// identity and capabilities) and its result; the caller refuses it while a turn runs. The web
-/// server applies a client's `initialize` through this too, so both answer alike.
-/// The `fork` extension (`docs/protocol-1.10.md` §2.8): the session up to now, or up to turn
-/// `turn`, copied into a new session of the same work dir. Refused during a turn.
-pub async fn fork_session(driver: &TurnDriver, turn: Option<u64>) -> Result<ForkResult, ErrorObject> {
-    if driver.is_busy() {
-        return Err(busy());
-    }
-    driver.sink().flush_record();
-    let env = driver.agent().env.clone();
-    let forked = tokio::task::spawn_blocking(move || {
-        crate::session::fork::fork(&env.share_dir, &env.work_dir, &env.session_dir, turn)
-    })
-    .await;
-    match forked {
-        Ok(Ok(forked)) => Ok(ForkResult { session_id: forked.id, title: forked.title }),
-        Ok(Err(ForkError::Io(e))) => {
-            tracing::error!("fork failed: {e}");
-            Err(ErrorCode::InternalError.with_message(format!("Fork failed: {e}")))
-        }
-        Ok(Err(e)) => Err(ErrorCode::InvalidParams.with_message(e.to_string())),
-        Err(e) => Err(ErrorCode::InternalError.with_message(format!("Fork failed: {e}"))),
-    }
-}
-
-/// The `undo` extension (`docs/protocol-1.10.md` §2.9): the session back to before a turn, with
-/// kiwi's file edits restored. Refused during a turn (the busy error of `prompt`).
-pub async fn undo_session(driver: &Arc<TurnDriver>, params: UndoParams) -> Result<UndoResult, ErrorObject> {
-    let target = match (params.turn_index, params.turns) {
-        (Some(k), _) => UndoTarget::From(k),
-        (None, Some(n)) => UndoTarget::Last(n),
-        (None, None) => UndoTarget::Last(1),
-    };
-    match driver.undo(target).await {
-        Err(_) => Err(busy()),
-        Ok(Ok(report)) => Ok(UndoResult {
-            message: report.message(),
-            turn_index: report.turn_index,
-            turns_undone: report.turns_undone,
-            restored: report.restored,
-            deleted: report.deleted,
-            not_restored: report
-                .not_restored
-                .into_iter()
-                .map(|n| UndoSkippedFile { path: n.path, reason: n.reason })
-                .collect(),
-            state_restored: report.state_restored,
-        }),
-        Ok(Err(RewindError::Io(e))) => {
-            tracing::error!("undo failed: {e}");
-            Err(ErrorCode::InternalError.with_message(format!("Undo failed: {e}")))
-        }
-        Ok(Err(e)) => Err(ErrorCode::InvalidParams.with_message(e.to_string())),
-    }
-}
-
-pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: &str) -> InitializeResult {
+/// identity and capabilities) and its result; the caller refuses it while a turn runs. A
+/// restarted web session gets its last `initialize` again through this.
+pub fn initialize_agent(driver: &crate::soul::TurnDriver, params: InitializeParams, version: &str) -> InitializeResult {
     let agent = driver.agent();
     let mut outcome = ExternalToolsOutcome::default();
     let tools = params.external_tools.unwrap_or_default();

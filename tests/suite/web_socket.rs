@@ -642,3 +642,46 @@ fn print_runs_are_marked_and_listed_only_when_asked() {
     let marker = std::fs::read_to_string(home.session_dir(made["session_id"].as_str().unwrap()).join("origin.json"));
     assert_eq!(marker.unwrap(), r#"{"origin":"print","dialect":"kimi"}"#);
 }
+
+/// A `replay` longer than the socket's queue (8,192 frames) is paced by the socket, never closed
+/// as too slow, and answered to the requesting socket only; the history of a joining socket
+/// comes from the same streamed replay, as stored.
+#[test]
+fn a_replay_longer_than_the_socket_queue_arrives_whole() {
+    let home = home_with(&[]);
+    let id = home.new_session();
+    let events = 10_000;
+    let mut text = String::from("{\"type\": \"metadata\", \"protocol_version\": \"1.10\"}\n");
+    text.push_str(
+        "{\"timestamp\": 1.0, \"message\": {\"type\": \"TurnBegin\", \"payload\": {\"user_input\": \"go\"}}}\n",
+    );
+    for n in 0..events - 2 {
+        text.push_str(&format!(
+            "{{\"timestamp\": 1.5, \"message\": {{\"type\": \"ContentPart\", \"payload\": {{\"type\": \"text\", \"text\": \"part {n}\"}}}}}}\n"
+        ));
+    }
+    text.push_str("{\"timestamp\": 2.0, \"message\": {\"type\": \"TurnEnd\", \"payload\": {}}}\n");
+    std::fs::write(home.session_dir(&id).join("wire.jsonl"), text).unwrap();
+    let server = home.serve(&[]);
+    let (mut a, history) = server.join(&id);
+    assert_eq!(history.len(), events);
+    assert_eq!(history[1]["params"]["payload"]["text"], "part 0");
+    let (mut b, _) = server.join(&id);
+    a.send(json!({"jsonrpc": "2.0", "method": "replay", "id": "r1"}));
+    let (replayed, answer) = a.until(|m| m["id"] == "r1");
+    assert_eq!(answer["result"], json!({"status": "finished", "events": events, "requests": 0}), "{answer}");
+    // (The first join started the session: its second `idle`/`start` status is still queued.)
+    let replayed: Vec<&Value> = replayed.iter().filter(|m| m["method"] != "session_status").collect();
+    assert_eq!(replayed.len(), events);
+    assert_eq!(replayed[events - 2]["params"]["payload"]["text"], format!("part {}", events - 3));
+    // The other socket saw none of it, and both sockets are still served.
+    prompt(&mut b, "p1", "hi");
+    let (seen, _) = b.until(|m| m["id"] == "p1" && m.get("method").is_none());
+    assert!(
+        seen.iter().all(|m| m["method"] != "event"
+            || m["params"]["type"] != "ContentPart"
+            || !m["params"]["payload"]["text"].as_str().is_some_and(|t| t.starts_with("part "))),
+        "{seen:?}"
+    );
+    a.until(|m| m["id"] == "p1" && m.get("method").is_none());
+}

@@ -75,6 +75,7 @@ impl HostAsk {
             match settled {
                 Settled::Answer(Ok(value)) => Some(Ok(value)),
                 Settled::Answer(Err(e)) => Some(Err(AskError::Refused(e.message))),
+                Settled::Unsent => Some(Err(AskError::Refused("the output is closed".into()))),
                 Settled::PeerGone => Some(Err(AskError::Gone)),
                 Settled::AskerGone => {
                     on_gone.send().await;

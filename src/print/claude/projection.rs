@@ -453,6 +453,7 @@ impl Inner {
     ) -> Option<(ClientAnswer, bool)> {
         let raw = match settled {
             Settled::Answer(raw) => Some(raw),
+            Settled::Unsent => Settled::Unsent.answer(),
             Settled::PeerGone => None,
             // The turn was cancelled first: withdraw the question.
             Settled::AskerGone => {

@@ -27,7 +27,7 @@ use super::structured::{StructuredOutput, StructuredSlot};
 use super::tool_names::{Rule, kiwi_name};
 use super::turn::{Identity, fresh_uuid};
 use crate::VERSION;
-use crate::builder::{AgentChoice, AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
+use crate::builder::{AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
 use crate::live::{LiveSession, Runtime, Sessions, shell};
 use crate::print::common::{stderr_line, trace_to_stderr};
 use crate::protocol::UserInput;
@@ -35,7 +35,7 @@ use crate::rpc::Peer;
 use crate::rpc::reader::DEFAULT_MAX_LINE_BYTES;
 use crate::rpc::writer::encode;
 use crate::session::store::{SessionChoice, share_dir};
-use crate::startup::{StartError, init_logging, load_config, log_file, report, resolve_work_dir};
+use crate::startup::{Choices, StartError, init_logging, load_config, log_file, report, resolve_work_dir};
 use crate::tools::Toolset;
 
 /// Set by the SDKs: the host reads `system/session_state_changed` frames.
@@ -202,34 +202,31 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<Prepared, StartError> {
         Err(refused) => (SessionChoice::New, Some(refused)),
     };
     let mcp = super::mcp::documents(&args.mcp_config, args.strict_mcp_config, share).map_err(StartError::Fatal)?;
-    let sandbox = claude_sandbox(args, &mut config, share, &config_source, &work_dir)?;
-    let setup = AgentSetup {
-        config: Arc::new(config),
-        share_dir: share.to_path_buf(),
+    let mode = claude_sandbox_mode(args, &mut config, &work_dir)?;
+    let choices = Choices {
         model: args.model.clone().filter(|m| m != "default"),
         thinking: args.thinking,
-        agent: AgentChoice::Default,
-        skills_dir: None,
-        yolo: false,
-        config_source,
         system_prompt: PromptEdit { replace, append: args.append_system_prompt.clone() },
         mcp_configs: mcp.documents,
-        invocation: Default::default(),
-        sandbox,
+        sandbox: (mode, args.sandbox_network),
+        mcp_files: args.mcp_config.iter().map(PathBuf::from).filter(|p| p.is_file()).collect(),
+        added_dirs: args.add_dirs.clone(),
+        ..Choices::new(work_dir.clone())
     };
+    // The config's warnings went out above; these are the sandbox's.
+    let (setup, warnings) = crate::startup::agent_setup(config, config_source, share, choices, Vec::new())?;
+    crate::startup::warn_at_start_up(&warnings);
     Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }, mcp.sdk, refused))
 }
 
-/// The run's sandbox (spec sandbox.md §2.3, §2.6): kiwi's `--sandbox` wins; else the stricter
-/// of the host's `--settings` `sandbox` and `[sandbox] mode`. The `sandbox` settings' other keys
-/// are mapped onto the config's `[sandbox]`. Probed here, before any output.
-fn claude_sandbox(
+/// The run's sandbox mode (spec sandbox.md §2.3, §2.6): kiwi's `--sandbox` wins; else the
+/// stricter of the host's `--settings` `sandbox` and `[sandbox] mode`. The `sandbox` settings'
+/// other keys are mapped onto the config's `[sandbox]`. Probed with the setup, before any output.
+fn claude_sandbox_mode(
     args: &ClaudeArgs,
     config: &mut crate::config::Config,
-    share: &Path,
-    config_source: &str,
     work_dir: &Path,
-) -> Result<crate::agent_env::SandboxRun, StartError> {
+) -> Result<Option<crate::sandbox::SandboxMode>, StartError> {
     let mut mode = args.sandbox;
     if let Some(value) = &args.settings {
         let cwd = std::env::current_dir().unwrap_or_else(|_| work_dir.to_path_buf());
@@ -243,16 +240,7 @@ fn claude_sandbox(
             mode = Some(asked.stricter(config.sandbox.mode));
         }
     }
-    let files: Vec<PathBuf> = args.mcp_config.iter().map(PathBuf::from).filter(|p| p.is_file()).collect();
-    crate::startup::start_sandbox(
-        config.sandbox.clone(),
-        (mode, args.sandbox_network),
-        share,
-        config_source,
-        &files,
-        work_dir,
-        &args.add_dirs,
-    )
+    Ok(mode)
 }
 
 /// A failure once output may have begun: an error `result` for JSON output, a stderr line always.

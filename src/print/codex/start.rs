@@ -22,7 +22,7 @@ use super::items::Lookup;
 use super::projection::CodexProjection;
 use super::{input, usage};
 use crate::VERSION;
-use crate::builder::{AgentChoice, AgentSetup, BuildError, Invocation, PromptEdit, SessionRequest};
+use crate::builder::{AgentSetup, BuildError, Invocation, PromptEdit, SessionRequest};
 use crate::config::{Config, ProviderType};
 use crate::live::{LiveSession, Runtime, shell};
 use crate::print::common::{stderr_line, trace_to_stderr, turn_tag};
@@ -30,7 +30,7 @@ use crate::protocol::UserInput;
 use crate::sandbox::SandboxMode;
 use crate::session::catalog;
 use crate::session::store::{SessionChoice, normalize, share_dir, stored_session};
-use crate::startup::{init_logging, load_config, log_file};
+use crate::startup::{Choices, agent_setup, init_logging, load_config, log_file};
 
 const HELP: &str = "kiwi (codex exec dialect, for @openai/codex-sdk programs)
 
@@ -134,31 +134,21 @@ fn prepare(args: &CodexArgs, share: &Path) -> Result<Run, Fail> {
     let mut mcp_configs = default_mcp(share)?;
     mcp_configs.extend(keys.mcp_document());
     crate::mcp::server_table(&mcp_configs).map_err(|e| Fail(format!("kiwi: invalid MCP server config: {e}"), 1))?;
-    let sandbox = crate::startup::start_sandbox(
-        config.sandbox.clone(),
-        (Some(mode), keys.network_access == Some(true)),
-        share,
-        &config_source,
-        &[],
-        &work_dir,
-        &add_dirs,
-    )
-    .map_err(|e| Fail(start_error_text(e), 1))?;
-    let setup = AgentSetup {
-        config: Arc::new(config),
-        share_dir: share.to_path_buf(),
+    let choices = Choices {
         model,
         thinking: keys.thinking,
-        agent: AgentChoice::Default,
-        skills_dir: None,
         // codex exec never asks (§10): what the sandbox allows runs.
         yolo: true,
-        config_source,
         system_prompt: PromptEdit { replace: None, append: schema.as_ref().map(input::schema_instruction) },
         mcp_configs,
-        invocation: Invocation { afk: true, add_dirs },
-        sandbox,
+        invocation: Invocation { afk: true, add_dirs: add_dirs.clone() },
+        sandbox: (Some(mode), keys.network_access == Some(true)),
+        added_dirs: add_dirs,
+        ..Choices::new(work_dir.clone())
     };
+    let (setup, warnings) =
+        agent_setup(config, config_source, share, choices, Vec::new()).map_err(|e| Fail(start_error_text(e), 1))?;
+    crate::startup::warn_at_start_up(&warnings);
     Ok(Run { setup, work_dir, session, input, web_search_disabled: keys.web_search_disabled })
 }
 
@@ -272,6 +262,7 @@ fn serve(run: Run, args: &CodexArgs) -> ExitCode {
             read_only: agent.env.sandbox.current().mode() == SandboxMode::ReadOnly,
             read_only_hint: Box::new(move |name| tools.toolset().get(name).is_some_and(|t| t.read_only_hint())),
         };
+        crate::print::common::mark_created_session(&built.session, "codex");
         let prior = usage::recorded(&built.session.wire_path());
         let thread_id = built.session.id.clone();
         let mcp = agent.mcp.clone();
