@@ -18,8 +18,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::state_writer::StateWriter;
-use crate::protocol::TodoItem;
-use crate::session::state::{self as file, SessionStateFile};
+use crate::protocol::{StepCost, TodoItem};
+use crate::session::state::{self as file, CostRecord, SessionStateFile};
 pub use crate::tools::PlanView;
 
 /// Approval grants made in this process: the invocation's flags, then what the user chose since.
@@ -41,11 +41,24 @@ struct Inner {
     /// Tokens the session's model calls used in this process (every agent of the session),
     /// counted against `loop_control.max_session_tokens`.
     tokens_used: u64,
+    /// A model call without a price happened before the session's first priced one (in this
+    /// process, or in the history it resumed): the cost sum starts incomplete.
+    unpriced_before: bool,
+    /// The session's cost when the running turn began (the turn's cost is the difference).
+    turn_start_usd: f64,
 }
 
 impl Inner {
     fn new(file: SessionStateFile, yolo: bool) -> Self {
-        Self { file, run: RunGrants { yolo, ..RunGrants::default() }, saved_grants: true, tokens_used: 0 }
+        let turn_start_usd = file.cost.map_or(0.0, |c| c.usd);
+        Self {
+            file,
+            run: RunGrants { yolo, ..RunGrants::default() },
+            saved_grants: true,
+            tokens_used: 0,
+            unpriced_before: false,
+            turn_start_usd,
+        }
     }
 }
 
@@ -162,6 +175,56 @@ impl SessionState {
     /// Tokens the session's model calls used in this process.
     pub fn tokens_used(&self) -> u64 {
         self.lock().tokens_used
+    }
+
+    /// Counts one model call's dollars (`None`: its model has no price) into the session's
+    /// running cost, persisted with the session; the call's cost with the turn's and the
+    /// session's sums, or `None` when the session's cost is not known (an unpriced call).
+    pub fn count_cost(&self, usd: Option<f64>) -> Option<StepCost> {
+        let mut s = self.lock();
+        let record = match (usd, s.file.cost) {
+            (Some(usd), Some(c)) => CostRecord { usd: c.usd + usd, complete: c.complete },
+            (Some(usd), None) => CostRecord { usd, complete: !s.unpriced_before },
+            (None, Some(c)) if c.complete => CostRecord { complete: false, ..c },
+            (None, Some(_)) => return None,
+            (None, None) => {
+                s.unpriced_before = true;
+                return None;
+            }
+        };
+        s.file.cost = Some(record);
+        self.save(&s);
+        let usd = usd?;
+        record.complete.then(|| StepCost {
+            step_usd: usd,
+            turn_usd: record.usd - s.turn_start_usd,
+            session_usd: record.usd,
+        })
+    }
+
+    /// The session's cost in dollars: `Some` only while every model call of the session had a
+    /// price (0 before the first call).
+    pub fn cost_usd(&self) -> Option<f64> {
+        let s = self.lock();
+        match s.file.cost {
+            Some(c) => c.complete.then_some(c.usd),
+            None => (!s.unpriced_before).then_some(0.0),
+        }
+    }
+
+    /// The session resumed a history whose model calls were not priced (no cost record): its
+    /// cost sum can only be a lower bound.
+    pub fn note_unpriced_history(&self) {
+        let mut s = self.lock();
+        if s.file.cost.is_none() {
+            s.unpriced_before = true;
+        }
+    }
+
+    /// A turn begins: its cost counts from here.
+    pub fn begin_turn_cost(&self) {
+        let mut s = self.lock();
+        s.turn_start_usd = s.file.cost.map_or(0.0, |c| c.usd);
     }
 
     /// The invocation's `--afk` (and the afk kimi's `--print` implies): on for this run only,
@@ -283,6 +346,8 @@ impl SessionState {
         saved.archived_at = s.file.archived_at;
         saved.auto_archive_exempt = s.file.auto_archive_exempt;
         saved.wire_mtime = s.file.wire_mtime;
+        // An undo gives no money back: the running cost stays.
+        saved.cost = s.file.cost;
         if saved.approval.yolo != s.file.approval.yolo {
             s.run.yolo = saved.approval.yolo;
         }

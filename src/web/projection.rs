@@ -20,9 +20,9 @@ use crate::protocol::{Event, Request};
 use crate::rpc::pending::{PendingRequests, RawAnswer};
 use crate::rpc::writer::encode;
 use crate::rpc::{ErrorObject, RequestId};
-use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
+use crate::soul::{ClientAnswer, Projection, TurnResult, TurnTag};
 use crate::wire::answers::{RequestKind, interpret};
-use crate::wire::frames::{event_frame, request_frame, request_id};
+use crate::wire::frames::{event_frame, event_frame_with_cost, request_frame, request_id};
 use crate::wire::params::PromptResult;
 use crate::wire::projection::turn_error;
 
@@ -136,6 +136,10 @@ impl SocketProjection {
     }
 }
 
+fn is_priced_status(event: &Event) -> bool {
+    matches!(event, Event::StatusUpdate(s) if s.cost.is_some())
+}
+
 /// `{"id": <prompt id>, "result": {"status": …}}`, or the turn's error.
 pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
     #[derive(serde::Serialize)]
@@ -151,12 +155,7 @@ pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
         error: ErrorObject,
     }
     let answer = match result {
-        Result::Ok(TurnOutcome::Finished(_)) => PromptResult::Finished,
-        Result::Ok(TurnOutcome::Cancelled) => PromptResult::Cancelled,
-        Result::Ok(TurnOutcome::MaxStepsReached(steps)) => PromptResult::MaxStepsReached { steps: *steps },
-        Result::Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
-            PromptResult::TokenBudgetReached { tokens: *used, max_session_tokens: *limit }
-        }
+        Result::Ok(outcome) => PromptResult::of(outcome),
         Result::Err(e) => {
             let mut error = turn_error(e);
             // The code and message stay the wire's (clients match on them); a browser also
@@ -173,6 +172,8 @@ pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
 impl Projection for SocketProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         let frame = match self.hosted.upgrade() {
+            // A priced step's status with its `cost` member, for a session that asked for it.
+            Some(hosted) if hosted.cost_granted() && is_priced_status(event) => text(event_frame_with_cost(event)),
             Some(hosted) => hosted.frames.frame(event),
             None => text(event_frame(event)),
         };

@@ -17,12 +17,12 @@ use std::path::PathBuf;
 use serde_json::{Map, Value};
 
 use super::errors::WireError;
-use super::extensions;
+use super::extensions::{self, CostGrant};
 use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
-    Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
-    PROTOCOL_VERSION, RejectedTool, SERVER_NAME, ServerCapabilities, ServerInfo, SetPlanModeResult, SlashCommandInfo,
-    SteerResult, UndoParams, UndoResult, UndoSkippedFile,
+    CostInfo, Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult,
+    OkStatus, PROTOCOL_VERSION, RejectedTool, SERVER_NAME, ServerCapabilities, ServerInfo, SetPlanModeResult,
+    SlashCommandInfo, SteerResult, UndoParams, UndoResult, UndoSkippedFile,
 };
 use super::replay::replay;
 use crate::live::{LiveSession, SHUTDOWN_GRACE};
@@ -45,12 +45,14 @@ pub struct WireServer {
     version: String,
     /// The session's `wire.jsonl`, for `replay`.
     wire_path: PathBuf,
+    /// Set by `initialize` when the client asks for `cost` (its projection reads it).
+    cost: CostGrant,
 }
 
 impl WireServer {
-    pub fn new(peer: Arc<Peer>, live: &LiveSession, version: String) -> Self {
+    pub fn new(peer: Arc<Peer>, live: &LiveSession, version: String, cost: CostGrant) -> Self {
         let outbound = peer.outbound().clone();
-        Self { outbound, peer, driver: live.driver().clone(), version, wire_path: live.wire_path() }
+        Self { outbound, peer, driver: live.driver().clone(), version, wire_path: live.wire_path(), cost }
     }
 
     /// Serves until the inbound channel closes (EOF) or `stop` fires.
@@ -118,6 +120,7 @@ impl WireServer {
             return;
         }
         let result = initialize_agent(&self.driver, params, &self.version);
+        self.cost.set(result.cost.is_some());
         self.outbound.respond(&id, &result).await;
     }
 
@@ -300,6 +303,10 @@ pub fn initialize_agent(driver: &TurnDriver, params: InitializeParams, version: 
         },
         capabilities: ServerCapabilities { supports_question: true },
         sandbox: sandbox_info(agent),
+        cost: listed.contains(&extensions::COST).then(|| CostInfo {
+            session_usd: agent.state.cost_usd().filter(|_| agent.prices().is_some()),
+            max_budget_usd: agent.loop_control.max_budget_usd,
+        }),
         extensions: granted.map(|g| g.iter().map(|e| e.to_string()).collect()),
     }
 }

@@ -99,6 +99,8 @@ pub struct ClaudeArgs {
     pub session_id: Option<String>,
     pub model: Option<String>,
     pub max_turns: Option<u32>,
+    /// `--max-budget-usd`: the session's dollar budget (`loop_control.max_budget_usd`).
+    pub max_budget_usd: Option<f64>,
     /// kiwi's own options, accepted in this dialect too.
     pub config: Option<String>,
     pub config_file: Option<PathBuf>,
@@ -155,6 +157,7 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--session-id"], Arity::Value),
     (&["--model"], Arity::Value),
     (&["--max-turns"], Arity::Value),
+    (&["--max-budget-usd"], Arity::Value),
     (&["--config"], Arity::Value),
     (&["--config-file"], Arity::Value),
     (&["--work-dir"], Arity::Value),
@@ -176,7 +179,6 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--no-session-persistence"], Arity::Switch),
     (&["--ide"], Arity::Switch),
     (&["--setting-sources"], Arity::Value),
-    (&["--max-budget-usd"], Arity::Value),
     (&["--task-budget"], Arity::Value),
     (&["--fallback-model"], Arity::Value),
     (&["--betas"], Arity::Value),
@@ -336,6 +338,12 @@ impl ClaudeArgs {
                     })?;
                 self.max_turns = Some(n);
             }
+            "--max-budget-usd" => {
+                let usd = crate::config::prices::parse_budget_usd(&v).ok_or_else(|| {
+                    UsageError(format!("--max-budget-usd needs a number of US dollars above 0, got {v:?}"))
+                })?;
+                self.max_budget_usd = Some(usd);
+            }
             "--config" => self.config = Some(v),
             "--config-file" => self.config_file = Some(PathBuf::from(v)),
             "--work-dir" => self.work_dir = Some(PathBuf::from(v)),
@@ -491,8 +499,9 @@ mod tests {
         assert_eq!(a.agents.as_deref(), Some("{}"));
         assert_eq!(a.thinking, Some(false));
         assert!(a.ignored.is_empty());
-        let a = parse(&["--max-budget-usd", "1", "--settings", "s.json", "-p", "q"]).unwrap();
-        assert_eq!(a.ignored, ["--max-budget-usd=1"]);
+        let a = parse(&["--max-budget-usd", "1.5", "--task-budget", "1", "--settings", "s.json", "-p", "q"]).unwrap();
+        assert_eq!(a.max_budget_usd, Some(1.5));
+        assert_eq!(a.ignored, ["--task-budget=1"]);
         assert_eq!(a.settings.as_deref(), Some("s.json"));
         let a = parse(&["--sandbox", "read-only", "--sandbox-network", "-p", "q"]).unwrap();
         assert_eq!((a.sandbox, a.sandbox_network), (Some(crate::sandbox::SandboxMode::ReadOnly), true));
@@ -513,6 +522,9 @@ mod tests {
             (&["--input-format", "stream-json"], "needs --output-format stream-json"),
             (&["--max-turns", "0"], "--max-turns needs"),
             (&["--max-turns", "x"], "--max-turns needs"),
+            (&["--max-budget-usd", "0"], "--max-budget-usd needs"),
+            (&["--max-budget-usd", "-2"], "--max-budget-usd needs"),
+            (&["--max-budget-usd", "lots"], "--max-budget-usd needs"),
             (&["--model"], "argument missing"),
             (&["--fork-session", "-r", "x"], "--fork-session is not supported"),
             (&["--max-thinking-tokens", "lots"], "--max-thinking-tokens needs"),
