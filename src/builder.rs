@@ -282,6 +282,11 @@ impl AgentSetup {
         if self.invocation.afk {
             agent.state.grant_afk_for_run();
         }
+        // A history with model answers but no cost record was made without prices: the sum
+        // that starts now can only be a lower bound.
+        if context.history().iter().any(|m| m.role == crate::llm::Role::Assistant) {
+            agent.state.note_unpriced_history();
+        }
         let mut soul = Soul::new(agent, context);
         for dir in &self.invocation.add_dirs {
             soul.add_dir_at_start(dir).map_err(|e| BuildError::Usage(format!("Invalid value for --add-dir: {e}")))?;

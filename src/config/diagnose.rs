@@ -56,7 +56,10 @@ pub fn budget_without_prices(config: &Config, model: Option<&str>) -> Option<Str
 
 /// One line about a key that was ignored, with a suggestion when one is close.
 pub fn unknown_key(path: &str, source: &str) -> String {
-    let mut parts: Vec<&str> = path.split('.').collect();
+    // An optional table's inside is reported with a `?` segment (`models.m.usd_per_mtok.?.x`).
+    let cleaned: Vec<&str> = path.split('.').filter(|p| *p != "?").collect();
+    let path = &cleaned.join(".");
+    let mut parts = cleaned;
     let key = parts.pop().unwrap_or(path);
     let known: &[&str] = match parts.as_slice() {
         [] => TOP,

@@ -21,14 +21,22 @@ pub struct ModelPrices {
 }
 
 impl ModelPrices {
-    /// The dollars one model call cost: each kind of token at its price.
+    /// The dollars one model call cost: each kind of token at its price, to the nano-dollar.
     pub fn cost(&self, usage: &TokenUsage) -> f64 {
-        let part = |tokens: u64, per_million: f64| tokens as f64 * per_million / 1_000_000.0;
-        part(usage.input_other, self.input)
-            + part(usage.output, self.output)
-            + part(usage.input_cache_read, self.cache_read)
-            + part(usage.input_cache_creation, self.cache_write)
+        // Summed in millionths of a dollar and divided once: prices with few decimals give
+        // exact whole numbers there, so the result is the plain decimal (0.009, not 0.00900…01).
+        let micro = usage.input_other as f64 * self.input
+            + usage.output as f64 * self.output
+            + usage.input_cache_read as f64 * self.cache_read
+            + usage.input_cache_creation as f64 * self.cache_write;
+        round_usd(micro / 1_000_000.0)
     }
+}
+
+/// A dollar amount to the nano-dollar: sums of many calls stay plain decimals instead of
+/// collecting binary rounding noise.
+pub fn round_usd(usd: f64) -> f64 {
+    (usd * 1e9).round() / 1e9
 }
 
 impl<'de> Deserialize<'de> for ModelPrices {
@@ -91,10 +99,18 @@ mod tests {
         let usage =
             TokenUsage { input_other: 1_000, output: 2_000, input_cache_read: 10_000, input_cache_creation: 4_000 };
         // 0.003 + 0.03 + 0.003 + 0.015
-        assert!((p.cost(&usage) - 0.051).abs() < 1e-12, "{}", p.cost(&usage));
+        assert_eq!(p.cost(&usage), 0.051);
+        assert_eq!(p.cost(&usage).to_string(), "0.051");
         assert_eq!(p.cost(&TokenUsage::default()), 0.0);
         let million = TokenUsage { input_other: 1_000_000, ..TokenUsage::default() };
         assert_eq!(p.cost(&million), 3.0);
+    }
+
+    #[test]
+    fn sums_stay_plain_decimals() {
+        assert_eq!(round_usd(0.1 + 0.2), 0.3);
+        assert_eq!(round_usd(0.009 + 0.016).to_string(), "0.025");
+        assert_eq!(round_usd(0.0000000004), 0.0);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::state_writer::StateWriter;
+use crate::config::prices::round_usd;
 use crate::protocol::{StepCost, TodoItem};
 use crate::session::state::{self as file, CostRecord, SessionStateFile};
 pub use crate::tools::PlanView;
@@ -183,7 +184,7 @@ impl SessionState {
     pub fn count_cost(&self, usd: Option<f64>) -> Option<StepCost> {
         let mut s = self.lock();
         let record = match (usd, s.file.cost) {
-            (Some(usd), Some(c)) => CostRecord { usd: c.usd + usd, complete: c.complete },
+            (Some(usd), Some(c)) => CostRecord { usd: round_usd(c.usd + usd), complete: c.complete },
             (Some(usd), None) => CostRecord { usd, complete: !s.unpriced_before },
             (None, Some(c)) if c.complete => CostRecord { complete: false, ..c },
             (None, Some(_)) => return None,
@@ -197,7 +198,7 @@ impl SessionState {
         let usd = usd?;
         record.complete.then(|| StepCost {
             step_usd: usd,
-            turn_usd: record.usd - s.turn_start_usd,
+            turn_usd: round_usd(record.usd - s.turn_start_usd),
             session_usd: record.usd,
         })
     }
@@ -412,6 +413,70 @@ fn title_of(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_running_cost_is_saved_and_a_resume_continues_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), false);
+        assert_eq!(state.cost_usd(), Some(0.0));
+        state.begin_turn_cost();
+        let first = state.count_cost(Some(0.009)).unwrap();
+        assert_eq!(first, StepCost { step_usd: 0.009, turn_usd: 0.009, session_usd: 0.009 });
+        state.begin_turn_cost();
+        state.count_cost(Some(0.006));
+        let second = state.count_cost(Some(0.01)).unwrap();
+        assert_eq!(second, StepCost { step_usd: 0.01, turn_usd: 0.016, session_usd: 0.025 });
+        state.flush();
+        let record = crate::session::state::load(dir.path()).cost.unwrap();
+        assert_eq!((record.usd, record.complete), (0.025, true));
+        // The next process of the session continues the sum.
+        let again = SessionState::load(dir.path(), false);
+        assert_eq!(again.cost_usd(), Some(0.025));
+        again.begin_turn_cost();
+        let next = again.count_cost(Some(0.005)).unwrap();
+        assert_eq!(next, StepCost { step_usd: 0.005, turn_usd: 0.005, session_usd: 0.03 });
+    }
+
+    #[test]
+    fn one_unpriced_call_makes_the_cost_unknown_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), false);
+        state.count_cost(Some(0.5));
+        assert_eq!(state.count_cost(None), None);
+        assert_eq!(state.count_cost(Some(0.5)), None, "a later priced call shows no sum that is not known");
+        assert_eq!(state.cost_usd(), None);
+        state.flush();
+        assert_eq!(SessionState::load(dir.path(), false).cost_usd(), None, "saved as not known");
+        // Unpriced calls first: the first priced one starts an incomplete sum.
+        let state = SessionState::in_memory(false);
+        assert_eq!(state.count_cost(None), None);
+        assert_eq!(state.count_cost(Some(1.0)), None);
+        assert_eq!(state.cost_usd(), None);
+        // So does a resumed history that had no prices.
+        let state = SessionState::in_memory(false);
+        state.note_unpriced_history();
+        assert_eq!(state.count_cost(Some(1.0)), None);
+    }
+
+    #[test]
+    fn a_session_without_prices_writes_no_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), false);
+        state.count_cost(None);
+        state.set_todos(Vec::new());
+        state.flush();
+        let text = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+        assert!(!text.contains("cost"), "{text}");
+    }
+
+    #[test]
+    fn an_undo_gives_no_money_back() {
+        let state = SessionState::in_memory(false);
+        let before = state.read(Clone::clone);
+        state.count_cost(Some(0.25));
+        state.restore(before);
+        assert_eq!(state.cost_usd(), Some(0.25));
+    }
 
     #[test]
     fn nothing_is_written_until_something_changes() {

@@ -523,7 +523,7 @@ mod tests {
             (&["--max-turns", "0"], "--max-turns needs"),
             (&["--max-turns", "x"], "--max-turns needs"),
             (&["--max-budget-usd", "0"], "--max-budget-usd needs"),
-            (&["--max-budget-usd", "-2"], "--max-budget-usd needs"),
+            (&["--max-budget-usd=-2"], "--max-budget-usd needs"),
             (&["--max-budget-usd", "lots"], "--max-budget-usd needs"),
             (&["--model"], "argument missing"),
             (&["--fork-session", "-r", "x"], "--fork-session is not supported"),

@@ -616,6 +616,17 @@ pub struct AgentDefinitionIn {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dollars_are_written_as_claude_code_writes_numbers() {
+        #[derive(Serialize)]
+        struct N(#[serde(serialize_with = "js_number")] f64);
+        let text = |n: f64| serde_json::to_string(&N(n)).unwrap();
+        assert_eq!(text(0.0), "0");
+        assert_eq!(text(2.0), "2");
+        assert_eq!(text(0.025), "0.025");
+        assert_eq!(text(1.5), "1.5");
+    }
+
     use super::*;
 
     fn rt<T: Serialize + for<'de> Deserialize<'de>>(json: &str) {
