@@ -282,7 +282,7 @@ impl TurnLines {
                         totals.cache_creation_input_tokens += usage.cache_creation_input_tokens;
                         totals.context_window = self.id.context_window;
                         if let Some(cost) = status.cost {
-                            totals.cost_usd += cost.step_usd;
+                            totals.cost_usd = crate::config::prices::round_usd(totals.cost_usd + cost.step_usd);
                         }
                     } else if step.usage.is_none() {
                         step.usage = Some(Usage::default());
