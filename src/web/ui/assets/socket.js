@@ -93,8 +93,9 @@ export class SessionSocket {
         protocol_version: PROTOCOL_VERSION,
         client: { name: "kiwi", version: "web" },
         capabilities: { supports_question: true, supports_plan_mode: true },
-        // kiwi's own commands (/fork, /undo) are listed only for a client that asks.
-        extensions: ["fork", "undo"],
+        // kiwi's own commands (/fork, /undo) are listed only for a client that asks; so is
+        // what each step cost (a `cost` member on StatusUpdate, the session's sum here).
+        extensions: ["fork", "undo", "cost"],
       });
       this.h.onInitialized(result);
     } catch (err) {
