@@ -7,7 +7,7 @@
 use crate::common::{self, Env, Kiwi, types};
 use crate::print_support::{Dirs, run};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -260,19 +260,6 @@ fn acp_ends_a_turn_at_the_dollar_budget_with_max_tokens() {
 
 // --- print modes ---
 
-fn dirs_config(d: &Dirs, scripts: &[&str], extra: Value) -> PathBuf {
-    let scripts_path = d.dir.path().join(format!("scripts-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&scripts_path, serde_json::to_string(scripts).unwrap()).unwrap();
-    let mut config = json!({
-        "default_model": "scripted",
-        "models": {"scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000}},
-        "providers": {"p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
-            "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path.to_str().unwrap()}}}
-    });
-    common::merge(&mut config, extra);
-    d.config(config)
-}
-
 const CLAUDE: &[&str] = &["--output-format", "stream-json", "--input-format", "stream-json", "--verbose"];
 
 fn user_line(text: &str) -> String {
@@ -282,7 +269,7 @@ fn user_line(text: &str) -> String {
 #[test]
 fn claude_results_carry_total_cost_usd_and_model_usage_cost() {
     let d = Dirs::new();
-    let config = dirs_config(&d, &[TURN_ONE, TURN_TWO], priced());
+    let config = d.scripted_with(&[TURN_ONE, TURN_TWO], priced());
     let input = format!("{}\n{}\n", user_line("first"), user_line("second"));
     let r = run(d.command(&config, CLAUDE), &input);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -293,7 +280,7 @@ fn claude_results_carry_total_cost_usd_and_model_usage_cost() {
     assert_eq!(results[1]["modelUsage"]["scripted_echo"]["costUSD"], json!(0.025));
     assert_eq!(results[1]["modelUsage"]["scripted_echo"]["inputTokens"], json!(4000));
     // Without prices: 0, as Claude Code says when it knows none (and the line as before).
-    let plain = dirs_config(&d, &[TURN_ONE], json!({}));
+    let plain = d.scripted_with(&[TURN_ONE], json!({}));
     let r = run(d.command(&plain, CLAUDE), &format!("{}\n", user_line("first")));
     let text = r.stdout.lines().find(|l| l.contains("\"type\":\"result\"")).unwrap().to_string();
     assert!(text.contains("\"total_cost_usd\":0,"), "{text}");
@@ -303,7 +290,7 @@ fn claude_results_carry_total_cost_usd_and_model_usage_cost() {
 #[test]
 fn claude_ends_at_max_budget_usd_with_its_own_subtype() {
     let d = Dirs::new();
-    let config = dirs_config(&d, &budget_scripts(), priced());
+    let config = d.scripted_with(&budget_scripts(), priced());
     let args = ["-p", "--verbose", "--output-format", "stream-json", "--max-budget-usd", "0.005", "go"];
     let r = run(d.command(&config, &args), "");
     assert_eq!(r.code, Some(1), "{}", r.stderr);
@@ -320,7 +307,7 @@ fn claude_ends_at_max_budget_usd_with_its_own_subtype() {
 fn kimi_print_ends_at_the_config_budget() {
     let d = Dirs::new();
     let budget = json!({"models": {"scripted": {"usd_per_mtok": prices()}}, "loop_control": {"max_budget_usd": 0.005}});
-    let config = dirs_config(&d, &budget_scripts(), budget);
+    let config = d.scripted_with(&budget_scripts(), budget);
     let r = run(d.command(&config, &["--print", "-p", "go"]), "");
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("Session budget reached: $0.0090 of $0.0050"), "{}", r.stderr);
