@@ -303,6 +303,21 @@ fn claude_ends_at_max_budget_usd_with_its_own_subtype() {
     assert!(result.get("result").is_none());
 }
 
+/// kimi's print dialect shows no cost (its lines are the reference's), but its session's sum is
+/// the same dollars, saved for the next front end to continue.
+#[test]
+fn kimi_print_sessions_count_the_same_dollars() {
+    let d = Dirs::new();
+    let config = d.scripted_with(&[TURN_ONE, TURN_TWO], priced());
+    let input = "{\"role\":\"user\",\"content\":\"first\"}\n{\"role\":\"user\",\"content\":\"second\"}\n";
+    let args = ["--print", "--input-format", "stream-json", "--output-format", "stream-json", "-S", "kp"];
+    let r = run(d.command(&config, &args), input);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stdout.contains("cost"), "{}", r.stdout);
+    let state = read_json(&crate::print_support::session_dir(&d, "kp").join("state.json"));
+    assert_eq!(state["cost"], json!({"usd": 0.025, "complete": true}));
+}
+
 #[test]
 fn kimi_print_ends_at_the_config_budget() {
     let d = Dirs::new();
