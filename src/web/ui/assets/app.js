@@ -433,6 +433,8 @@ async function openSession(id, push, known) {
     onEvent: (type, payload, live) => {
       if (type === "StepBegin") state.stats.step = payload.n;
       if (type === "TurnBegin") state.stats.step = 0;
+      // A new turn has cost nothing yet (a live one; replayed history carries no cost).
+      if (live && type === "TurnBegin" && state.stats.cost) state.stats.cost = { ...state.stats.cost, turn_usd: 0 };
       state.conv.event(type, payload);
       if (live && type === "TurnBegin") state.conv.streaming = true;
       renderStatusLine();
