@@ -111,17 +111,19 @@ fn a_wire_client_that_asks_gets_step_turn_and_session_dollars_continued_on_resum
             "cost"
         ]
     );
+    let (events, _) = k.prompt("p2", json!("second"));
+    assert_eq!(status_costs(&events), [json!({"step_usd": 0.016, "turn_usd": 0.016, "session_usd": 0.025})]);
     k.close_stdin();
     assert!(k.wait_exit(Duration::from_secs(20)).unwrap().success());
     let state = read_json(&env.session_dir("priced").join("state.json"));
-    assert_eq!(state["cost"], json!({"usd": 0.009, "complete": true}));
-    // A new process of the same session goes on from $0.009 (its script starts over: the
-    // same $0.009 turn again).
+    assert_eq!(state["cost"], json!({"usd": 0.025, "complete": true}));
+    // A new process of the same session goes on from $0.025 (its script starts over: the
+    // $0.009 turn again).
     let mut k = env.spawn(&config, &["-S", "priced"]);
     let init = initialize_asking(&mut k, json!(["cost"]));
-    assert_eq!(init["result"]["cost"]["session_usd"], 0.009, "{init}");
-    let (events, _) = k.prompt("p2", json!("again"));
-    assert_eq!(status_costs(&events), [json!({"step_usd": 0.009, "turn_usd": 0.009, "session_usd": 0.018})]);
+    assert_eq!(init["result"]["cost"]["session_usd"], 0.025, "{init}");
+    let (events, _) = k.prompt("p3", json!("again"));
+    assert_eq!(status_costs(&events), [json!({"step_usd": 0.009, "turn_usd": 0.009, "session_usd": 0.034})]);
 }
 
 fn read_json(path: &Path) -> Value {
@@ -374,4 +376,35 @@ fn web_sockets_show_cost_to_a_client_that_asks() {
     let events = web_turn(&mut other, "q1", "first");
     assert!(events.iter().any(|e| e["params"]["type"] == "StatusUpdate"));
     assert!(status_costs(&events).is_empty(), "{events:?}");
+}
+
+/// The sum belongs to the session, whichever front end runs it: a wire session's dollars go on
+/// in the Claude dialect's `--resume`.
+#[test]
+fn a_resume_in_another_front_end_continues_the_sum() {
+    let env = Env::new();
+    let config = env.scripted_config_with(&[TURN_ONE, TURN_TWO], priced());
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut k = env.spawn(&config, &["-S", &id]);
+    k.initialize();
+    wire_two_turns(&mut k);
+    k.close_stdin();
+    assert!(k.wait_exit(Duration::from_secs(20)).unwrap().success());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+    cmd.args(["-p", "--verbose", "--output-format", "stream-json", "--resume", &id, "again"])
+        .arg("--config-file")
+        .arg(&config)
+        .arg("--work-dir")
+        .arg(env.work())
+        .env("HOME", env.home())
+        .env("KIMI_SHARE_DIR", env.share());
+    for var in common::SCRUBBED_ENV {
+        cmd.env_remove(var);
+    }
+    let r = run(cmd, "");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let result = r.lines().into_iter().find(|l| l["type"] == "result").unwrap();
+    // $0.025 before, and the script's first turn ($0.009) again.
+    assert_eq!(result["total_cost_usd"], json!(0.034), "{result}");
+    assert_eq!(result["modelUsage"]["scripted_echo"]["costUSD"], json!(0.009), "this run's calls");
 }
