@@ -1,6 +1,6 @@
 //! The process: command line, logging, configuration, and choosing the front end
 //! (`docs/configuration.md` §1.2): Claude Code's command line goes to `crate::print::claude`
-//! (`docs/print-mode.md` C.4), kimi's to wire (`crate::wire::serve`), to kimi's `--print`
+//! (`docs/print-mode.md` C.4), codex's `exec` to `crate::print::codex` (`docs/codex-exec.md`), kimi's to wire (`crate::wire::serve`), to kimi's `--print`
 //! (`crate::print::kimi`) or to ACP (`kiwi acp` / `--acp`, `crate::acp::serve`). Sessions are
 //! built by `crate::builder`.
 //!
@@ -69,8 +69,10 @@ pub fn main() -> ExitCode {
     {
         return crate::commands::usage_error(&message);
     }
-    if crate::print::dialect::from_process(&argv) == crate::print::dialect::Dialect::Claude {
-        return crate::print::claude::main(&argv);
+    match crate::print::dialect::from_process(&argv) {
+        crate::print::dialect::Dialect::Claude => return crate::print::claude::main(&argv),
+        crate::print::dialect::Dialect::Codex => return crate::print::codex::main(&argv),
+        crate::print::dialect::Dialect::Kimi => {}
     }
     let mut cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,

@@ -51,8 +51,9 @@
 //! - [`wire`]: the Kimi Wire front end: method table, dispatcher, projection, serving.
 //! - [`acp`]: the Agent Client Protocol front end (`kiwi acp`): many sessions in one process,
 //!   events as `session/update`s, approvals as permission requests, history replay on load.
-//! - [`print`]: the headless front ends: kimi's `--print` and Claude Code's stream-json dialect,
-//!   each a projection plus a run loop over the same turn driver.
+//! - [`print`]: the headless front ends: kimi's `--print`, Claude Code's stream-json dialect and
+//!   codex exec's JSONL dialect (`print::codex`), each a projection plus a run loop over the
+//!   same turn driver.
 //! - [`web`]: `kiwi web`: sessions served to browsers over HTTP and WebSocket (REST API, the
 //!   wire protocol per session, the embedded UI), many clients per session, every session in
 //!   this one process.

@@ -178,6 +178,14 @@ impl Projection for Fanout {
         })
     }
 
+    fn tool_output<'a>(&'a self, tool_call_id: &'a str, text: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for subscriber in self.subscribers().iter() {
+                subscriber.projection.tool_output(tool_call_id, text).await;
+            }
+        })
+    }
+
     // The receiver is the answer, awaited by the soul later; the future is only the asking.
     #[allow(clippy::async_yields_async)]
     fn request(&self, request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {

@@ -36,6 +36,8 @@ struct Slot {
     status: McpServerState,
     tools: Vec<String>,
     error: Option<String>,
+    /// Turned off by the front end (Claude's `mcp_toggle`): not connected, its tools not offered.
+    disabled: bool,
 }
 
 #[derive(Default)]
@@ -86,6 +88,7 @@ impl McpManager {
                     status,
                     tools: Vec::new(),
                     error: None,
+                    disabled: false,
                 }
             })
             .collect();
@@ -111,7 +114,7 @@ impl McpManager {
         state.started = true;
         let mut attempts = Vec::new();
         for (i, slot) in state.slots.iter_mut().enumerate() {
-            if slot.status == McpServerState::Pending {
+            if slot.status == McpServerState::Pending && !slot.disabled {
                 slot.status = McpServerState::Connecting;
                 attempts.push((i, slot.link.clone(), slot.oauth.clone()));
             }
@@ -129,50 +132,8 @@ impl McpManager {
             let connect_all = futures::future::join_all(attempts.into_iter().map(|(i, link, oauth)| {
                 let (shared, register) = (shared.clone(), register.clone());
                 async move {
-                    // The spec has no connect limit for stdio; kiwi uses the tool call limit so
-                    // that a server that never answers `initialize` cannot hold turns forever.
-                    let connect = || async {
-                        match tokio::time::timeout(timeout, link.connect()).await {
-                            Ok(outcome) => outcome,
-                            Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis()).into()),
-                        }
-                    };
-                    let outcome = match super::oauth::with_tokens(oauth.as_deref(), connect).await {
-                        Ok(outcome) => outcome,
-                        // Stored tokens that cannot be used or refreshed need the user at a
-                        // browser, which the agent never opens: `unauthorized`, as without tokens.
-                        Err(e) => {
-                            let name = &link.name;
-                            tracing::warn!("MCP server {name} is unauthorized: {e} (run `kiwi mcp auth {name}`)");
-                            lock(&shared).slots[i].status = McpServerState::Unauthorized;
-                            return;
-                        }
-                    };
-                    let mut state = lock(&shared);
-                    let slot = &mut state.slots[i];
-                    match outcome {
-                        Ok(mut tools) => {
-                            tools.retain(|tool| match super::names::refusal(&tool.name) {
-                                None => true,
-                                Some(why) => {
-                                    let (server, shown) = (&link.name, super::names::shown(&tool.name));
-                                    tracing::warn!("MCP server {server}: tool {shown} is not offered: {why}");
-                                    false
-                                }
-                            });
-                            tracing::info!("MCP server {} connected with {} tools", link.name, tools.len());
-                            slot.tools = tools.iter().map(|t| t.name.to_string()).collect();
-                            slot.status = McpServerState::Connected;
-                            let tools: Vec<Arc<dyn Tool>> =
-                                tools.iter().map(|t| Arc::new(McpTool::new(link.clone(), t, timeout)) as _).collect();
-                            drop(state);
-                            register(tools);
-                        }
-                        Err(e) => {
-                            tracing::error!("MCP server {} failed to connect: {e}", link.name);
-                            slot.status = McpServerState::Failed;
-                            slot.error = Some(e.into_text());
-                        }
+                    if let Ok(tools) = connect_slot(&shared, i, &link, oauth.as_deref(), timeout).await {
+                        register(tools);
                     }
                 }
             }));
@@ -230,6 +191,141 @@ impl McpManager {
             tools: servers.iter().map(|s| s.tools.len() as u32).sum(),
             servers,
         }
+    }
+}
+
+/// Connects the server of slot `i` and records the outcome there; its tools (to offer) or why it
+/// failed. A server turned off meanwhile is shut down again and offers nothing.
+async fn connect_slot(
+    shared: &Mutex<State>,
+    i: usize,
+    link: &Arc<ServerLink>,
+    oauth: Option<&TokenSource>,
+    timeout: Duration,
+) -> Result<Vec<Arc<dyn Tool>>, String> {
+    // The spec has no connect limit for stdio; kiwi uses the tool call limit so that a server
+    // that never answers `initialize` cannot hold turns forever.
+    let connect = || async {
+        match tokio::time::timeout(timeout, link.connect()).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!("no answer to initialize within {} ms", timeout.as_millis()).into()),
+        }
+    };
+    let outcome = match super::oauth::with_tokens(oauth, connect).await {
+        Ok(outcome) => outcome,
+        // Stored tokens that cannot be used or refreshed need the user at a browser, which the
+        // agent never opens: `unauthorized`, as without tokens.
+        Err(e) => {
+            let name = &link.name;
+            tracing::warn!("MCP server {name} is unauthorized: {e} (run `kiwi mcp auth {name}`)");
+            lock(shared).slots[i].status = McpServerState::Unauthorized;
+            return Err(format!("MCP server {name} needs authorization: {e}"));
+        }
+    };
+    if outcome.is_ok() && lock(shared).slots[i].disabled {
+        link.shut_down().await;
+        return Err(format!("MCP server {} is disabled", link.name));
+    }
+    let mut state = lock(shared);
+    let slot = &mut state.slots[i];
+    match outcome {
+        Ok(mut tools) => {
+            tools.retain(|tool| match super::names::refusal(&tool.name) {
+                None => true,
+                Some(why) => {
+                    let (server, shown) = (&link.name, super::names::shown(&tool.name));
+                    tracing::warn!("MCP server {server}: tool {shown} is not offered: {why}");
+                    false
+                }
+            });
+            tracing::info!("MCP server {} connected with {} tools", link.name, tools.len());
+            slot.tools = tools.iter().map(|t| t.name.to_string()).collect();
+            slot.status = McpServerState::Connected;
+            slot.error = None;
+            Ok(tools.iter().map(|t| Arc::new(McpTool::new(link.clone(), t, timeout)) as _).collect())
+        }
+        Err(e) => {
+            tracing::error!("MCP server {} failed to connect: {e}", link.name);
+            let text = e.into_text();
+            slot.status = McpServerState::Failed;
+            slot.error = Some(text.clone());
+            Err(text)
+        }
+    }
+}
+
+/// Why a front end's request about one server cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerRequestError {
+    /// No server of that name.
+    Unknown,
+    /// The server is turned off (reconnect asked).
+    Disabled,
+    /// Connecting failed (the reason).
+    Failed(String),
+}
+
+impl McpManager {
+    fn slot_of(&self, name: &str) -> Result<usize, ServerRequestError> {
+        lock(&self.state).slots.iter().position(|s| s.link.name == name).ok_or(ServerRequestError::Unknown)
+    }
+
+    /// The servers turned off by [`McpManager::disable`].
+    pub fn disabled(&self) -> Vec<String> {
+        lock(&self.state).slots.iter().filter(|s| s.disabled).map(|s| s.link.name.clone()).collect()
+    }
+
+    /// The last connection error of server `name`.
+    pub fn error_of(&self, name: &str) -> Option<String> {
+        lock(&self.state).slots.iter().find(|s| s.link.name == name).and_then(|s| s.error.clone())
+    }
+
+    /// Turns server `name` off: its process stops and its tools are no longer offered; the names
+    /// of the tools it offered (to take out of the toolset). Turning off a server that is off
+    /// changes nothing.
+    pub async fn disable(&self, name: &str) -> Result<Vec<String>, ServerRequestError> {
+        let i = self.slot_of(name)?;
+        let (link, tools) = {
+            let mut state = lock(&self.state);
+            let slot = &mut state.slots[i];
+            slot.disabled = true;
+            if slot.status != McpServerState::Unauthorized {
+                slot.status = McpServerState::Pending;
+            }
+            (slot.link.clone(), std::mem::take(&mut slot.tools))
+        };
+        link.shut_down().await;
+        Ok(tools)
+    }
+
+    /// Turns server `name` on again and connects it (a server that is on: nothing changes and
+    /// no tools are returned); the tools to offer.
+    pub async fn enable(&self, name: &str) -> Result<Vec<Arc<dyn Tool>>, ServerRequestError> {
+        let i = self.slot_of(name)?;
+        if !std::mem::replace(&mut lock(&self.state).slots[i].disabled, false) {
+            return Ok(Vec::new());
+        }
+        self.connect_again(i).await
+    }
+
+    /// Connects server `name` anew (its old connection and process dropped); the tools to offer.
+    pub async fn reconnect(&self, name: &str) -> Result<Vec<Arc<dyn Tool>>, ServerRequestError> {
+        let i = self.slot_of(name)?;
+        if lock(&self.state).slots[i].disabled {
+            return Err(ServerRequestError::Disabled);
+        }
+        self.connect_again(i).await
+    }
+
+    async fn connect_again(&self, i: usize) -> Result<Vec<Arc<dyn Tool>>, ServerRequestError> {
+        let (link, oauth) = {
+            let mut state = lock(&self.state);
+            let slot = &mut state.slots[i];
+            slot.status = McpServerState::Connecting;
+            slot.tools.clear();
+            (slot.link.clone(), slot.oauth.clone())
+        };
+        connect_slot(&self.state, i, &link, oauth.as_deref(), self.timeout).await.map_err(ServerRequestError::Failed)
     }
 }
 

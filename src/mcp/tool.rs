@@ -76,13 +76,16 @@ pub struct McpTool {
     shape: ToolShape,
     link: Arc<ServerLink>,
     timeout: Duration,
+    /// The server's `readOnlyHint` annotation.
+    read_only: bool,
 }
 
 impl McpTool {
     pub fn new(link: Arc<ServerLink>, tool: &rmcp::model::Tool, timeout: Duration) -> Self {
         let schema: Map<String, Value> = (*tool.input_schema).clone();
         let shape = ToolShape::new(&link.name, tool.name.to_string(), schema, tool.description.as_deref());
-        Self { shape, link, timeout }
+        let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false);
+        Self { shape, link, timeout, read_only }
     }
 }
 
@@ -95,6 +98,10 @@ pub fn timeout_message(name: &str) -> String {
 impl Tool for McpTool {
     fn spec(&self) -> &ToolSpec {
         &self.shape.spec
+    }
+
+    fn read_only_hint(&self) -> bool {
+        self.read_only
     }
 
     fn call<'a>(&'a self, arguments: Value, ctx: &'a ToolCallContext) -> BoxFuture<'a, ToolReturnValue> {

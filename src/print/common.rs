@@ -53,6 +53,18 @@ pub fn trace_to_stderr() -> TraceSink {
     Box::new(|line: String| stderr_line(&line))
 }
 
+/// Marks a session this print run created (not one it resumed) as a print run's
+/// (`session::origin`), so the web UI can set it apart from the user's own. A failure to write
+/// the marker only loses that mark: it is logged and the run goes on.
+pub fn mark_created_session(session: &crate::session::Session, dialect: &str) {
+    if session.resumed {
+        return;
+    }
+    if let Err(e) = crate::session::origin::mark_print(&session.dir, dialect) {
+        tracing::warn!("cannot mark {} as a print run's session: {e}", session.dir.display());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
-//! Which command line this is: kimi's (wire mode or `--print`) or Claude Code's headless one
-//! (`docs/print-mode.md` C.4). The two reuse spellings with different meanings (`-p`, `-c`, a
+//! Which command line this is: kimi's (wire mode or `--print`), Claude Code's headless one
+//! (`docs/print-mode.md` C.4) or codex's `exec` (`docs/codex-exec.md`, first argument `exec`). The two reuse spellings with different meanings (`-p`, `-c`, a
 //! positional argument), so the choice is made on the raw argv before either parser runs.
 //!
 //! Invariants: the scan never fails (the chosen parser reports usage errors); option values are
@@ -15,6 +15,8 @@ pub enum Dialect {
     Kimi,
     /// Claude Code's headless flags (`-p`, `--output-format stream-json`, ...).
     Claude,
+    /// `codex exec ...` (no kimi or Claude command line starts with the word `exec`).
+    Codex,
 }
 
 /// The environment variable that forces a dialect (`claude` or `kimi`).
@@ -234,6 +236,9 @@ pub fn choose(program: &str, args: &[OsString], forced: Option<&str>, stdout_is_
     if invoked_as.as_deref() == Some("claude") {
         return Dialect::Claude;
     }
+    if args.first().is_some_and(|a| a == "exec") {
+        return Dialect::Codex;
+    }
     let s = scan(args);
     // A kiwi subcommand (`kiwi login`, `kiwi --config-file c info`) is never a Claude prompt.
     if s.kiwi_subcommand {
@@ -362,6 +367,14 @@ mod tests {
         // The other kimi 1.49 flags mark a kimi line.
         assert_eq!(pick(&["--afk"]), Dialect::Kimi);
         assert_eq!(pick(&["--max-tokens-per-session", "100"]), Dialect::Kimi);
+    }
+
+    #[test]
+    fn exec_first_is_codex() {
+        assert_eq!(pick(&["exec", "--experimental-json", "--cd", "/p", "--skip-git-repo-check"]), Dialect::Codex);
+        assert_eq!(pick(&["exec"]), Dialect::Codex);
+        // Elsewhere `exec` is a Claude prompt, as before.
+        assert_eq!(pick(&["-p", "exec"]), Dialect::Claude);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Print mode: headless runs in kimi's `--print` dialect and in Claude Code's stream-json
-//! dialect (`docs/print-mode.md`), the third front end beside wire (and ACP).
+//! Print mode: headless runs in kimi's `--print` dialect, in Claude Code's stream-json
+//! dialect (`docs/print-mode.md`) and in codex exec's JSONL dialect (`docs/codex-exec.md`), the
+//! third front end beside wire (and ACP).
 //!
 //! Each dialect is a projection of the soul's events ([`crate::soul::Projection`]) plus a run
 //! loop that feeds turns to the soul's [`crate::soul::TurnDriver`]. Recording to `wire.jsonl`
@@ -10,6 +11,7 @@
 //! reaches the run loop through the tag it was started with, after every line of the turn.
 
 pub mod claude;
+pub mod codex;
 pub mod common;
 pub mod dialect;
 pub mod kimi;

@@ -91,13 +91,34 @@ pub fn turn_count(path: &Path) -> u64 {
 /// Forks the session in `source` (a session folder of `work_dir` under `share`) after turn
 /// `turn`, or after everything recorded when `turn` is `None`.
 pub fn fork(share: &Path, work_dir: &Path, source: &Path, turn: Option<u64>) -> Result<Forked, ForkError> {
+    fork_as(share, work_dir, source, turn, None)
+}
+
+/// [`fork`] into the session `id` when given (a checked id no session of `work_dir` uses yet),
+/// else into a fresh UUID.
+pub fn fork_as(
+    share: &Path,
+    work_dir: &Path,
+    source: &Path,
+    turn: Option<u64>,
+    id: Option<&str>,
+) -> Result<Forked, ForkError> {
     let wire = source.join("wire.jsonl");
     if !wire.is_file() {
         return Err(ForkError::WireNotFound);
     }
     let title = format!("Fork: {}", session_title(source));
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = match id {
+        Some(id) => {
+            super::id::check_session_id(id).map_err(ForkError::Io)?;
+            id.to_string()
+        }
+        None => uuid::Uuid::new_v4().to_string(),
+    };
     let dir = sessions_dir(share, work_dir).join(&id);
+    if dir.exists() {
+        return Err(ForkError::Io(format!("Session ID {id} is already in use.")));
+    }
     std::fs::create_dir_all(&dir).map_err(io)?;
     match fill(source, &dir, turn, &title) {
         Ok(()) => {}

@@ -9,6 +9,7 @@ pub mod fork;
 pub mod git_diff;
 pub mod id;
 pub mod jsonl;
+pub mod origin;
 pub mod pyjson;
 pub mod pyjson_ascii;
 pub mod rewind;

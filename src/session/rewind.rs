@@ -90,7 +90,8 @@ pub enum Before {
 }
 
 impl Before {
-    fn sha(&self) -> &str {
+    /// The hash of what the file held (`""` for a file that did not exist).
+    pub fn sha(&self) -> &str {
         match self {
             Before::Absent => ABSENT,
             Before::Kept { sha256, .. } | Before::Dropped { sha256, .. } => sha256,
@@ -363,6 +364,38 @@ impl EditJournal {
         Ok(UndoPlan { files: changes.into_values().collect(), state })
     }
 
+    /// Files of the turns from byte `offset` on were put back without cutting those turns
+    /// (Claude's `rewind_files`): `restored` holds each one's path and the hash it holds now. The
+    /// last edit of each in those turns now counts as having left it so, so that a later undo or
+    /// rewind finds it as kiwi left it.
+    pub fn note_restored(&self, offset: u64, restored: &[(PathBuf, String)]) -> std::io::Result<()> {
+        let mut inner = self.lock();
+        let mut last: BTreeMap<&Path, PathBuf> = BTreeMap::new();
+        for (at, dir) in self.turn_dirs()? {
+            if at < offset {
+                continue;
+            }
+            let Some(manifest) = load_manifest(&dir) else { continue };
+            for (path, _) in restored {
+                if manifest.files.iter().any(|e| e.path == *path) {
+                    last.insert(path, dir.clone());
+                }
+            }
+        }
+        for (path, sha) in restored {
+            let Some(dir) = last.get(path.as_path()) else { continue };
+            let Some(mut manifest) = load_manifest(dir) else { continue };
+            for entry in manifest.files.iter_mut().filter(|e| e.path == *path) {
+                entry.after_sha256 = sha.clone();
+            }
+            save_manifest(dir, &manifest)?;
+            if let Some(current) = inner.current.as_mut().filter(|c| c.dir == *dir) {
+                current.manifest = manifest;
+            }
+        }
+        Ok(())
+    }
+
     /// Records that an undo to `offset`/`mark` begins (before any file is touched).
     pub fn begin_undo(&self, offset: u64, mark: ContextMark) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.root)?;
@@ -562,6 +595,35 @@ pub fn finish_pending_undo(session_dir: &Path, roots: &[PathBuf]) -> Option<Stri
         ),
         Err(e) => format!("an interrupted undo could not be finished ({e}); it is tried again at the next start"),
     })
+}
+
+/// Cuts the stored session in `session_dir` back to before its turn `index` (a top-level turn):
+/// the context, `wire.jsonl`, the session state as that turn began and the undo records of the
+/// turns cut. Files are left as they are: this is a resume at an earlier point of the
+/// conversation (Claude's `--resume-session-at`), not an undo. The folder's lock is held
+/// meanwhile, so a session another kiwi runs is refused. No turn `index`: nothing to cut.
+pub fn cut_history(session_dir: &Path, index: u64) -> Result<(), RewindError> {
+    use std::os::fd::AsRawFd;
+    let folder = std::fs::File::open(session_dir).map_err(io)?;
+    // SAFETY: flock on a file descriptor we own; no memory is touched.
+    if unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(RewindError::Io("the session is in use by another kiwi process".into()));
+    }
+    let starts = turn_starts(&session_dir.join("wire.jsonl"))?;
+    let Some(start) = starts.iter().find(|s| s.index == index) else { return Ok(()) };
+    let mark = start.mark.ok_or(RewindError::Unmarked { turn: index })?;
+    if !mark_fits(session_dir, mark) {
+        return Err(RewindError::MarkMismatch { turn: index });
+    }
+    let journal = EditJournal::new(session_dir, DEFAULT_MAX_BYTES);
+    let plan = journal.plan_from(start.offset).map_err(io)?;
+    cut_context(session_dir, mark).map_err(io)?;
+    truncate_file(&session_dir.join("wire.jsonl"), start.offset).map_err(io)?;
+    if let Some(mut state) = plan.state {
+        super::state::save_keeping_web_members(session_dir, &mut state).map_err(io)?;
+    }
+    journal.discard_from(start.offset).map_err(io)?;
+    Ok(())
 }
 
 /// A file name with no folder part (`<n>.bin`), not `.` or `..`.

@@ -465,7 +465,7 @@ impl Session {
         if !self.created_dir {
             return;
         }
-        for name in ["context.jsonl", "wire.jsonl", super::state::STATE_FILE] {
+        for name in ["context.jsonl", "wire.jsonl", super::state::STATE_FILE, super::origin::ORIGIN_FILE] {
             let _ = std::fs::remove_file(self.dir.join(name));
         }
         if let Err(e) = std::fs::remove_dir(&self.dir) {

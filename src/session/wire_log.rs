@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::fork::ContextMark;
 use super::jsonl::JsonlAppender;
 use super::pyjson;
-use crate::protocol::{Fed, Run, RunAssembler, Sorted, WireMessage};
+use crate::protocol::{ApprovalDecision, Event, Fed, Run, RunAssembler, Sorted, WireMessage};
 
 /// The protocol version the records follow, written in the header of a new file.
 pub const WIRE_PROTOCOL_VERSION: &str = "1.10";
@@ -36,6 +36,19 @@ struct Record<'a> {
     /// Where the context stood when a turn began (`TurnBegin` records only; see `session::fork`).
     #[serde(skip_serializing_if = "Option::is_none")]
     kiwi_context: Option<ContextMark>,
+    /// The client's answer to the call's approval (`ToolResult` records of asked calls only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kiwi_approval: Option<Decision>,
+    /// The turn was stopped (its `TurnEnd` record only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    kiwi_stopped: bool,
+}
+
+/// An approval answer as `wire.jsonl` keeps it beside the call's result.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Decision {
+    pub response: ApprovalDecision,
+    pub feedback: String,
 }
 
 pub struct WireLog {
@@ -51,6 +64,10 @@ pub struct WireLog {
     last_turn_begin: Option<u64>,
     /// Records are dropped until the next `TurnEnd` (the rest of a turn an undo cut away).
     muted: bool,
+    /// Approval answers of this turn's calls whose `ToolResult` is not written yet.
+    decisions: Vec<(String, Decision)>,
+    /// The next `TurnEnd` ends a stopped turn.
+    stopped: bool,
 }
 
 impl WireLog {
@@ -64,7 +81,20 @@ impl WireLog {
             next_mark: None,
             last_turn_begin: None,
             muted: false,
+            decisions: Vec::new(),
+            stopped: false,
         }
+    }
+
+    /// Keeps `decision` for the `ToolResult` record of `tool_call_id` in this turn.
+    pub fn note_decision(&mut self, tool_call_id: &str, response: ApprovalDecision, feedback: &str) {
+        self.decisions.retain(|(id, _)| id != tool_call_id);
+        self.decisions.push((tool_call_id.to_string(), Decision { response, feedback: feedback.to_string() }));
+    }
+
+    /// Marks the next `TurnEnd` record as the end of a stopped turn.
+    pub fn note_stopped(&mut self) {
+        self.stopped = true;
     }
 
     pub fn record(&mut self, message: WireMessage) {
@@ -127,6 +157,8 @@ impl WireLog {
         if is_begin {
             // A begin that fails to land must not leave an earlier one's offset behind.
             self.last_turn_begin = None;
+            // Answers that came after the last turn ended (its cancel rejects) belong to no call.
+            self.decisions.clear();
         }
         if self.file.is_none() {
             match self.open() {
@@ -140,7 +172,19 @@ impl WireLog {
         }
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
         let kiwi_context = if is_begin { self.next_mark.take() } else { None };
-        match pyjson::to_line(&Record { timestamp, message, kiwi_context }) {
+        let (kiwi_approval, kiwi_stopped) = match message {
+            WireMessage::Event(Event::ToolResult(result)) => {
+                let at = self.decisions.iter().position(|(id, _)| *id == result.tool_call_id);
+                (at.map(|i| self.decisions.remove(i).1), false)
+            }
+            WireMessage::Event(Event::TurnEnd {}) => {
+                // Answers whose call never got a result (a stopped turn) end with their turn.
+                self.decisions.clear();
+                (None, std::mem::take(&mut self.stopped))
+            }
+            _ => (None, false),
+        };
+        match pyjson::to_line(&Record { timestamp, message, kiwi_context, kiwi_approval, kiwi_stopped }) {
             Ok(line) => {
                 if let Some(file) = &mut self.file {
                     let at = file.len();

@@ -186,6 +186,7 @@ impl ApprovalHub {
             return Verdict::approve();
         }
         let id = uuid::Uuid::new_v4().to_string();
+        let tool_call_id = ask.tool_call_id.clone();
         let (decide, decided) = oneshot::channel();
         self.lock().push(Pending {
             id: id.clone(),
@@ -232,7 +233,10 @@ impl ApprovalHub {
             // Already resolved (a sibling's approve_for_session): the answer is not needed.
             None => waiter.abort(),
         }
-        decided.await.unwrap_or_else(|_| Verdict::reject())
+        let verdict = decided.await.unwrap_or_else(|_| Verdict::reject());
+        // kiwi's record of the answer, kept beside the call's result (`docs/sessions.md` §6).
+        sink.note_decision(&tool_call_id, verdict.decision, &verdict.feedback);
+        verdict
     }
 
     /// Resolves request `id` (no-op when it is no longer pending). `from_waiter` is true when

@@ -125,6 +125,20 @@ impl TurnDriver {
         Ok(report)
     }
 
+    /// Restores the files kiwi's edit tools changed in the turns from byte `offset` of
+    /// `wire.jsonl` on, keeping the conversation (`Soul::rewind_files`); `Busy` while a turn runs.
+    pub async fn rewind_files(
+        self: &Arc<Self>,
+        offset: u64,
+    ) -> Result<Result<super::undo::UndoReport, crate::session::rewind::RewindError>, Busy> {
+        let claim = self.claim()?;
+        let mut soul = self.soul.lock().await;
+        let report = soul.rewind_files(offset, &self.sink).await;
+        drop(soul);
+        drop(claim);
+        Ok(report)
+    }
+
     /// Starts a turn on its own task. Its outcome reaches the projection's `turn_ended` with `tag`.
     pub fn start(self: &Arc<Self>, input: UserInput, tag: TurnTag) -> Result<(), Busy> {
         let turn = Arc::new(TurnShared::new());
@@ -159,6 +173,9 @@ impl TurnDriver {
                 }
                 turn.inbox.close();
                 if turn.owes_turn_end() {
+                    if matches!(result, Ok(TurnOutcome::Cancelled)) {
+                        driver.sink.note_stopped();
+                    }
                     driver.sink.emit(Event::TurnEnd {}).await;
                     turn.mark_ended();
                 }

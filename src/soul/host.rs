@@ -212,6 +212,19 @@ impl ToolHost for SoulToolHost {
         Box::pin(async move { self.sink.emit(Event::PlanDisplay { content, file_path }).await })
     }
 
+    // The main agent's calls only: a subagent's stream is merged before it reaches the client.
+    fn streams_output(&self) -> bool {
+        self.delegator.is_some()
+    }
+
+    fn show_output<'a>(&'a self, tool_call_id: &'a str, text: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if self.delegator.is_some() {
+                self.sink.tool_output(tool_call_id, text).await;
+            }
+        })
+    }
+
     fn presence(&self) -> Presence {
         let state = self.hub.state();
         Presence { yolo: state.yolo(), afk: state.afk() }

@@ -92,6 +92,13 @@ pub trait Projection: Send + Sync {
         Box::pin(async {})
     }
 
+    /// Output a running tool has produced so far (`text`, a run of whole lines), for clients
+    /// that show it while the tool runs (kiwi's `tool_output` extension). Never recorded: the
+    /// tool's result is the record. A front end without such clients ignores it.
+    fn tool_output<'a>(&'a self, _tool_call_id: &'a str, _text: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
     /// Another client answered `request` first: forget it (a late answer from this client is
     /// dropped).
     fn resolved<'a>(&'a self, _request: &'a Request) -> BoxFuture<'a, ()> {
@@ -142,6 +149,21 @@ impl EventSink {
         }
     }
 
+    /// The client's answer to the approval of `tool_call_id`: kept on that call's `ToolResult`
+    /// record (kiwi's member `kiwi_approval`), since 1.10 records no approvals.
+    pub fn note_decision(&self, tool_call_id: &str, decision: ApprovalDecision, feedback: &str) {
+        if let Some(recorder) = &self.recorder {
+            recorder.lock().unwrap_or_else(|p| p.into_inner()).note_decision(tool_call_id, decision, feedback);
+        }
+    }
+
+    /// The running turn was stopped: its `TurnEnd` record says so (kiwi's member `kiwi_stopped`).
+    pub fn note_stopped(&self) {
+        if let Some(recorder) = &self.recorder {
+            recorder.lock().unwrap_or_else(|p| p.into_inner()).note_stopped();
+        }
+    }
+
     /// Where the last recorded `TurnBegin` starts in `wire.jsonl`, taken once (`None`: not
     /// recording, or taken already).
     pub fn take_turn_begin(&self) -> Option<u64> {
@@ -179,6 +201,12 @@ impl EventSink {
     pub async fn emit_unrecorded(&self, event: Event) {
         let _seam = self.seam.read().await;
         self.projection.event(&event).await;
+    }
+
+    /// A running tool's output so far, to the front end only (never recorded).
+    pub async fn tool_output(&self, tool_call_id: &str, text: &str) {
+        let _seam = self.seam.read().await;
+        self.projection.tool_output(tool_call_id, text).await;
     }
 
     /// A request the client sees but `wire.jsonl` does not keep (approvals, hook requests).

@@ -165,35 +165,11 @@ impl Soul {
             forked_turns: (cut.index < forked).then_some(forked),
             ..Default::default()
         };
-        let client = self.agent.client.files().filter(|c| c.can_read() && c.can_write());
         // The intent first: a kill from here on is finished at the next start.
         if let Some(journal) = &self.agent.journal {
             journal.begin_undo(cut.offset, cut.mark).map_err(io)?;
         }
-        let mut roots = vec![self.agent.env.work_dir.clone()];
-        roots.extend(self.agent.state.additional_dirs().into_iter().map(PathBuf::from));
-        for change in &plan.files {
-            if !rewind::within_roots(&change.path, &roots) {
-                let reason = "it is outside the session's folders; left as it is".to_string();
-                report.not_restored.push(NotRestored { path: change.path.display().to_string(), reason });
-                continue;
-            }
-            let outcome = match &client {
-                Some(files) => restore_through_client(files.as_ref(), change).await,
-                None => {
-                    let change = change.clone();
-                    tokio::task::spawn_blocking(move || rewind::restore_local(&change))
-                        .await
-                        .unwrap_or_else(|e| Err(e.to_string()))
-                }
-            };
-            let path = change.path.display().to_string();
-            match outcome {
-                Ok(Restored::Content) => report.restored.push(path),
-                Ok(Restored::Deleted) => report.deleted.push(path),
-                Err(reason) => report.not_restored.push(NotRestored { path, reason }),
-            }
-        }
+        self.restore_files(&plan.files, &mut report).await;
         let mark = cut.mark;
         let cut_dir = dir.clone();
         tokio::task::spawn_blocking(move || rewind::cut_context(&cut_dir, mark)).await.map_err(io)?.map_err(io)?;
@@ -220,6 +196,60 @@ impl Soul {
         }
         tracing::info!("undid {} turn(s) from turn {}", cut.turns, cut.index);
         Ok(report)
+    }
+
+    /// Puts back the files kiwi's edit tools changed in the turns from byte `offset` of
+    /// `wire.jsonl` on, leaving the conversation as it is (Claude's `rewind_files`). The caller
+    /// holds the soul, so no turn runs meanwhile.
+    pub async fn rewind_files(&mut self, offset: u64, sink: &EventSink) -> Result<UndoReport, RewindError> {
+        sink.flush_record();
+        let mut report = UndoReport::default();
+        let Some(journal) = self.agent.journal.clone() else { return Ok(report) };
+        let planner = journal.clone();
+        let plan = tokio::task::spawn_blocking(move || planner.plan_from(offset)).await.map_err(io)?.map_err(io)?;
+        self.restore_files(&plan.files, &mut report).await;
+        let done: Vec<(PathBuf, String)> = plan
+            .files
+            .iter()
+            .filter(|c| {
+                let shown = c.path.display().to_string();
+                report.restored.contains(&shown) || report.deleted.contains(&shown)
+            })
+            .map(|c| (c.path.clone(), c.before.sha().to_string()))
+            .collect();
+        tokio::task::spawn_blocking(move || journal.note_restored(offset, &done)).await.map_err(io)?.map_err(io)?;
+        Ok(report)
+    }
+
+    /// Puts back each file of `changes` that still holds what kiwi last wrote (only inside the
+    /// session's folders), through the client's buffers when it has them; `report` says what was
+    /// restored, deleted and left.
+    pub(super) async fn restore_files(&self, changes: &[FileChange], report: &mut UndoReport) {
+        let client = self.agent.client.files().filter(|c| c.can_read() && c.can_write());
+        let mut roots = vec![self.agent.env.work_dir.clone()];
+        roots.extend(self.agent.state.additional_dirs().into_iter().map(PathBuf::from));
+        for change in changes {
+            if !rewind::within_roots(&change.path, &roots) {
+                let reason = "it is outside the session's folders; left as it is".to_string();
+                report.not_restored.push(NotRestored { path: change.path.display().to_string(), reason });
+                continue;
+            }
+            let outcome = match &client {
+                Some(files) => restore_through_client(files.as_ref(), change).await,
+                None => {
+                    let change = change.clone();
+                    tokio::task::spawn_blocking(move || rewind::restore_local(&change))
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string()))
+                }
+            };
+            let path = change.path.display().to_string();
+            match outcome {
+                Ok(Restored::Content) => report.restored.push(path),
+                Ok(Restored::Deleted) => report.deleted.push(path),
+                Err(reason) => report.not_restored.push(NotRestored { path, reason }),
+            }
+        }
     }
 
     /// `/undo [N]`: undoes the last N turns before this command (1 when not given).

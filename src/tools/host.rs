@@ -118,6 +118,18 @@ pub trait ToolHost: Send + Sync {
         Presence::default()
     }
 
+    /// Whether output a tool produces while it runs reaches anyone ([`ToolHost::show_output`]);
+    /// when not, a tool need not gather it.
+    fn streams_output(&self) -> bool {
+        false
+    }
+
+    /// Output of the running call `tool_call_id` so far (whole lines), shown to the user while
+    /// it runs. What the model sees is the tool's result alone.
+    fn show_output<'a>(&'a self, _tool_call_id: &'a str, _text: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
     /// The session's added dirs (`--add-dir`, `/add-dir`): writable roots of a sandboxed command.
     fn added_dirs(&self) -> Vec<PathBuf> {
         Vec::new()

@@ -57,6 +57,12 @@ pub trait Tool: Send + Sync {
     fn is_external(&self) -> bool {
         false
     }
+
+    /// True for an MCP tool its server annotates `readOnlyHint: true` (it says it changes
+    /// nothing); front ends that never ask may let only such tools run in a read-only run.
+    fn read_only_hint(&self) -> bool {
+        false
+    }
 }
 
 /// A tool with typed parameters; wrap it in [`Typed`] to get a [`Tool`].

@@ -494,15 +494,6 @@ impl Hosted {
         Arc::new(Client { projection, subscriber: Mutex::new(None) })
     }
 
-    /// Whether the session's clients asked for the `cost` extension: the last `initialize`
-    /// decides for every socket of the session (the grant is the session's, not the socket's).
-    pub fn cost_granted(&self) -> bool {
-        lock(&self.initialize)
-            .as_ref()
-            .and_then(|p| p.extensions.as_ref())
-            .is_some_and(|asked| asked.iter().any(|e| e == crate::wire::extensions::COST))
-    }
-
     /// Remembers a client's `initialize` for a restarted session.
     pub fn remember_initialize(&self, params: &InitializeParams) {
         *lock(&self.initialize) = Some(params.clone());

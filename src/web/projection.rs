@@ -22,7 +22,8 @@ use crate::rpc::writer::encode;
 use crate::rpc::{ErrorObject, RequestId};
 use crate::soul::{ClientAnswer, Projection, TurnResult, TurnTag};
 use crate::wire::answers::{RequestKind, interpret};
-use crate::wire::frames::{event_frame, event_frame_with_cost, request_frame, request_id};
+use crate::wire::extensions::{COST, Granted, TOOL_OUTPUT};
+use crate::wire::frames::{event_frame, event_frame_with_cost, request_frame, request_id, tool_output_frame};
 use crate::wire::params::PromptResult;
 use crate::wire::projection::turn_error;
 
@@ -104,11 +105,13 @@ pub struct SocketProjection {
     /// Our requests to this client that wait for its answer.
     pending: Arc<PendingRequests>,
     hosted: Weak<Hosted>,
+    /// What this socket's `initialize` was granted (kiwi-only events go out only when asked).
+    pub granted: Granted,
 }
 
 impl SocketProjection {
     pub fn new(out: Outgoing, hosted: Weak<Hosted>) -> Self {
-        Self { out, pending: Arc::default(), hosted }
+        Self { out, pending: Arc::default(), hosted, granted: Granted::default() }
     }
 
     /// Routes the client's answer to a request it was asked; false when nothing waits for `id`
@@ -172,13 +175,22 @@ pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
 impl Projection for SocketProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         let frame = match self.hosted.upgrade() {
-            // A priced step's status with its `cost` member, for a session that asked for it.
-            Some(hosted) if hosted.cost_granted() && is_priced_status(event) => text(event_frame_with_cost(event)),
+            // A priced step's status with its `cost` member, for a socket that asked for it.
+            Some(_) if self.granted.has(COST) && is_priced_status(event) => text(event_frame_with_cost(event)),
             Some(hosted) => hosted.frames.frame(event),
             None => text(event_frame(event)),
         };
         if let Some(frame) = frame {
             self.push(&frame);
+        }
+        Box::pin(async {})
+    }
+
+    fn tool_output<'a>(&'a self, tool_call_id: &'a str, text: &'a str) -> BoxFuture<'a, ()> {
+        if self.granted.has(TOOL_OUTPUT)
+            && let Some(frame) = tool_output_frame(tool_call_id, text)
+        {
+            self.out.push_line(frame);
         }
         Box::pin(async {})
     }

@@ -488,6 +488,7 @@ impl Connection {
                 }
                 self.hosted.remember_initialize(&params);
                 let result = initialize_agent(&driver, params, self.hosting.version());
+                self.client.granted.set(result.extensions.as_deref());
                 self.respond(&id, &result);
             }
             ClientRequest::Prompt(params) => self.prompt(id, params.user_input).await,

@@ -40,6 +40,23 @@ pub fn event_frame_with_cost(event: &Event) -> Vec<u8> {
     event_frame(event)
 }
 
+/// kiwi's `tool_output` extension (`docs/compatibility.md`): a running tool's output so far, as
+/// an `event` of the kiwi-only type `ToolOutput`; sent only to clients granted the extension.
+pub fn tool_output_frame(tool_call_id: &str, text: &str) -> Option<Vec<u8>> {
+    #[derive(serde::Serialize)]
+    struct Payload<'a> {
+        tool_call_id: &'a str,
+        text: &'a str,
+    }
+    #[derive(serde::Serialize)]
+    struct Params<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        payload: Payload<'a>,
+    }
+    Outbound::notification_frame("event", &Params { kind: "ToolOutput", payload: Payload { tool_call_id, text } })
+}
+
 /// The JSON-RPC id of a request we send: the payload's id, so the client may answer by either.
 pub fn request_id(request: &Request) -> RequestId {
     RequestId::Str(request.id().to_string())
@@ -90,6 +107,10 @@ mod tests {
         assert_eq!(
             String::from_utf8(request_frame(&id, &request).unwrap()).unwrap(),
             "{\"jsonrpc\":\"2.0\",\"method\":\"request\",\"id\":\"tc-1\",\"params\":{\"type\":\"ToolCallRequest\",\"payload\":{\"id\":\"tc-1\",\"name\":\"T\",\"arguments\":null}}}\n"
+        );
+        assert_eq!(
+            String::from_utf8(tool_output_frame("tc-1", "a\n").unwrap()).unwrap(),
+            "{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":{\"type\":\"ToolOutput\",\"payload\":{\"tool_call_id\":\"tc-1\",\"text\":\"a\\n\"}}}\n"
         );
     }
 }

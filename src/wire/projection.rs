@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 
 use super::answers::{RequestKind, interpret};
 use super::errors::WireError;
-use super::extensions::CostGrant;
-use super::frames::{event_frame, event_frame_with_cost, request_frame, request_id};
+use super::extensions::{COST, Granted, TOOL_OUTPUT};
+use super::frames::{event_frame, event_frame_with_cost, request_frame, request_id, tool_output_frame};
 use super::params::PromptResult;
 use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue};
 use crate::rpc::peer::IdTaken;
@@ -22,13 +22,18 @@ use crate::soul::{ClientAnswer, Projection, TurnError, TurnResult, TurnTag};
 
 pub struct WireProjection {
     peer: Arc<Peer>,
-    /// Whether the client asked for the `cost` extension.
-    cost: CostGrant,
+    /// What the client's `initialize` was granted (kiwi-only events go out only when asked).
+    granted: Arc<Granted>,
 }
 
 impl WireProjection {
-    pub fn new(peer: Arc<Peer>, cost: CostGrant) -> Self {
-        Self { peer, cost }
+    pub fn new(peer: Arc<Peer>) -> Self {
+        Self { peer, granted: Arc::default() }
+    }
+
+    /// The client's grant, set by the dispatcher when it answers `initialize`.
+    pub fn granted(&self) -> Arc<Granted> {
+        self.granted.clone()
     }
 }
 
@@ -36,8 +41,18 @@ impl Projection for WireProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             // When stdout is gone the frame is dropped; the soul must never block on us.
-            let frame = if self.cost.granted() { event_frame_with_cost(event) } else { event_frame(event) };
+            let frame = if self.granted.has(COST) { event_frame_with_cost(event) } else { event_frame(event) };
             self.peer.outbound().send_raw(frame).await;
+        })
+    }
+
+    fn tool_output<'a>(&'a self, tool_call_id: &'a str, text: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if self.granted.has(TOOL_OUTPUT)
+                && let Some(frame) = tool_output_frame(tool_call_id, text)
+            {
+                self.peer.outbound().send_raw(frame).await;
+            }
         })
     }
 

@@ -9,7 +9,6 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::extensions::CostGrant;
 use super::projection::WireProjection;
 use super::server::WireServer;
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
@@ -48,11 +47,11 @@ where
         let built = setup.build(request)?;
         // The wire's requests carry their own ids (the approval's, the tool call's); no prefix.
         let peer = Peer::new(process.outbound, "kiwi");
-        let cost = CostGrant::default();
-        let projection = Arc::new(WireProjection::new(peer.clone(), cost.clone()));
+        let projection = Arc::new(WireProjection::new(peer.clone()));
+        let granted = projection.granted();
         let live = LiveSession::open(built, projection, &process.sessions);
         live.start().await;
-        let server = WireServer::new(peer, &live, options.version, cost);
+        let server = WireServer::new(peer, &live, options.version).with_grant(granted);
         server.serve(lines, process.stop).await;
         Ok(ExitCode::SUCCESS)
     });

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use serde_json::{Map, Value};
 
 use super::errors::WireError;
-use super::extensions::{self, CostGrant};
+use super::extensions;
 use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
     CostInfo, Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult,
@@ -45,14 +45,21 @@ pub struct WireServer {
     version: String,
     /// The session's `wire.jsonl`, for `replay`.
     wire_path: PathBuf,
-    /// Set by `initialize` when the client asks for `cost` (its projection reads it).
-    cost: CostGrant,
+    /// What the client's `initialize` was granted, read by the projection.
+    granted: Arc<extensions::Granted>,
 }
 
 impl WireServer {
-    pub fn new(peer: Arc<Peer>, live: &LiveSession, version: String, cost: CostGrant) -> Self {
+    pub fn new(peer: Arc<Peer>, live: &LiveSession, version: String) -> Self {
         let outbound = peer.outbound().clone();
-        Self { outbound, peer, driver: live.driver().clone(), version, wire_path: live.wire_path(), cost }
+        let granted = Arc::default();
+        Self { outbound, peer, driver: live.driver().clone(), version, wire_path: live.wire_path(), granted }
+    }
+
+    /// Shares the client's grant with the projection that sends it kiwi-only events.
+    pub fn with_grant(mut self, granted: Arc<extensions::Granted>) -> Self {
+        self.granted = granted;
+        self
     }
 
     /// Serves until the inbound channel closes (EOF) or `stop` fires.
@@ -120,7 +127,7 @@ impl WireServer {
             return;
         }
         let result = initialize_agent(&self.driver, params, &self.version);
-        self.cost.set(result.cost.is_some());
+        self.granted.set(result.extensions.as_deref());
         self.outbound.respond(&id, &result).await;
     }
 

@@ -8,7 +8,6 @@ kiwi with the SDK's extra_args (so that path is exercised too).
 import asyncio
 import json
 import os
-import sys
 
 from claude_agent_sdk import (
     AgentDefinition,
@@ -30,48 +29,11 @@ from claude_agent_sdk import (
     query,
     tool,
 )
-
-KIWI = os.environ["KIWI_BIN"]
-WORK = os.environ["KIWI_WORK"]
-DIR = os.environ["KIWI_DIR"]
-
-
-def config(name, scripts, helper=None, prices=None):
-    """A scripted config; with `helper`, a second model `helper` with its own script queue; with
-    `prices`, the scripted model's dollars per million tokens."""
-    scripts_path = os.path.join(DIR, f"{name}.scripts.json")
-    with open(scripts_path, "w") as f:
-        json.dump(scripts, f)
-    cfg = {
-        "default_model": "scripted",
-        "models": {"scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000}},
-        "providers": {
-            "p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
-                  "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path}}
-        },
-    }
-    if prices is not None:
-        cfg["models"]["scripted"]["usd_per_mtok"] = prices
-    if helper is not None:
-        helper_path = os.path.join(DIR, f"{name}.helper.json")
-        with open(helper_path, "w") as f:
-            json.dump(helper, f)
-        cfg["models"]["helper"] = {"provider": "q", "model": "helper_echo", "max_context_size": 50000}
-        cfg["providers"]["q"] = {"type": "_scripted_echo", "base_url": "", "api_key": "",
-                                 "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": helper_path}}
-    path = os.path.join(DIR, f"{name}.config.json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    return path
-
+from kit import KIWI, WORK, call, config, run_checks
 
 def options(name, scripts, helper=None, prices=None, **kw):
     return ClaudeAgentOptions(cli_path=KIWI, cwd=WORK,
                               extra_args={"config-file": config(name, scripts, helper, prices)}, **kw)
-
-
-def call(call_id, name, arguments):
-    return "tool_call: " + json.dumps({"id": call_id, "name": name, "arguments": json.dumps(arguments)})
 
 
 def shell(call_id, command):
@@ -366,22 +328,8 @@ async def cost_and_budget():
 
 
 async def main():
-    passed = failed = 0
-    checks = [one_shot, multi_turn, can_use_tool, interrupt, sdk_mcp_tool, hooks, structured_output, agents,
-              background_agent, control_queries, cost_and_budget]
-    only = os.environ.get("KIWI_SDK_CHECKS")
-    if only:
-        checks = [c for c in checks if c.__name__ in only.split(",")]
-    for check in checks:
-        try:
-            await asyncio.wait_for(check(), timeout=60)
-            print(f"ok {check.__name__}")
-            passed += 1
-        except Exception as e:  # noqa: BLE001 - every failure is reported, then counted
-            print(f"FAILED {check.__name__}: {type(e).__name__}: {e}")
-            failed += 1
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    await run_checks([one_shot, multi_turn, can_use_tool, interrupt, sdk_mcp_tool, hooks, structured_output, agents,
+                      background_agent, control_queries, cost_and_budget])
 
 
 asyncio.run(main())

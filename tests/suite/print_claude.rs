@@ -316,7 +316,7 @@ fn bad_input_lines_get_clear_errors_and_the_run_goes_on() {
         "this is not json".to_string(),
         r#"{"type":"mystery"}"#.into(),
         r#"{"type":"user","message":{"role":"user","content":[{"type":"audio"}]}}"#.into(),
-        control("c-1", json!({"subtype":"rewind_files"})),
+        control("c-1", json!({"subtype":"no_such_request"})),
         control("c-2", json!({"subtype":"set_permission_mode","mode":"sideways"})),
         control("c-3", json!({"subtype":"set_permission_mode","mode":"acceptEdits"})),
         control("c-4", json!({"subtype":"set_model","model":"default"})),

@@ -422,11 +422,11 @@ fn control_queries_and_mode_changes() {
     k.send_raw(&control("model", json!({"subtype":"set_model","model":null})));
     let (_, model) = until(&mut k, is_response("model"));
     assert_eq!(model["response"]["response"], json!({"model": null}));
-    // Requests kiwi does not serve are refused by name.
+    // Requests kiwi does not serve are refused by name (the session APIs are served:
+    // print_claude_sessions).
     for (id, request) in [
-        ("odd", json!({"subtype":"rewind_files"})),
-        ("reconnect", json!({"subtype":"mcp_reconnect","serverName":"x"})),
-        ("toggle", json!({"subtype":"mcp_toggle","serverName":"x","enabled":false})),
+        ("odd", json!({"subtype":"no_such_request"})),
+        ("feedback", json!({"subtype":"submit_feedback","description":"x"})),
     ] {
         k.send_raw(&control(id, request.clone()));
         let (_, odd) = until(&mut k, is_response(id));
@@ -658,9 +658,10 @@ fn claude_tool_names_rules_and_flags() {
     assert_eq!(results[1]["is_error"], true, "but not touch: {}", results[1]);
     assert_eq!(lines.last().unwrap()["permission_denials"][0]["tool_use_id"], "g2");
     assert!(!d.work().join("nope").exists());
+    // A fork needs a session to copy.
     let r = run(d.command(&config, &["-p", "--fork-session", "--resume", "x", "q"]), "");
-    assert_eq!(r.code, Some(2));
-    assert!(r.stderr.contains("--fork-session is not supported"), "{}", r.stderr);
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("No conversation found with session ID: x"), "{}", r.stderr);
 }
 
 /// A config whose default model reads `main` and whose model `helper` (another provider, so

@@ -29,16 +29,23 @@ fn python_with_sdk() -> Result<PathBuf, String> {
 
 #[test]
 fn the_python_sdk_drives_kiwi() {
+    run_check("check.py", "11 passed, 0 failed");
+}
+
+/// Runs the SDK check script `script` of tests/print_sdk/ against kiwi, in a fresh work and share
+/// dir, and asserts its closing line says `expected`; skipped with the reason where the SDK
+/// cannot be had (a failure under `KIWI_REQUIRE_SDK_TESTS=1`).
+pub(crate) fn run_check(script: &str, expected: &str) {
     let python = match python_with_sdk() {
         Ok(p) => p,
-        Err(reason) => return crate::npm::skip("the claude-agent-sdk check", &reason),
+        Err(reason) => return crate::npm::skip(&format!("the claude-agent-sdk check {script}"), &reason),
     };
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     let share = dir.path().join("share");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&share).unwrap();
-    let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/print_sdk/check.py");
+    let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/print_sdk").join(script);
     let output = Command::new(python)
         .arg(check)
         .env("KIWI_BIN", env!("CARGO_BIN_EXE_kiwi"))
@@ -48,10 +55,11 @@ fn the_python_sdk_drives_kiwi() {
         .env("HOME", dir.path())
         .env_remove("KIMI_DIALECT")
         .env_remove("KIWI_SDK_CHECKS")
+        .env_remove("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING")
         .output()
         .expect("run the SDK check");
     let stdout = String::from_utf8_lossy(&output.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "the SDK check failed:\n{stdout}");
-    assert!(stdout.contains("11 passed, 0 failed"), "{stdout}");
+    assert!(output.status.success(), "the SDK check {script} failed:\n{stdout}");
+    assert!(stdout.contains(expected), "{stdout}");
 }

@@ -547,3 +547,98 @@ fn a_client_that_leaves_mid_approval_does_not_pin_the_session() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(second.until_closed(), (1001, "Session process exited".to_string()));
 }
+
+/// kiwi's additions for its own UI reach only clients that ask (`docs/compatibility.md`): a
+/// socket granted `tool_output` gets a running command's lines as `ToolOutput` events, one that
+/// asks nothing gets the reference's frames; the answered approval and the stopped turn are kept
+/// on the records (kiwi's members) and served by `GET …/kiwi-marks`, never in the history frames.
+#[test]
+fn kiwi_additions_reach_only_the_sockets_and_calls_that_ask() {
+    let home = home_with(&[
+        shell_script("tc-1", "echo one; echo two"),
+        "text: done".to_string(),
+        shell_script("tc-2", "echo never"),
+    ]);
+    let id = home.new_session();
+    let server = home.serve(&[]);
+    let (mut asks, _) = server.join(&id);
+    let (mut plain, _) = server.join(&id);
+    let params = json!({"protocol_version": "1.10", "extensions": ["tool_output"]});
+    let (_, granted) = asks.call("a-init", "initialize", params);
+    assert_eq!(granted["result"]["extensions"], json!(["tool_output"]), "{granted}");
+    plain.initialize("b-init");
+    prompt(&mut asks, "p1", "run it");
+    let (_, request) = asks.until(|m| m["method"] == "request");
+    let request_id = request["id"].clone();
+    asks.send(json!({"jsonrpc": "2.0", "id": request_id, "result": {"request_id": request_id, "response": "approve"}}));
+    let (seen, _) = asks.until(|m| m["id"] == "p1");
+    let text: String = seen
+        .iter()
+        .filter(|m| m["params"]["type"] == "ToolOutput")
+        .map(|m| m["params"]["payload"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "one\ntwo\n", "{:?}", kinds(&seen));
+    let (plain_seen, _) = plain.until(|m| m["id"] == "p1");
+    assert!(!kinds(&plain_seen).contains(&"ToolOutput".to_string()), "{:?}", kinds(&plain_seen));
+    let marks = |server: &super::web_kit::Server| server.get_json(&format!("/api/sessions/{id}/kiwi-marks"));
+    assert_eq!(
+        marks(&server),
+        (
+            200,
+            json!({"approvals": [{"turn_index": 0, "tool_call_id": "tc-1", "response": "approve", "feedback": ""}], "stopped": []})
+        )
+    );
+    // The second turn is stopped while its approval waits.
+    prompt(&mut plain, "p2", "again");
+    plain.until(|m| m["method"] == "request");
+    plain.call("c1", "cancel", json!({}));
+    plain.until(|m| m["id"] == "p2");
+    assert!(wait_until(Duration::from_secs(10), || marks(&server).1["stopped"] == json!([1])), "{:?}", marks(&server));
+    assert_eq!(
+        marks(&server).1["approvals"].as_array().unwrap().len(),
+        1,
+        "the cancel's reject has no result to sit on"
+    );
+    // The record holds the marks as kiwi's members; a joining socket's history frames do not.
+    let record = std::fs::read_to_string(home.session_dir(&id).join("wire.jsonl")).unwrap();
+    assert!(record.contains(r#""kiwi_approval": {"response": "approve", "feedback": ""}"#), "{record}");
+    assert!(record.contains(r#""kiwi_stopped": true"#), "{record}");
+    assert!(!record.contains("ToolOutput"), "{record}");
+    let (_, history) = server.join(&id);
+    assert!(history.iter().all(|m| !m.to_string().contains("kiwi_")), "{history:?}");
+    let (status, body) = server.get_json(&format!("/api/sessions/{}/kiwi-marks", uuid::Uuid::new_v4()));
+    assert_eq!((status, body), (404, json!({"detail": "Session not found"})));
+}
+
+/// A print run marks the session it creates (`origin.json`); the session list names it only for
+/// a client that asks with `kiwi_origin`, and a print run that resumes a session marks nothing.
+#[test]
+fn print_runs_are_marked_and_listed_only_when_asked() {
+    let home = home_with(&["text: from print".to_string(), "text: resumed".to_string()]);
+    let own = home.new_session();
+    let print = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+        cmd.args(["--print", "-p", "hi", "--work-dir"]).arg(home.work()).args(extra);
+        cmd.env("HOME", home.home()).env("KIMI_SHARE_DIR", home.share());
+        for var in crate::common::SCRUBBED_ENV {
+            cmd.env_remove(var);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    print(&[]);
+    print(&["--session", &own]);
+    assert!(!home.session_dir(&own).join("origin.json").exists(), "a resumed session is not marked");
+    let server = home.serve(&[]);
+    let (status, plain) = server.get_json("/api/sessions/");
+    assert_eq!(status, 200);
+    assert_eq!(plain.as_array().unwrap().len(), 2, "{plain}");
+    assert!(plain.as_array().unwrap().iter().all(|s| s.get("kiwi_origin").is_none()), "{plain}");
+    let (_, asked) = server.get_json("/api/sessions/?kiwi_origin=1");
+    let origins: Vec<(bool, Value)> =
+        asked.as_array().unwrap().iter().map(|s| (s["session_id"] == own.as_str(), s["kiwi_origin"].clone())).collect();
+    assert!(origins.contains(&(true, Value::Null)) && origins.contains(&(false, json!("print"))), "{asked}");
+    let made = asked.as_array().unwrap().iter().find(|s| s["session_id"] != own.as_str()).unwrap();
+    let marker = std::fs::read_to_string(home.session_dir(made["session_id"].as_str().unwrap()).join("origin.json"));
+    assert_eq!(marker.unwrap(), r#"{"origin":"print","dialect":"kimi"}"#);
+}

@@ -17,6 +17,19 @@ fn todo_call(id: &str) -> String {
 /// the reference's answer member for member — "1.10" whatever it sent, the nine built-in commands
 /// with their exact descriptions, `hooks` and `capabilities`, and no kiwi-only member. The whole
 /// object is pinned, so that no later addition can change it unnoticed.
+/// A turn of one tool call and a closing answer, as every client that asks nothing sees it.
+const ONE_TOOL_STEP_TURN: [&str; 9] = [
+    "TurnBegin",
+    "StepBegin",
+    "ToolCall",
+    "StatusUpdate",
+    "ToolResult",
+    "StepBegin",
+    "ContentPart",
+    "StatusUpdate",
+    "TurnEnd",
+];
+
 #[test]
 fn initialize_is_the_reference_answer_for_a_client_that_asks_nothing() {
     let env = Env::new();
@@ -145,20 +158,7 @@ fn two_step_tool_turn_and_context_file() {
     let mut k = env.spawn(&config, &["--session", "s1"]);
     let (events, response) = k.prompt("p0", json!("go"));
     assert_eq!(response["result"]["status"], "finished");
-    assert_eq!(
-        types(&events),
-        [
-            "TurnBegin",
-            "StepBegin",
-            "ToolCall",
-            "StatusUpdate",
-            "ToolResult",
-            "StepBegin",
-            "ContentPart",
-            "StatusUpdate",
-            "TurnEnd"
-        ]
-    );
+    assert_eq!(types(&events), ONE_TOOL_STEP_TURN);
     k.close_stdin();
     assert!(k.wait_exit(Duration::from_secs(5)).unwrap().success());
     let dir = env.session_dir("s1");
@@ -494,4 +494,47 @@ fn missing_work_dir_is_a_usage_error_even_with_a_bad_config() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
     assert!(out.stdout.is_empty());
+}
+
+/// kiwi's `tool_output` extension: a client that asks gets `ToolOutput` events with a running
+/// Shell command's lines, all before the call's `ToolResult`, and the record keeps none of them;
+/// a client that asks nothing gets the turn it always got, frame for frame.
+#[test]
+fn running_shell_output_reaches_only_clients_that_ask() {
+    let shell = |id: &str| {
+        let args = serde_json::to_string(&json!({"command": "echo one; sleep 0.3; echo two >&2; echo three"})).unwrap();
+        format!("tool_call: {}", json!({"id": id, "name": "Shell", "arguments": args}))
+    };
+    let env = Env::new();
+    let config = env.scripted_config(&[&shell("tc-1"), "text: done", &shell("tc-2"), "text: done"]);
+    let mut k = env.spawn(&config, &["--yolo", "--session", "out"]);
+    let (_, r) = k.call("i1", "initialize", json!({"protocol_version": "1.10", "extensions": ["tool_output"]}));
+    assert_eq!(r["result"]["extensions"], json!(["tool_output"]), "{r}");
+    let (events, r) = k.prompt("p1", json!("go"));
+    assert_eq!(r["result"]["status"], "finished", "{r}");
+    let outputs: Vec<&Value> = events.iter().filter(|e| e["params"]["type"] == "ToolOutput").collect();
+    assert!(!outputs.is_empty(), "{events:?}");
+    let text: String = outputs.iter().map(|e| e["params"]["payload"]["text"].as_str().unwrap()).collect();
+    // Whole lines; stdout and stderr are two pipes, so only each one's own order is fixed.
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert!(text.ends_with('\n') && text.find("one") < text.find("three"), "{text:?}");
+    lines.sort();
+    assert_eq!(lines, ["one", "three", "two"]);
+    assert!(outputs.iter().all(|e| e["params"]["payload"]["tool_call_id"] == "tc-1"));
+    let keys: Vec<&String> = outputs[0]["params"]["payload"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["tool_call_id", "text"]);
+    let last_output = events.iter().rposition(|e| e["params"]["type"] == "ToolOutput").unwrap();
+    let result = events.iter().position(|e| e["params"]["type"] == "ToolResult").unwrap();
+    assert!(last_output < result, "{:?}", types(&events));
+    let without: Vec<String> = types(&events).into_iter().filter(|t| t != "ToolOutput").collect();
+    // The same client asking nothing again: the reference's turn, nothing else.
+    let (_, r) = k.call("i2", "initialize", json!({"protocol_version": "1.10"}));
+    assert!(r["result"].get("extensions").is_none(), "{r}");
+    let (events, r) = k.prompt("p2", json!("again"));
+    assert_eq!(r["result"]["status"], "finished", "{r}");
+    assert_eq!(types(&events), without);
+    assert_eq!(types(&events), ONE_TOOL_STEP_TURN);
+    assert!(events.iter().all(|e| !e.to_string().contains("ToolOutput")));
+    let record = std::fs::read_to_string(env.session_dir("out").join("wire.jsonl")).unwrap();
+    assert!(!record.contains("ToolOutput"), "{record}");
 }

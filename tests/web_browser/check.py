@@ -8,9 +8,11 @@ the scripted answer appear while the turn still runs, approve a shell command, s
 reload and find the conversation again, then start a second turn and join it from a second page,
 answer its approval there and see both pages close the request. Screenshots of each stage are
 saved. Then, in a forked session: Esc stops a turn waiting for approval and both pages say
-"Stopped." (also after a reload), a running Shell card shows its elapsed time, `/undo` takes the
-undone turn out of the view at once, the session exports as a ZIP; and a fresh install (no
-config) gets the model setup panel, whose model answers the first prompt. Prints
+"Stopped." (also after a reload and in a browser with nothing stored: the server keeps the
+marks), a running Shell card shows its output as it comes and its elapsed time, `/undo` takes
+the undone turn out of the view at once, the session exports as a ZIP, a print run's session is
+marked and folded away; and a fresh install (no config) gets the model setup panel, whose model
+answers the first prompt. Prints
 "<n> passed, <m> failed"; exits non-zero on any failure.
 """
 
@@ -60,7 +62,7 @@ SCRIPTS = [
     "\n".join(
         [
             "text: Second turn: running another command.",
-            'tool_call: {"id": "tc-2", "name": "Shell", "arguments": "{\\"command\\": \\"sleep 2 && echo second-turn-ok\\"}"}',
+            'tool_call: {"id": "tc-2", "name": "Shell", "arguments": "{\\"command\\": \\"echo live-line-1 && sleep 3 && echo second-turn-ok\\"}"}',
         ]
     ),
     # Turn 2, step 2.
@@ -343,7 +345,7 @@ def _reload(c):
     shell = page.locator('.tool[data-tool="Shell"]').first
     expect(shell).to_have_attribute("data-state", "ok")
     expect(shell.locator(".tool-output")).to_contain_text("kiwi-shell-ok")
-    # The decision is not in the record; this browser kept it.
+    # The decision comes from the server (kiwi's marks), not from this browser.
     expect(shell.locator(".tool-note")).to_have_text("Approved")
     expect(page.locator("#status-line .state-pill")).to_have_text("ready")
     expect(page.locator("#todo-toggle")).to_contain_text("Todo 1/2")
@@ -391,6 +393,9 @@ def _phone(c):
     sep = "&" if "?" in c["session_url"] else "?"
     page.goto(c["session_url"] + sep + "token=" + urllib.parse.quote(c["server"].token, safe=""))
     expect(page.locator(".turn")).to_have_count(2)
+    # A browser that never saw the approvals still shows them: they come from the server.
+    expect(page.locator('.turn >> nth=0 >> .tool[data-tool="Shell"] .tool-note')).to_have_text("Approved")
+    expect(page.locator('.turn >> nth=1 >> .tool[data-tool="Shell"] .tool-note')).to_have_text("Approved")
     expect(page.locator("#sidebar")).not_to_be_in_viewport()
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page scrolls sideways: {width}px wide"
@@ -435,7 +440,21 @@ def _escape(c):
     expect(page_b.locator(".turn").nth(1).locator(".stopped-note")).to_have_text("Stopped.")
     # The first turn's call (the same id in the fork's scripts) does not take the later decision.
     expect(page_b.locator(".turn").nth(0).locator(".tool-note", has_text="Rejected")).to_have_count(0)
+    page_b.locator(".stopped-note").scroll_into_view_if_needed()
     shot(page_b, "09-stopped-after-reload-other-page")
+    # A browser with nothing stored (a new context) sees the same: the server keeps the marks.
+    fresh = c["browser"].new_context(viewport={"width": 1280, "height": 860})
+    fresh.set_default_timeout(TIMEOUT_MS)
+    other = fresh.new_page()
+    watch_console(other, "fresh context", c["errors"])
+    sep = "&" if "?" in c["fork_url"] else "?"
+    other.goto(c["fork_url"] + sep + "token=" + urllib.parse.quote(c["server"].token, safe=""))
+    expect(other.locator(".turn").nth(1).locator(".stopped-note")).to_have_text("Stopped.")
+    expect(other.locator(".turn").nth(0).locator('.tool[data-tool="Shell"] .tool-note')).to_have_text("Approved")
+    assert other.evaluate("Object.keys(localStorage).filter(k => /\\.(decision|stopped)\\./.test(k))") == []
+    other.locator(".stopped-note").scroll_into_view_if_needed()
+    shot(other, "09b-marks-in-a-fresh-browser")
+    fresh.close()
 
 
 @check("a running Shell card shows how long it has run, then its output")
@@ -448,9 +467,15 @@ def _running_shell(c):
     send(page, "Now the slow one")
     page.locator(".request.approval button.primary").click()
     shell = page.locator(".turn").nth(3).locator('.tool[data-tool="Shell"]')
+    # Its first line is on screen while the command still runs (kiwi's `tool_output` events).
+    expect(shell.locator(".live-output")).to_contain_text("live-line-1")
     expect(shell.locator(".tool-state")).to_contain_text("running · ")
-    shot(page, "10-shell-running-elapsed")
+    expect(shell).to_have_attribute("data-state", "running")
+    assert "second-turn-ok" not in shell.locator(".live-output").inner_text()
+    shot(page, "10-shell-running-live-output-elapsed")
     expect(shell.locator(".tool-output")).to_contain_text("second-turn-ok")
+    expect(shell.locator(".tool-output")).to_contain_text("live-line-1")
+    expect(shell.locator(".live-output")).to_have_count(0)
     expect(page.locator("#status-line .state-pill")).to_have_text("ready")
 
 
@@ -486,6 +511,34 @@ def _export(c):
     assert response.headers["content-type"] == "application/zip", response.headers
     assert response.body()[:2] == b"PK"
     page.click("#panel-close")
+
+
+@check("a print run's session is marked and folded away under the user's own")
+def _print_run(c):
+    page = c["page"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "KIWI_"))}
+    env.update({"HOME": str(HOME), "KIMI_SHARE_DIR": str(SHARE)})
+    run = subprocess.run(
+        [KIWI, "--print", "-p", "from a script", "--work-dir", str(WORK)],
+        cwd=WORK, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, (run.returncode, run.stdout, run.stderr)
+    page.reload()
+    folded = page.locator(".print-runs")
+    expect(folded).to_have_count(1)
+    expect(folded.locator("summary")).to_have_text("Print runs (1)")
+    # The user's own sessions stay in view; the print run is folded until asked for.
+    expect(page.locator(".group > .session-item")).to_have_count(2)
+    expect(folded.locator(".session-item")).to_be_hidden()
+    shot(page, "12b-print-run-folded")
+    folded.locator("summary").click()
+    item = folded.locator(".session-item")
+    expect(item).to_be_visible()
+    expect(item.locator(".print-badge")).to_have_text("print")
+    shot(page, "12c-print-run-open")
+    # The reference's listing is unchanged for a client that does not ask.
+    plain = page.request.get(c["server"].url + "/api/sessions/", headers={"Authorization": f"Bearer {c['server'].token}"}).json()
+    assert plain and all("kiwi_origin" not in s for s in plain), plain
 
 
 @check("a fresh install: the setup panel writes a model, and it answers the first prompt")

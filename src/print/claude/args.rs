@@ -115,8 +115,14 @@ pub struct ClaudeArgs {
     pub agents: Option<String>,
     /// `--max-thinking-tokens` / `--thinking`: thinking on (`Some(true)`) or off.
     pub thinking: Option<bool>,
-    /// `--fork-session`: refused (kiwi cannot fork a session).
+    /// `--fork-session`: the resumed (or continued) session is forked into a new one first;
+    /// without `--resume`/`--continue` it changes nothing (as in Claude Code).
     pub fork_session: bool,
+    /// `--resume-session-at UUID`: the resumed history ends with the turn this message ends
+    /// (`super::resume_at`).
+    pub resume_session_at: Option<String>,
+    /// `--resume-drops-turn UUID`: the prompt of the one turn `--resume-session-at` may discard.
+    pub resume_drops_turn: Option<String>,
     /// `--settings` (inline JSON or a file): only its `sandbox` member is read.
     pub settings: Option<String>,
     /// kiwi's `--sandbox MODE` and `--sandbox-network`, accepted in this dialect too.
@@ -165,6 +171,8 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--log-stderr"], Arity::Switch),
     (&["--add-dir"], Arity::Value),
     (&["--fork-session"], Arity::Switch),
+    (&["--resume-session-at"], Arity::Value),
+    (&["--resume-drops-turn"], Arity::Value),
     (&["--json-schema"], Arity::Value),
     (&["--agents"], Arity::Value),
     (&["--max-thinking-tokens"], Arity::Value),
@@ -184,8 +192,6 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--betas"], Arity::Value),
     (&["--thinking-display"], Arity::Value),
     (&["--effort"], Arity::Value),
-    (&["--resume-session-at"], Arity::Value),
-    (&["--resume-drops-turn"], Arity::Value),
     (&["--plugin-dir"], Arity::Value),
     (&["--agent"], Arity::Value),
     (&["--debug-file"], Arity::Value),
@@ -351,6 +357,8 @@ impl ClaudeArgs {
             "--json-schema" => self.json_schema = Some(v),
             "--agents" => self.agents = Some(v),
             "--fork-session" => self.fork_session = true,
+            "--resume-session-at" => self.resume_session_at = Some(v),
+            "--resume-drops-turn" => self.resume_drops_turn = Some(v),
             "--max-thinking-tokens" => {
                 let n: u64 = v
                     .trim()
@@ -381,10 +389,12 @@ impl ClaudeArgs {
     }
 
     fn validate(&self) -> Result<(), UsageError> {
-        if self.fork_session {
-            return Err(UsageError(
-                "--fork-session is not supported: kiwi cannot fork a session (resume it, or start a new one)".into(),
-            ));
+        // Claude Code's own texts.
+        if self.resume_session_at.is_some() && self.resume.is_none() {
+            return Err(UsageError("--resume-session-at requires --resume".into()));
+        }
+        if self.resume_drops_turn.is_some() && self.resume_session_at.is_none() {
+            return Err(UsageError("--resume-drops-turn requires --resume-session-at".into()));
         }
         if self.input_format == InputFormat::StreamJson && self.output_format != OutputFormat::StreamJson {
             return Err(UsageError("--input-format stream-json needs --output-format stream-json".into()));
@@ -395,10 +405,14 @@ impl ClaudeArgs {
         if self.replay_user_messages && self.input_format != InputFormat::StreamJson {
             return Err(UsageError("--replay-user-messages needs --input-format stream-json".into()));
         }
-        let chosen = [self.continue_, self.resume.is_some(), self.session_id.is_some()];
+        // With --fork-session, --session-id names the fork of the resumed session.
+        let fork_named = self.fork_session && self.session_id.is_some();
+        let chosen = [self.continue_, self.resume.is_some(), self.session_id.is_some() && !fork_named];
         if chosen.iter().filter(|c| **c).count() > 1 {
             return Err(UsageError(
-                "Choose one of --continue, --resume and --session-id (kiwi cannot fork sessions)".into(),
+                "Choose one of --continue, --resume and --session-id (--session-id goes with --resume or \
+                 --continue only to name a --fork-session)"
+                    .into(),
             ));
         }
         for id in self.resume.iter().chain(&self.session_id) {
@@ -526,7 +540,9 @@ mod tests {
             (&["--max-budget-usd=-2"], "--max-budget-usd needs"),
             (&["--max-budget-usd", "lots"], "--max-budget-usd needs"),
             (&["--model"], "argument missing"),
-            (&["--fork-session", "-r", "x"], "--fork-session is not supported"),
+            (&["--resume-session-at=u"], "--resume-session-at requires --resume"),
+            (&["--resume-drops-turn=u", "-r", "x"], "--resume-drops-turn requires --resume-session-at"),
+            (&["-c", "-r", "x", "--fork-session"], "Choose one of"),
             (&["--max-thinking-tokens", "lots"], "--max-thinking-tokens needs"),
             (&["--model", "--verbose"], "argument missing"),
             (&["--permission-mode", "yolo"], "Invalid value for --permission-mode"),

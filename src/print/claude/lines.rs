@@ -484,7 +484,8 @@ pub struct ControlResponseLine {
 pub enum ControlResponse {
     Success {
         request_id: String,
-        #[serde(default)]
+        /// Absent for an answer without a payload (`null`), as Claude Code sends them.
+        #[serde(default, skip_serializing_if = "Value::is_null")]
         response: Value,
     },
     Error {

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::lines::McpServerStatus as InitServer;
-use crate::protocol::{McpServerState, McpStatus};
+use crate::protocol::McpServerState;
 
 /// What `--mcp-config` (and the user's own `mcp.json`) define.
 #[derive(Debug, Default, PartialEq)]
@@ -93,21 +93,28 @@ fn claude_types_to_transports(document: &mut Value) {
     }
 }
 
-/// `system/init`'s `mcp_servers`: each server with Claude's status words.
-pub fn init_servers(status: Option<McpStatus>) -> Vec<InitServer> {
-    let Some(status) = status else { return Vec::new() };
-    status
+/// `system/init`'s `mcp_servers`: each server of kiwi's MCP client with Claude's status words
+/// (`disabled`: turned off by `mcp_toggle`).
+pub fn init_servers(manager: Option<&crate::mcp::McpManager>) -> Vec<InitServer> {
+    let Some(manager) = manager else { return Vec::new() };
+    let disabled = manager.disabled();
+    manager
+        .snapshot()
         .servers
         .into_iter()
         .map(|s| InitServer {
-            name: s.name,
-            status: match s.status {
-                McpServerState::Pending | McpServerState::Connecting => "pending",
-                McpServerState::Connected => "connected",
-                McpServerState::Failed => "failed",
-                McpServerState::Unauthorized => "needs-auth",
+            status: if disabled.contains(&s.name) {
+                "disabled"
+            } else {
+                match s.status {
+                    McpServerState::Pending | McpServerState::Connecting => "pending",
+                    McpServerState::Connected => "connected",
+                    McpServerState::Failed => "failed",
+                    McpServerState::Unauthorized => "needs-auth",
+                }
             }
             .into(),
+            name: s.name,
             source: None,
         })
         .collect()

@@ -2,16 +2,22 @@
 //! the command line, `start` builds the session, `run` serves input lines and control requests,
 //! `projection` (over the pure `turn`) writes the lines, `permission` decides approvals (with
 //! `tool_names`: Claude's names and rules); `sdk` serves what SDK programs add (`sdk_mcp`, hooks,
-//! agents, `structured`) through the control requests of `control`.
+//! agents, `structured`) through the control requests of `control`. The session APIs: `resume`
+//! (`--fork-session`, `--resume-session-at`) and `rewind_files` find messages through `ledger`;
+//! `mcp_control` turns the session's MCP servers off, on, or connects them anew.
 
 pub mod args;
 pub mod control;
 pub mod input;
+pub mod ledger;
 pub mod lines;
 pub mod mcp;
+pub mod mcp_control;
 pub mod permission;
 pub mod projection;
+pub mod resume;
 pub mod retry;
+pub mod rewind_files;
 pub mod run;
 pub mod sandbox_settings;
 pub mod sdk;

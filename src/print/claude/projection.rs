@@ -78,6 +78,8 @@ struct Inner {
     agent_ended: AtomicBool,
     /// A turn ended with a background subagent still running: `idle` is owed once none is.
     idle_withheld: AtomicBool,
+    /// Where each turn's uuids are recorded (a session with a folder).
+    ledger: OnceLock<Arc<super::ledger::Ledger>>,
 }
 
 pub struct ClaudeProjection {
@@ -118,6 +120,7 @@ impl ClaudeProjection {
                 task_ended: tokio::sync::Notify::new(),
                 agent_ended: AtomicBool::new(false),
                 idle_withheld: AtomicBool::new(false),
+                ledger: OnceLock::new(),
             }),
         }
     }
@@ -162,6 +165,11 @@ impl ClaudeProjection {
             let _ = waiter.await;
         }
         self.release_idle().await;
+    }
+
+    /// Records each turn's uuids from now on.
+    pub fn set_ledger(&self, ledger: Arc<super::ledger::Ledger>) {
+        let _ = self.inner.ledger.set(ledger);
     }
 
     pub fn set_driver(&self, driver: &Arc<TurnDriver>) {
@@ -256,10 +264,18 @@ impl Inner {
     }
 
     async fn write_all(&self, lines: Vec<OutLine>) {
+        self.note(&lines);
         if self.streaming() {
             for line in &lines {
                 self.write(line).await;
             }
+        }
+    }
+
+    /// The running turn's lines, for its uuid record.
+    fn note(&self, lines: &[OutLine]) {
+        if let Some(ledger) = self.ledger.get() {
+            ledger.note(lines);
         }
     }
 
@@ -278,7 +294,7 @@ impl Inner {
 
     /// `system/init`'s servers: kiwi's MCP client's, then the host's own.
     fn mcp_servers(&self) -> Vec<McpServerStatus> {
-        let mut servers = super::mcp::init_servers(self.agent.mcp.as_ref().map(|m| m.snapshot()));
+        let mut servers = super::mcp::init_servers(self.agent.mcp.as_deref());
         servers.extend(self.extras.servers.iter().map(|s| s.init_status()));
         servers
     }
@@ -542,6 +558,9 @@ impl Projection for ClaudeProjection {
                     turn.set_model(inner.agent.model_name(), inner.agent.max_context_size());
                     turn.begin(&user_input.text_input());
                 }
+                if let Some(ledger) = inner.ledger.get() {
+                    ledger.begin(&user_input.text_input());
+                }
                 if inner.streaming() {
                     inner.write(&inner.init_line()).await;
                 }
@@ -612,6 +631,10 @@ impl Projection for ClaudeProjection {
                 line.structured_output = Some(answer);
             }
             let failed = line.is_error;
+            let result_uuid = line.uuid.clone();
+            if inner.settings.format != OutputFormat::StreamJson {
+                inner.note(&lines);
+            }
             match inner.settings.format {
                 OutputFormat::StreamJson => {
                     lines.push(OutLine::Result(line));
@@ -628,6 +651,9 @@ impl Projection for ClaudeProjection {
                         inner.out.send_raw(text.into_bytes()).await;
                     }
                 }
+            }
+            if let Some(ledger) = inner.ledger.get() {
+                ledger.end(&result_uuid);
             }
             // A background subagent still running will wake the main agent: the session is not
             // idle until it ended (the SDK keeps its input open meanwhile).

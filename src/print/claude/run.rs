@@ -61,6 +61,8 @@ pub struct RunLoop {
     pub streaming: bool,
     /// The SDK's servers, hooks and agents (`initialize`).
     pub extras: Arc<Extras>,
+    /// Where each turn's uuids are recorded (`--resume-session-at`, `rewind_files`).
+    pub ledger: Arc<super::ledger::Ledger>,
 }
 
 impl RunLoop {
@@ -191,7 +193,9 @@ impl RunLoop {
         for warning in self.extras.add_flag_agents(self.driver.agent()) {
             stderr_line(&format!("kiwi: {warning}"));
         }
-        self.projection.set_replay(if self.replay { next.echo.map(|e| self.stamped(e)) } else { None });
+        let echo = next.echo.map(|e| self.stamped(e));
+        self.ledger.set_next_prompt(echo.as_ref().map_or_else(fresh_uuid, |e| e.uuid.clone()));
+        self.projection.set_replay(if self.replay { echo } else { None });
         self.projection.set_cancel_reason("Interrupted by user");
         if let Some(model) = self.next_model.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
             self.driver.agent().env.model.set(model);
@@ -270,6 +274,10 @@ impl RunLoop {
     async fn control(&self, request: ControlRequestIn) -> Option<JoinHandle<()>> {
         let subtype = request.request.get("subtype").and_then(Value::as_str).unwrap_or("").to_string();
         let id = request.request_id;
+        if let Some(result) = self.session_request(&subtype, &request.request).await {
+            self.respond(id, result).await;
+            return None;
+        }
         let parsed = serde_json::from_value::<HostRequest>(request.request);
         let result = match parsed {
             Ok(HostRequest::Initialize { hooks, agents }) => return Some(self.initialize(id, hooks, agents)),
@@ -320,6 +328,18 @@ impl RunLoop {
         };
         self.respond(id, result).await;
         None
+    }
+
+    /// The session APIs (`super::mcp_control`, `super::rewind_files`); `None` for other subtypes.
+    async fn session_request(&self, subtype: &str, request: &Value) -> Option<Result<Value, String>> {
+        let agent = self.driver.agent();
+        let host_servers = || self.extras.servers.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+        Some(match subtype {
+            "mcp_toggle" => super::mcp_control::toggle(agent, &host_servers(), request).await,
+            "mcp_reconnect" => super::mcp_control::reconnect(agent, &host_servers(), request).await,
+            "rewind_files" => super::rewind_files::rewind_files(&self.driver, &self.ledger, request).await,
+            _ => return None,
+        })
     }
 
     /// `initialize`: the host's servers connected, hooks subscribed and agents added, then the
@@ -391,14 +411,18 @@ impl RunLoop {
     fn mcp_status(&self) -> Value {
         let mut servers: Vec<Value> = Vec::new();
         if let Some(manager) = &self.driver.agent().mcp {
-            for (server, init) in
-                manager.snapshot().servers.iter().zip(super::mcp::init_servers(Some(manager.snapshot())))
-            {
-                servers.push(json!({
+            for (server, init) in manager.snapshot().servers.iter().zip(super::mcp::init_servers(Some(manager))) {
+                let mut entry = json!({
                     "name": server.name,
                     "status": init.status,
                     "tools": server.tools.iter().map(|t| json!({"name": t})).collect::<Vec<_>>(),
-                }));
+                });
+                if init.status == "failed"
+                    && let Some(error) = manager.error_of(&server.name)
+                {
+                    entry["error"] = Value::from(error);
+                }
+                servers.push(entry);
             }
         }
         servers.extend(self.extras.servers.iter().map(|s| s.status_value()));

@@ -60,6 +60,9 @@ Usage: kiwi -p [OPTIONS] [PROMPT]
   --mcp-config JSON|FILE, --strict-mcp-config, --add-dir DIR, --max-thinking-tokens N
   --system-prompt TEXT, --system-prompt-file PATH, --append-system-prompt TEXT
   -c, --continue | -r, --resume ID | --session-id ID
+  --fork-session                  continue a copy of the resumed session (under --session-id if given)
+  --resume-session-at UUID        resume with the history up to the turn that message ends
+  --resume-drops-turn UUID        ... discarding only the turn of that prompt
   --model NAME, --max-turns N, --max-budget-usd USD (needs prices: usd_per_mtok in the config)
   --config TEXT, --config-file PATH, --work-dir PATH, --debug, --log-stderr (kiwi's own)
 
@@ -94,8 +97,9 @@ pub fn main(argv: &[OsString]) -> ExitCode {
         Err(message) => return usage(&message),
     };
     match prepare(&args, &share) {
-        Ok((setup, request, sdk_servers)) => {
+        Ok((setup, request, sdk_servers, refused)) => {
             additions.sdk_servers = sdk_servers;
+            additions.refused = refused;
             serve(&setup, request, &args, first, additions)
         }
         Err(e) => report(e, &share),
@@ -122,6 +126,8 @@ struct Additions {
     sdk_servers: Vec<String>,
     structured: Option<(Arc<StructuredOutput>, StructuredSlot)>,
     agents: Option<BTreeMap<String, AgentDefinitionIn>>,
+    /// Why the session asked for cannot be resumed (`super::resume`): the run's error result.
+    refused: Option<String>,
 }
 
 impl Additions {
@@ -140,7 +146,7 @@ impl Additions {
             ),
             None => None,
         };
-        Ok(Self { sdk_servers: Vec::new(), structured, agents })
+        Ok(Self { sdk_servers: Vec::new(), structured, agents, refused: None })
     }
 }
 
@@ -173,7 +179,9 @@ fn first_prompt(args: &ClaudeArgs) -> Result<Option<UserInput>, String> {
     Ok(Some(UserInput::Text(text)))
 }
 
-fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionRequest, Vec<String>), StartError> {
+type Prepared = (AgentSetup, SessionRequest, Vec<String>, Option<String>);
+
+fn prepare(args: &ClaudeArgs, share: &Path) -> Result<Prepared, StartError> {
     let work_dir = resolve_work_dir(args.work_dir.as_deref())?;
     let (mut config, config_source, warnings) =
         load_config(args.config.as_deref(), args.config_file.as_deref(), share)?;
@@ -192,10 +200,9 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         // An empty --system-prompt (every SDK run without one of its own) keeps kiwi's prompt.
         None => args.system_prompt.clone().filter(|p| !p.trim().is_empty()),
     };
-    let session = match (&args.resume, &args.session_id, args.continue_) {
-        (Some(id), _, _) | (None, Some(id), _) => SessionChoice::Id(id.trim().to_string()),
-        (None, None, true) => SessionChoice::Continue,
-        (None, None, false) => SessionChoice::New,
+    let (session, refused) = match super::resume::choose(args, share, &work_dir) {
+        Ok(choice) => (choice, None),
+        Err(refused) => (SessionChoice::New, Some(refused)),
     };
     let mcp = super::mcp::documents(&args.mcp_config, args.strict_mcp_config, share).map_err(StartError::Fatal)?;
     let sandbox = claude_sandbox(args, &mut config, share, &config_source, &work_dir)?;
@@ -213,7 +220,7 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<(AgentSetup, SessionReques
         invocation: Default::default(),
         sandbox,
     };
-    Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }, mcp.sdk))
+    Ok((setup, SessionRequest { work_dir, session, trace: Some(trace_to_stderr()) }, mcp.sdk, refused))
 }
 
 /// The run's sandbox (spec sandbox.md §2.3, §2.6): kiwi's `--sandbox` wins; else the stricter
@@ -290,6 +297,11 @@ fn serve(
     let cwd = request.work_dir.display().to_string();
     let served = shell::run(Runtime::CurrentThread, std::io::stdout(), |process| async move {
         let out = process.outbound;
+        if let Some(refused) = &additions.refused {
+            let id = args.resume.as_deref().map(str::trim).unwrap_or_default();
+            fail_early(&out, args, id, refused).await;
+            return 1;
+        }
         match setup.build(request) {
             Err(BuildError::Usage(m) | BuildError::Fatal(m)) => {
                 fail_early(&out, args, "", &m).await;
@@ -303,6 +315,7 @@ fn serve(
                     1
                 }
                 None => {
+                    crate::print::common::mark_created_session(&built.session, "claude");
                     let live = Live { sessions: &process.sessions, stop: process.stop, out };
                     run(built, live, setup, args, cwd, first, additions).await
                 }
@@ -330,8 +343,10 @@ fn session_problem(args: &ClaudeArgs, built: &BuiltSession) -> Option<String> {
     {
         return Some(format!("No conversation found with session ID: {}", id.trim()));
     }
+    // With --fork-session, --session-id named the fork just made.
     if let Some(id) = &args.session_id
         && built.session.resumed
+        && !(args.fork_session && (args.resume.is_some() || args.continue_))
     {
         return Some(format!("Session ID {} is already in use.", id.trim()));
     }
@@ -407,6 +422,8 @@ async fn run(
         peer.clone(),
         extras.clone(),
     ));
+    let ledger = Arc::new(super::ledger::Ledger::new(&agent.env.session_dir));
+    projection.set_ledger(ledger.clone());
     let live = LiveSession::open(built, projection.clone(), shell.sessions);
     let driver = live.driver().clone();
     projection.set_driver(&driver);
@@ -437,6 +454,7 @@ async fn run(
         replay: args.replay_user_messages,
         streaming,
         extras,
+        ledger,
     };
     // Ends the session's turns; the shell closes the session (SessionEnd hooks, tasks, folder).
     run_loop.serve(first, lines, shell.stop).await

@@ -52,6 +52,7 @@ where
 {
     let served = shell::run(Runtime::CurrentThread, output, |process| async move {
         let built = setup.build(SessionRequest { trace: Some(trace_to_stderr()), ..request })?;
+        super::common::mark_created_session(&built.session, "kimi");
         let model = setup.diagnostics().model_summary;
         let projection = Arc::new(KimiProjection::new(process.outbound, options.clone(), model));
         let live = LiveSession::open(built, projection, &process.sessions);

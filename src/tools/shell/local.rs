@@ -15,7 +15,10 @@
 //!   the provider API key variables, every name in a provider's `env` table, and any variable
 //!   whose value is a key kiwi holds (`docs/tools.md` §19.2; the reference passes everything on);
 //! * a background command is a `bash` task of `background::shell_task` (its output goes straight
-//!   to the task's `output.log`).
+//!   to the task's `output.log`);
+//! * when the host shows output as it comes ([`crate::tools::ToolHost::streams_output`]), the lines also go to
+//!   a [`Feed`] that hands them on at most every [`FEED_EVERY`] and once more when the streams
+//!   end, before the call returns (so they never follow its result); the result is unchanged.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -137,7 +140,7 @@ impl CommandRunner for LocalRunner {
         Box::pin(async move {
             let scrub = secret_env_names(&ctx.env.config);
             let (output, code) =
-                self.run_command(command, &ctx.env.work_dir, &scrub, timeout, None).await.map_err(|e| e.to_string())?;
+                self.run_command(command, ctx, &scrub, timeout, None).await.map_err(|e| e.to_string())?;
             // A signal `n` arrives as the code `-n` (see `run_command`), as the built-in always reported it.
             Ok(Ran { output, exit: code.map_or(Exit::TimedOut, Exit::Code), note: None })
         })
@@ -174,7 +177,7 @@ impl LocalRunner {
         policy: &crate::sandbox::CommandPolicy,
     ) -> Result<Ran, ConfinedError> {
         let scrub = secret_env_names(&ctx.env.config);
-        match self.run_command(command, &ctx.env.work_dir, &scrub, timeout, Some(policy)).await {
+        match self.run_command(command, ctx, &scrub, timeout, Some(policy)).await {
             Ok((output, code)) => Ok(Ran { output, exit: code.map_or(Exit::TimedOut, Exit::Code), note: None }),
             Err(e) => Err(match crate::sandbox::setup_failure(&e) {
                 Some(reason) => ConfinedError::Setup(reason),
@@ -218,11 +221,13 @@ impl LocalRunner {
     async fn run_command(
         &self,
         command: &str,
-        work_dir: &Path,
+        ctx: &ToolCallContext,
         scrub: &[OsString],
         timeout: Duration,
         policy: Option<&crate::sandbox::CommandPolicy>,
     ) -> std::io::Result<(OutputBuilder, Option<i32>)> {
+        let work_dir = &ctx.env.work_dir;
+        let feed = ctx.host.streams_output().then(|| Feed::new(ctx));
         let mut cmd = tokio::process::Command::new(&self.shell_path);
         cmd.arg("-c")
             .arg(command)
@@ -243,7 +248,13 @@ impl LocalRunner {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let finished = tokio::time::timeout(timeout, async {
-            futures::join!(pump(stdout, &builder), pump(stderr, &builder));
+            let pumps = async {
+                futures::join!(pump(stdout, &builder, feed.as_ref()), pump(stderr, &builder, feed.as_ref()));
+            };
+            match &feed {
+                Some(feed) => feed.alongside(pumps).await,
+                None => pumps.await,
+            }
             child.wait().await
         })
         .await;
@@ -270,8 +281,61 @@ impl LocalRunner {
     }
 }
 
-/// Copies one stream into the shared builder line by line.
-async fn pump<R: AsyncRead + Unpin>(stream: Option<R>, out: &Mutex<OutputBuilder>) {
+/// How often gathered output is handed on while a command runs.
+const FEED_EVERY: Duration = Duration::from_millis(100);
+/// The most output handed on at once; lines beyond it within one interval are skipped (and
+/// marked with a line `…`): a live view needs the flow, the result keeps everything.
+const FEED_MAX: usize = 64 * 1024;
+
+/// A running command's lines on their way to the user (see the module doc).
+struct Feed<'a> {
+    ctx: &'a ToolCallContext,
+    pending: Mutex<String>,
+    skipped: std::sync::atomic::AtomicBool,
+}
+
+impl<'a> Feed<'a> {
+    fn new(ctx: &'a ToolCallContext) -> Self {
+        Self { ctx, pending: Mutex::new(String::new()), skipped: Default::default() }
+    }
+
+    fn push(&self, text: &str) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.len() + text.len() > FEED_MAX {
+            self.skipped.store(true, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            pending.push_str(text);
+        }
+    }
+
+    async fn flush(&self) {
+        let mut text = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        if self.skipped.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            text.push_str("…\n");
+        }
+        if !text.is_empty() {
+            self.ctx.host.show_output(&self.ctx.tool_call_id, &text).await;
+        }
+    }
+
+    /// Runs `work` (the pumps), handing on what they gathered every [`FEED_EVERY`], and the
+    /// rest when they end.
+    async fn alongside(&self, work: impl std::future::Future<Output = ()>) {
+        let mut work = std::pin::pin!(work);
+        let mut tick = tokio::time::interval(FEED_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut work => break,
+                _ = tick.tick() => self.flush().await,
+            }
+        }
+        self.flush().await;
+    }
+}
+
+/// Copies one stream into the shared builder line by line (and to the feed, if any).
+async fn pump<R: AsyncRead + Unpin>(stream: Option<R>, out: &Mutex<OutputBuilder>, feed: Option<&Feed<'_>>) {
     let Some(stream) = stream else { return };
     let mut reader = BufReader::new(stream);
     let mut line: Vec<u8> = Vec::new();
@@ -305,12 +369,12 @@ async fn pump<R: AsyncRead + Unpin>(stream: Option<R>, out: &Mutex<OutputBuilder
         }
         reader.consume(take);
         if complete {
-            emit(&mut line, out, overlong);
+            emit(&mut line, out, overlong, feed);
             overlong = false;
         }
     }
     if !line.is_empty() {
-        emit(&mut line, out, overlong);
+        emit(&mut line, out, overlong, feed);
     }
 }
 
@@ -318,10 +382,13 @@ fn memchr_newline(buf: &[u8]) -> Option<usize> {
     buf.iter().position(|&b| b == b'\n')
 }
 
-fn emit(line: &mut Vec<u8>, out: &Mutex<OutputBuilder>, overlong: bool) {
+fn emit(line: &mut Vec<u8>, out: &Mutex<OutputBuilder>, overlong: bool, feed: Option<&Feed<'_>>) {
     let text = String::from_utf8_lossy(line);
     // An overlong line may end in a cut multi-byte character; that is within the dropped part.
     let text = if overlong { text.trim_end_matches('\u{FFFD}').to_string() } else { text.into_owned() };
+    if let Some(feed) = feed {
+        feed.push(&text);
+    }
     if let Ok(mut b) = out.lock() {
         b.write(&text);
     }

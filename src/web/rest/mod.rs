@@ -6,6 +6,7 @@ mod common;
 mod config;
 mod files;
 mod git;
+mod marks;
 mod open_in;
 mod sessions;
 mod title;
@@ -24,6 +25,7 @@ pub fn routes() -> Router<AppState> {
         .merge(sessions::routes())
         .merge(files::routes())
         .merge(git::routes())
+        .merge(marks::routes())
         .merge(work_dirs::routes())
         .merge(config::routes())
         .merge(open_in::routes())

@@ -48,6 +48,8 @@ async fn list(
         Some(v) => common::bool_field(Some(&Value::String(v.clone())), &["query", "archived"])?.unwrap_or(false),
     };
     let q = catalog::Query { limit, offset, q: query.get("q").cloned(), archived };
+    // kiwi extension (`docs/web-ui.md`): asked for, each session says which run made it.
+    let asked_origin = query.contains_key("kiwi_origin");
     let share = state.share_dir().to_path_buf();
     let page = blocking(move || {
         let mut all = catalog::list_all(&share);
@@ -62,10 +64,28 @@ async fn list(
         if due {
             catalog::auto_archive(&mut all, SystemTime::now());
         }
-        catalog::select(all, &q)
+        let page = catalog::select(all, &q);
+        let origins: Vec<_> = page.iter().map(|s| asked_origin.then(|| origin_member(&s.session_dir))).collect();
+        (page, origins)
     })
     .await?;
-    Ok(json(Value::Array(page.iter().map(|s| session_json(&state, s, Live::Hosted)).collect())))
+    let (page, origins) = page;
+    let listed = page.iter().zip(origins).map(|(s, origin)| {
+        let mut value = session_json(&state, s, Live::Hosted);
+        if let (Some(origin), Value::Object(members)) = (origin, &mut value) {
+            members.insert("kiwi_origin".into(), origin);
+        }
+        value
+    });
+    Ok(json(Value::Array(listed.collect())))
+}
+
+/// `kiwi_origin`: `"print"` for a session a print run created (`session::origin`), else null.
+fn origin_member(dir: &std::path::Path) -> Value {
+    match crate::session::origin::read(dir) {
+        Some(origin) if origin.is_print() => Value::from("print"),
+        _ => Value::Null,
+    }
 }
 
 /// `POST /api/sessions/`.

@@ -33,6 +33,7 @@ const state = {
   searchHits: [],
   searchAt: 0,
   openInDisabled: localStorage.getItem("kiwi.openin.off") === "1",
+  openPrintRuns: new Set(),
 };
 
 const channel = "BroadcastChannel" in window ? new BroadcastChannel("kiwi") : null;
@@ -182,7 +183,7 @@ function toggleSidebar(open) {
 /** Loads the first page again (or, with `keep`, as many pages as are shown). */
 async function loadSessions(keep) {
   const limit = keep ? Math.max(PAGE, state.offset) : PAGE;
-  const params = new URLSearchParams({ limit: String(limit), offset: "0" });
+  const params = new URLSearchParams({ limit: String(limit), offset: "0", kiwi_origin: "1" });
   if (state.q.trim()) params.set("q", state.q.trim());
   if (state.archived) params.set("archived", "true");
   try {
@@ -197,7 +198,7 @@ async function loadSessions(keep) {
 }
 
 async function loadMoreSessions() {
-  const params = new URLSearchParams({ limit: String(PAGE), offset: String(state.offset) });
+  const params = new URLSearchParams({ limit: String(PAGE), offset: String(state.offset), kiwi_origin: "1" });
   if (state.q.trim()) params.set("q", state.q.trim());
   if (state.archived) params.set("archived", "true");
   try {
@@ -237,11 +238,27 @@ function renderSessions() {
           h("span", { class: "group-name", text: shortPath(dir) }),
           h("button", { type: "button", class: "icon-btn small", title: `New session in ${dir}`, "aria-label": `New session in ${dir}`, onclick: () => createSession(dir, false) }, "+"),
         ),
-        list.map(sessionItem),
+        list.filter((s) => !isPrintRun(s)).map(sessionItem),
+        printRuns(dir, list.filter(isPrintRun)),
       ),
     );
   }
   if (state.more) box.appendChild(h("button", { type: "button", class: "link-btn more", onclick: loadMoreSessions }, "Load more"));
+}
+
+/** A session a print run (`kiwi --print`, a script, an SDK program) created (`kiwi_origin`). */
+function isPrintRun(s) {
+  return s.kiwi_origin === "print";
+}
+
+/** A work dir's print-run sessions, folded under one row so they do not bury the user's own
+ * (open while one of them is the open session). */
+function printRuns(dir, list) {
+  if (!list.length) return null;
+  const open = state.openPrintRuns.has(dir) || list.some((s) => state.current && state.current.session_id === s.session_id);
+  const box = h("details", { class: "print-runs", open }, h("summary", { class: "print-runs-head", text: `Print runs (${list.length})` }), list.map(sessionItem));
+  box.addEventListener("toggle", () => (box.open ? state.openPrintRuns.add(dir) : state.openPrintRuns.delete(dir)));
+  return box;
 }
 
 function sessionBusy(s) {
@@ -267,7 +284,7 @@ function sessionItem(s) {
         },
       },
       h("span", { class: `dot${busy ? " busy" : s.is_running ? " running" : ""}`, title: busy ? "working" : s.is_running ? "open" : "", "aria-label": busy ? "working" : "" }),
-      h("span", { class: "session-title", text: s.title || "Untitled" }),
+      h("span", { class: "session-title" }, isPrintRun(s) ? h("span", { class: "badge print-badge", title: "Created by a print-mode run", text: "print" }) : null, s.title || "Untitled"),
       h("span", { class: "session-time muted", text: relTime(s.last_updated) }),
     ),
     h(
@@ -428,7 +445,10 @@ async function openSession(id, push, known) {
       state.status = null;
       renderComposer();
     },
-    onHistoryComplete: () => state.conv.setLive(true),
+    onHistoryComplete: () => {
+      state.conv.setLive(true);
+      loadMarks(s.session_id);
+    },
     onStatus: onStatus,
     onEvent: (type, payload, live) => {
       if (type === "StepBegin") state.stats.step = payload.n;
@@ -468,6 +488,17 @@ async function openSession(id, push, known) {
   refreshChanges();
   // Ready to type: the caret is in the composer (not on touch screens, where it opens the keyboard).
   if (!window.matchMedia("(pointer: coarse)").matches) $("prompt").focus();
+}
+
+/** "Approved"/"Rejected" and "Stopped." from the session's record (kiwi's own route): the
+ * history replay does not carry them, as the reference's record keeps no approvals. */
+async function loadMarks(sessionId) {
+  try {
+    const marks = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/kiwi-marks`);
+    if (state.current && state.current.session_id === sessionId) state.conv.applyMarks(marks);
+  } catch (e) {
+    console.warn("kiwi: marks not loaded", e);
+  }
 }
 
 function closeSession(deleted) {

@@ -106,6 +106,16 @@ function attachmentView(a) {
 
 // ------------------------------------------------------------------ tool card
 
+/** Characters of a running command's output kept on screen. */
+const LIVE_OUTPUT_MAX = 20000;
+
+/** The note an approval answer puts on its tool card: [text, kind]. */
+function decisionNote(answer) {
+  const words = { approve: "Approved", approve_for_session: "Approved for this session", reject: "Rejected" };
+  const text = `${words[answer.response] || answer.response}${answer.feedback ? `: ${answer.feedback}` : ""}`;
+  return [text, answer.response === "reject" ? "rejected" : "approved"];
+}
+
 class ToolCard {
   constructor(stream, call) {
     this.stream = stream;
@@ -136,11 +146,9 @@ class ToolCard {
     this.setOpen(OPEN_BY_DEFAULT.has(this.name));
     this.setState("running");
     this.updateArgs();
-    // The approval decision is not in the session's record: this browser kept it.
-    // Keyed by turn too: a call id is only unique within a turn.
+    // A call id is only unique within a turn: the server's marks name calls by turn and id.
     this.turnIndex = stream.conv.turn ? stream.conv.turn.index : -1;
-    const decided = stream.conv.recall(`decision.${this.turnIndex}.${this.id}`);
-    if (decided) this.note(decided.text, decided.kind);
+    this.liveEl = null;
     this.started = Date.now();
     this.tick = setInterval(() => this.elapsed(), 1000);
   }
@@ -181,6 +189,7 @@ class ToolCard {
     this.labelEl.title = label;
     if (this.name === "Shell" && parsed && typeof parsed.command === "string" && this.state === "running") {
       this.resultEl.replaceChildren(displayBlock({ type: "shell", language: "bash", command: parsed.command }));
+      if (this.liveEl) this.resultEl.appendChild(this.liveEl);
     }
   }
 
@@ -195,9 +204,24 @@ class ToolCard {
     this.noteEl.appendChild(h("div", { class: `tool-note ${kind || ""}`, text }));
   }
 
+  /** Output of the running command so far (`ToolOutput`, kiwi's `tool_output` extension); the
+   * result replaces it. Only the last LIVE_OUTPUT_MAX characters are kept on screen. */
+  liveOutput(text) {
+    if (this.state !== "running" && this.state !== "waiting") return;
+    if (!this.liveEl) {
+      this.liveEl = h("pre", { class: "tool-output live-output", "aria-live": "off" });
+      this.resultEl.appendChild(this.liveEl);
+    }
+    const all = this.liveEl.textContent + text;
+    this.liveEl.textContent = all.length > LIVE_OUTPUT_MAX ? `…${all.slice(all.length - LIVE_OUTPUT_MAX)}` : all;
+    this.liveEl.scrollTop = this.liveEl.scrollHeight;
+    if (this.stream.conv.stick) this.stream.conv.scrollToBottom();
+  }
+
   result(rv) {
     const value = rv || {};
     clear(this.resultEl);
+    this.liveEl = null;
     const display = Array.isArray(value.display) ? value.display : [];
     const brief = display.find((b) => b.type === "brief");
     if (this.name === "Shell") {
@@ -315,6 +339,11 @@ class Stream {
       case "ToolCallPart":
         if (this.lastCall) this.lastCall.appendArgs(p.arguments_part);
         return true;
+      case "ToolOutput": {
+        const card = this.tools.get(p.tool_call_id);
+        if (card) card.liveOutput(typeof p.text === "string" ? p.text : "");
+        return true;
+      }
       case "ToolResult": {
         const card = this.tools.get(p.tool_call_id);
         if (card) card.result(p.return_value);
@@ -615,9 +644,6 @@ export class Conversation {
       for (const t of this.turns) if (t !== turn) t.el.remove();
       this.turns = [turn];
     }
-    if (this.recall(`stopped.${turn.index}`) && !turn.el.querySelector(".stopped-note")) {
-      turn.stream.container.appendChild(h("div", { class: "status-row stopped-note", text: "Stopped." }));
-    }
     if (turn.undo && !turn.el.querySelector(".error-row") && !/nothing was undone|nothing to undo|cannot undo|out of range|cannot be undone/i.test(turn.el.textContent)) {
       // `/undo [N]`: the turns it took back leave the view at once, as they left the session's
       // record (which keeps neither them nor the `/undo` turn: a reload shows the same).
@@ -657,28 +683,45 @@ export class Conversation {
     target.container.appendChild(h("div", { class: "status-row", text }));
   }
 
-  /** What this browser remembers about the open session (kept in localStorage). */
-  recall(key) {
-    const sid = this.opts.sessionId && this.opts.sessionId();
-    if (!sid) return null;
-    try {
-      return JSON.parse(localStorage.getItem(`kiwi.${sid}.${key}`) || "null");
-    } catch {
-      return null;
-    }
-  }
-
-  remember(key, value) {
-    const sid = this.opts.sessionId && this.opts.sessionId();
-    if (sid) localStorage.setItem(`kiwi.${sid}.${key}`, JSON.stringify(value));
-  }
-
-  /** The last turn was stopped (by this page or another): say so, now and after a reload. */
+  /** The last turn was stopped (by this page or another, live). */
   markStopped() {
-    const turn = this.turns[this.turns.length - 1];
+    this.stoppedNote(this.turns[this.turns.length - 1]);
+  }
+
+  stoppedNote(turn) {
     if (!turn || turn.el.querySelector(".stopped-note")) return;
     turn.stream.container.appendChild(h("div", { class: "status-row stopped-note", text: "Stopped." }));
-    this.remember(`stopped.${turn.index}`, true);
+  }
+
+  /** What the session's record keeps beside the history (`GET …/kiwi-marks`): the answered
+   * approvals and the stopped turns, so a reload and every other tab show them too. */
+  applyMarks(marks) {
+    const byIndex = new Map(this.turns.map((t) => [t.index, t]));
+    for (const index of (marks && marks.stopped) || []) this.stoppedNote(byIndex.get(index));
+    for (const a of (marks && marks.approvals) || []) {
+      const turn = byIndex.get(a.turn_index);
+      const card = turn && [...turn.el.querySelectorAll(".tool")].map((el) => this.cardOf(el)).find((c) => c && c.id === a.tool_call_id);
+      if (card && !card.noteEl.querySelector(".tool-note")) card.note(...decisionNote(a));
+    }
+    if (this.stick) this.scrollToBottom();
+  }
+
+  cardOf(el) {
+    for (const t of this.turns) {
+      const walk = (stream) => {
+        for (const card of stream.tools.values()) {
+          if (card.el === el) return card;
+          if (card.sub) {
+            const found = walk(card.sub);
+            if (found) return found;
+          }
+        }
+        return null;
+      };
+      const found = walk(t.stream);
+      if (found) return found;
+    }
+    return null;
   }
 
   addError(text) {
@@ -722,11 +765,10 @@ export class Conversation {
     if (response) {
       const toolId = r ? r.payload.tool_call_id : null;
       const card = toolId ? this.findTool(toolId) : null;
-      if (card) {
-        const words = { approve: "Approved", approve_for_session: "Approved for this session", reject: "Rejected" };
-        const decided = { text: `${words[response.response] || response.response}${response.feedback ? `: ${response.feedback}` : ""}`, kind: response.response === "reject" ? "rejected" : "approved" };
-        card.note(decided.text, decided.kind);
-        this.remember(`decision.${card.turnIndex}.${toolId}`, decided);
+      // An answer after its turn ended is the stop's reject: "Stopped." says it (as after a reload).
+      const ended = !this.turn || this.turn.index !== card?.turnIndex;
+      if (card && !ended) {
+        card.note(...decisionNote(response));
         if (card.state === "waiting") card.setState("running");
       }
     }
