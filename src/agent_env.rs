@@ -162,6 +162,8 @@ pub struct Model {
     /// Effective capabilities of the model.
     pub capabilities: BTreeSet<Capability>,
     pub max_context_size: u64,
+    /// What its tokens cost (`None`: unknown; `docs/configuration.md` §2.4).
+    pub prices: Option<crate::config::ModelPrices>,
     /// Why there is no model, when there is none (told to the client with every -32001).
     pub no_model_reason: Option<String>,
 }

@@ -133,6 +133,9 @@ pub fn prepare(cli: Cli, share: &Path) -> Result<Prepared, StartError> {
     if let Some(n) = cli.max_tokens_per_session {
         config.loop_control.max_session_tokens = Some(n);
     }
+    if let Some(usd) = cli.max_budget_usd {
+        config.loop_control.max_budget_usd = Some(usd);
+    }
     if cli.plan {
         config.default_plan_mode = true;
     }

@@ -176,11 +176,9 @@ impl AgentSetup {
             }
             (Some(_), _) => "no model".to_string(),
         };
-        Diagnostics {
-            warnings: config::diagnose::selection_warnings(&settings, provider_key, source),
-            no_model,
-            model_summary,
-        }
+        let mut warnings = config::diagnose::selection_warnings(&settings, provider_key, source);
+        warnings.extend(config::diagnose::budget_without_prices(config, name));
+        Diagnostics { warnings, no_model, model_summary }
     }
 
     pub fn build(&self, request: SessionRequest) -> Result<BuiltSession, BuildError> {
@@ -284,6 +282,11 @@ impl AgentSetup {
         if self.invocation.afk {
             agent.state.grant_afk_for_run();
         }
+        // A history with model answers but no cost record was made without prices: the sum
+        // that starts now can only be a lower bound.
+        if context.history().iter().any(|m| m.role == crate::llm::Role::Assistant) {
+            agent.state.note_unpriced_history();
+        }
         let mut soul = Soul::new(agent, context);
         for dir in &self.invocation.add_dirs {
             soul.add_dir_at_start(dir).map_err(|e| BuildError::Usage(format!("Invalid value for --add-dir: {e}")))?;
@@ -306,11 +309,14 @@ impl AgentSetup {
             .map_err(|e| BuildError::Fatal(e.to_string()))?;
         let llm = build_provider(&settings, session_id, trace, &self.share_dir).map_err(BuildError::Fatal)?;
         let no_model_reason = config::diagnose::no_model_reason(&self.config, key, &settings, &self.config_source);
+        let key = key.map(str::to_string).or_else(|| Some(self.config.default_model.clone()).filter(|k| !k.is_empty()));
+        let prices = key.as_ref().and_then(|k| self.config.models.get(k)).and_then(|m| m.usd_per_mtok);
         Ok(Model {
-            key: key.map(str::to_string).or_else(|| Some(self.config.default_model.clone()).filter(|k| !k.is_empty())),
+            key,
             llm,
             capabilities: settings.capabilities.clone(),
             max_context_size: settings.model.max_context_size,
+            prices,
             no_model_reason,
         })
     }

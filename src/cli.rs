@@ -98,6 +98,10 @@ pub struct Cli {
     /// `loop_control.max_session_tokens`).
     #[arg(long = "max-tokens-per-session", value_name = "N", value_parser = at_least_one_u64)]
     pub max_tokens_per_session: Option<u64>,
+    /// End the turn once the session's model calls have cost this many US dollars (as
+    /// `loop_control.max_budget_usd`; needs the model's prices, `usd_per_mtok`).
+    #[arg(long = "max-budget-usd", value_name = "USD", value_parser = budget_usd)]
+    pub max_budget_usd: Option<f64>,
 
     /// kiwi's own debug lines in the log (dependencies stay at INFO; see KIWI_LOG below).
     #[arg(long)]
@@ -390,6 +394,10 @@ fn at_least_one(text: &str) -> Result<u32, String> {
 
 fn at_least_one_u64(text: &str) -> Result<u64, String> {
     int_at_least(text, 1).map(|n| n as u64)
+}
+
+fn budget_usd(text: &str) -> Result<f64, String> {
+    crate::config::prices::parse_budget_usd(text).ok_or_else(|| format!("expected US dollars above 0, got '{text}'"))
 }
 
 fn at_least_minus_one(text: &str) -> Result<i64, String> {

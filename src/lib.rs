@@ -30,7 +30,8 @@
 //!   the client and routes its answers.
 //! - [`llm`]: chat providers (Kimi, OpenAI, Anthropic, Gemini, the scripted test providers) and
 //!   the settings that build them.
-//! - [`config`]: the config file, its defaults, and choosing the model.
+//! - [`config`]: the config file, its defaults, choosing the model, and the models' prices
+//!   (what a model call costs).
 //! - [`session`]: the share dir, session folders, `context.jsonl` / `wire.jsonl` on disk.
 //! - [`auth`]: the Kimi account login: stored OAuth credentials, their refresh, the chat
 //!   provider and service keys that use them, and what logging in and out changes in the config

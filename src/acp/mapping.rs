@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, CurrentModeUpdate, Diff, MessageId, Plan, PlanEntry, PlanEntryPriority,
+    ContentBlock, ContentChunk, Cost, CurrentModeUpdate, Diff, MessageId, Plan, PlanEntry, PlanEntryPriority,
     PlanEntryStatus, SessionUpdate, ToolCall as AcpToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, UsageUpdate,
 };
@@ -204,7 +204,9 @@ impl EventMapper {
                 if let (Some(used), Some(size)) = (status.context_tokens, status.max_context_tokens)
                     && size > 0
                 {
-                    updates.push(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
+                    // The session's total so far, in dollars, when the model has prices.
+                    let cost = status.cost.map(|c| Cost::new(c.session_usd, "USD"));
+                    updates.push(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size).cost(cost)));
                 }
                 updates
             }

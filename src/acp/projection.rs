@@ -207,6 +207,8 @@ impl AcpProjection {
                 Ok(TurnOutcome::MaxStepsReached(_)) => StopReason::MaxTurnRequests,
                 // The session's token budget (`docs/acp.md`): ACP's `max_tokens`.
                 Ok(TurnOutcome::TokenBudgetReached { .. }) => StopReason::MaxTokens,
+                // The dollar budget ends the turn the same way (`docs/acp.md`).
+                Ok(TurnOutcome::CostBudgetReached { .. }) => StopReason::MaxTokens,
                 Err(e) => {
                     self.outbound.error(Some(&id), &errors::turn_error(&e)).await;
                     return;

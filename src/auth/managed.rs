@@ -48,16 +48,21 @@ pub fn apply_login(config: &mut Config, base_url: &str, models: &[RemoteModel]) 
             reasoning_key: None,
         },
     );
+    // Prices the user wrote for a managed model outlive a fresh login (the server sends none).
+    let prices: std::collections::BTreeMap<String, _> =
+        config.models.iter().filter_map(|(k, m)| Some((k.clone(), m.usd_per_mtok?))).collect();
     config.models.retain(|_, m| m.provider != MANAGED_PROVIDER);
     for model in models {
+        let key = format!("{MODEL_PREFIX}{}", model.id);
         config.models.insert(
-            format!("{MODEL_PREFIX}{}", model.id),
+            key.clone(),
             ModelConfig {
                 provider: MANAGED_PROVIDER.to_string(),
                 model: model.id.clone(),
                 max_context_size: model.context_length,
                 capabilities: capabilities(model),
                 display_name: model.display_name.clone(),
+                usd_per_mtok: prices.get(&key).copied(),
             },
         );
     }

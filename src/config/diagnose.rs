@@ -23,7 +23,8 @@ const SANDBOX: &[&str] = &[
     "allow_escalation",
     "allow_landlock_only",
 ];
-const MODEL: &[&str] = &["provider", "model", "max_context_size", "capabilities", "display_name"];
+const MODEL: &[&str] = &["provider", "model", "max_context_size", "capabilities", "display_name", "usd_per_mtok"];
+const PRICES: &[&str] = &["input", "output", "cache_read", "cache_write"];
 const PROVIDER: &[&str] = &["type", "base_url", "api_key", "env", "custom_headers", "oauth", "reasoning_key"];
 const LOOP: &[&str] = &[
     "max_steps_per_turn",
@@ -33,17 +34,37 @@ const LOOP: &[&str] = &[
     "reserved_context_size",
     "compaction_trigger_ratio",
     "max_session_tokens",
+    "max_budget_usd",
 ];
 const SERVICES: &[&str] = &["moonshot_search", "moonshot_fetch"];
 const SERVICE: &[&str] = &["base_url", "api_key", "custom_headers", "oauth"];
 
+/// A dollar budget with a model that has no prices: kiwi cannot count what it spends, so every
+/// turn is refused (the rule of `docs/configuration.md` §2.4); said once at start-up.
+pub fn budget_without_prices(config: &Config, model: Option<&str>) -> Option<String> {
+    let limit = config.loop_control.max_budget_usd?;
+    let priced = model.and_then(|m| config.models.get(m)).is_some_and(|m| m.usd_per_mtok.is_some());
+    (!priced).then(|| {
+        let name = model.unwrap_or("(from the environment)");
+        format!(
+            "a dollar budget of {} is set but model {name} has no prices ([models.\"{name}\".usd_per_mtok]): \
+             every turn will be refused until it has",
+            super::prices::dollars(limit)
+        )
+    })
+}
+
 /// One line about a key that was ignored, with a suggestion when one is close.
 pub fn unknown_key(path: &str, source: &str) -> String {
-    let mut parts: Vec<&str> = path.split('.').collect();
+    // An optional table's inside is reported with a `?` segment (`models.m.usd_per_mtok.?.x`).
+    let cleaned: Vec<&str> = path.split('.').filter(|p| *p != "?").collect();
+    let path = &cleaned.join(".");
+    let mut parts = cleaned;
     let key = parts.pop().unwrap_or(path);
     let known: &[&str] = match parts.as_slice() {
         [] => TOP,
         ["models", _] => MODEL,
+        ["models", _, "usd_per_mtok"] => PRICES,
         ["providers", _] => PROVIDER,
         ["loop_control"] => LOOP,
         ["services"] => SERVICES,

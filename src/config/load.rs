@@ -245,6 +245,24 @@ mod tests {
         let budget = load_text("[loop_control]\nmax_session_tokens = \"5000\"").unwrap();
         assert_eq!(budget.loop_control.max_session_tokens, Some(5000));
         assert!(load_text(r#"{"loop_control":{"max_session_tokens":0}}"#).is_err());
+        let budget = load_text("[loop_control]\nmax_budget_usd = 2.5").unwrap();
+        assert_eq!(budget.loop_control.max_budget_usd, Some(2.5));
+        for bad in [r#"0"#, r#"-1"#, r#""many""#, r#"true"#] {
+            let e = load_text(&format!(r#"{{"loop_control":{{"max_budget_usd":{bad}}}}}"#)).unwrap_err().to_string();
+            assert!(e.contains("loop_control.max_budget_usd must be a number of US dollars above 0"), "{e}");
+        }
+    }
+
+    #[test]
+    fn model_prices_are_read_and_checked() {
+        let toml = "[models.m]\nprovider = \"p\"\nmodel = \"x\"\nmax_context_size = 1000\n\
+                    [models.m.usd_per_mtok]\ninput = 3\noutput = 15\ncache_read = 0.3\n\
+                    [providers.p]\ntype = \"kimi\"\n";
+        let prices = load_text(toml).unwrap().models["m"].usd_per_mtok.unwrap();
+        assert_eq!((prices.input, prices.output, prices.cache_read, prices.cache_write), (3.0, 15.0, 0.3, 3.0));
+        let negative = toml.replace("output = 15", "output = -15");
+        let e = load_text(&negative).unwrap_err().to_string();
+        assert!(e.contains("usd_per_mtok.output must be a number of dollars per million tokens"), "{e}");
         assert_eq!(load_text("{}").unwrap().background.print_wait_ceiling_s, 3600);
         assert_eq!(load_text("{}").unwrap().undo.max_bytes, 64 * 1024 * 1024);
         assert_eq!(load_text("[undo]\nmax_bytes = 1000").unwrap().undo.max_bytes, 1000);
@@ -376,5 +394,16 @@ mod tests {
         );
         let (_, warnings) = load_text_reporting(r#"{"default_thinkin":true}"#).unwrap();
         assert_eq!(warnings, ["--config: unknown key 'default_thinkin' is ignored; did you mean 'default_thinking'?"]);
+        let priced = r#"{"models":{"m":{"provider":"p","model":"x","max_context_size":1,
+            "usd_per_mtok":{"input":1,"output":2,"cache_raed":0.1}}},"providers":{"p":{"type":"kimi"}},
+            "loop_control":{"max_budget_ud":1}}"#;
+        let (_, warnings) = load_text_reporting(priced).unwrap();
+        assert_eq!(
+            warnings,
+            [
+                "--config: unknown key 'models.m.usd_per_mtok.cache_raed' is ignored; did you mean 'cache_read'?",
+                "--config: unknown key 'loop_control.max_budget_ud' is ignored; did you mean 'max_budget_usd'?",
+            ]
+        );
     }
 }

@@ -190,6 +190,10 @@ pub struct ModelConfig {
     /// A name for people (written by `login` for the managed models); not used by kiwi.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// What the model's tokens cost (`[models.<name>.usd_per_mtok]`); `None`: unknown, and so is
+    /// the cost of every call to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_mtok: Option<super::prices::ModelPrices>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -205,6 +209,10 @@ pub struct LoopControl {
     /// reason once the session's model calls have used this many tokens. `None`: no budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_session_tokens: Option<u64>,
+    /// The session's dollar budget (`docs/configuration.md` §2.4): a turn ends with its own stop
+    /// reason once the session's model calls have cost this many US dollars. Needs prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<f64>,
 }
 
 impl Default for LoopControl {
@@ -216,6 +224,7 @@ impl Default for LoopControl {
             reserved_context_size: 50_000,
             compaction_trigger_ratio: 0.85,
             max_session_tokens: None,
+            max_budget_usd: None,
         }
     }
 }
@@ -239,6 +248,8 @@ impl<'de> Deserialize<'de> for LoopControl {
             compaction_trigger_ratio: Option<f64>,
             #[serde(default, deserialize_with = "lenient::opt_u64")]
             max_session_tokens: Option<u64>,
+            #[serde(default)]
+            max_budget_usd: Option<serde_json::Value>,
         }
         let raw = Raw::deserialize(d)?;
         let def = LoopControl::default();
@@ -254,8 +265,22 @@ impl<'de> Deserialize<'de> for LoopControl {
             reserved_context_size: raw.reserved_context_size.unwrap_or(def.reserved_context_size),
             compaction_trigger_ratio: raw.compaction_trigger_ratio.unwrap_or(def.compaction_trigger_ratio),
             max_session_tokens: raw.max_session_tokens,
+            max_budget_usd: match raw.max_budget_usd {
+                None | Some(serde_json::Value::Null) => None,
+                Some(v) => Some(budget_usd(&v).map_err(serde::de::Error::custom)?),
+            },
         })
     }
+}
+
+/// A dollar budget: a number (or numeric string) above 0; the message names the key.
+fn budget_usd(v: &serde_json::Value) -> Result<f64, String> {
+    let n = match v {
+        serde_json::Value::Number(n) => super::prices::parse_budget_usd(&n.to_string()),
+        serde_json::Value::String(s) => super::prices::parse_budget_usd(s),
+        _ => None,
+    };
+    n.ok_or_else(|| format!("loop_control.max_budget_usd must be a number of US dollars above 0 (got {v})"))
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

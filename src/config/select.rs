@@ -62,6 +62,7 @@ pub fn select(
                 max_context_size: 100_000,
                 capabilities: Vec::new(),
                 display_name: None,
+                usd_per_mtok: None,
             },
             ProviderConfig {
                 kind: ProviderType::Kimi,

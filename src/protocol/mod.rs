@@ -24,5 +24,5 @@ pub use request::{
     ApprovalRequest, ApprovalSource, HookRequest, QuestionItem, QuestionOption, QuestionRequest, Request,
     ToolCallRequest,
 };
-pub use status::{McpServerState, McpServerStatus, McpStatus, StatusUpdate, TokenUsage};
+pub use status::{McpServerState, McpServerStatus, McpStatus, StatusUpdate, StepCost, TokenUsage};
 pub use tool::{ErrorCause, FunctionCall, ResultKind, ToolCall, ToolCallPart, ToolOutput, ToolResult, ToolReturnValue};

@@ -1,5 +1,5 @@
 //! `StatusUpdate` and its parts (`docs/protocol-1.10.md` §3.2): token usage, context fill, plan mode and
-//! MCP loading state.
+//! MCP loading state, and (for the front ends, never serialized) the step's cost.
 //!
 //! Invariants: all seven members are always serialized, in the spec's order; `null` means "no
 //! change", so each sender sets only its own members (see the constructors). Records written by a
@@ -53,6 +53,22 @@ pub struct StatusUpdate {
     pub plan_mode: Option<bool>,
     #[serde(default)]
     pub mcp_status: Option<McpStatus>,
+    /// What the step cost, when its model has prices. Not a member of the reference's event:
+    /// never serialized here (nor into `wire.jsonl`); each front end shows it its own way, the
+    /// wire only to a client that asked (`docs/compatibility.md`).
+    #[serde(skip)]
+    pub cost: Option<StepCost>,
+}
+
+/// The dollars of one model call, and the running sums it belongs to (US dollars).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepCost {
+    /// This model call.
+    pub step_usd: f64,
+    /// The turn so far (every agent of the session, subagents included).
+    pub turn_usd: f64,
+    /// The session so far, across resumes.
+    pub session_usd: f64,
 }
 
 impl StatusUpdate {

@@ -162,10 +162,14 @@ fn fill(source: &Path, dir: &Path, turn: Option<u64>, title: &str) -> Result<(),
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs_f64());
+    // The fork's own spending starts at $0; it is known as long as the source's was (the copied
+    // history was priced), so a fork of a priced session keeps showing its cost.
+    let cost = super::state::load(source).cost.map(|c| super::state::CostRecord { usd: 0.0, complete: c.complete });
     let state = super::state::SessionStateFile {
         custom_title: Some(title.to_string()),
         title_generated: true,
         wire_mtime,
+        cost,
         ..Default::default()
     };
     super::state::save(dir, &state).map_err(io)

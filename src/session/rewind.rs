@@ -439,6 +439,8 @@ pub fn same_undoable_state(a: &SessionStateFile, b: &SessionStateFile) -> bool {
         archived_at: None,
         auto_archive_exempt: false,
         wire_mtime: None,
+        // Money spent stays spent: an undo never gives it back.
+        cost: None,
         ..s.clone()
     };
     kept(a) == kept(b)
@@ -575,6 +577,8 @@ pub fn finish_pending_undo(session_dir: &Path, roots: &[PathBuf]) -> Option<Stri
         }
         truncate_file(&session_dir.join("wire.jsonl"), pending.offset)?;
         if let Some(mut state) = plan.state {
+            // The running cost stays what it is (an undo gives no money back).
+            state.cost = super::state::load(session_dir).cost;
             super::state::save_keeping_web_members(session_dir, &mut state)?;
         }
         journal.discard_from(pending.offset)?;

@@ -1,5 +1,5 @@
 //! `state.json`: what a session remembers besides its context (`docs/protocol-1.10.md` §10.2): approval
-//! state, added directories, title, plan mode, todos.
+//! state, added directories, title, plan mode, todos, and kiwi's running cost.
 //!
 //! Invariants: the file is written whole and atomically (a temp file in the same folder, then a
 //! rename), as 2-space-indented JSON with non-ASCII characters unescaped and no trailing newline,
@@ -41,6 +41,21 @@ pub struct SessionStateFile {
     pub archived_at: Option<f64>,
     pub auto_archive_exempt: bool,
     pub todos: Vec<TodoItem>,
+    /// kiwi: what the session's model calls cost, from its first priced call on (absent until
+    /// then, so a session without prices writes the reference's members only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostRecord>,
+}
+
+/// The session's running cost in US dollars (`docs/configuration.md` §2.4 "Cost").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CostRecord {
+    /// The sum over the priced model calls.
+    pub usd: f64,
+    /// Whether every model call of the session had a price: false once one did not (or the
+    /// session had calls before its first priced one), and `usd` is then only a lower bound.
+    pub complete: bool,
 }
 
 impl Default for SessionStateFile {
@@ -60,6 +75,7 @@ impl Default for SessionStateFile {
             archived_at: None,
             auto_archive_exempt: false,
             todos: Vec::new(),
+            cost: None,
         }
     }
 }

@@ -136,6 +136,11 @@ impl Agent {
         self.env.model.get().max_context_size
     }
 
+    /// What the model's tokens cost (`None`: unknown).
+    pub fn prices(&self) -> Option<crate::config::ModelPrices> {
+        self.env.model.get().prices
+    }
+
     /// The error of a turn that needs a model when there is none.
     pub fn llm_not_set(&self) -> crate::soul::TurnError {
         crate::soul::TurnError::LlmNotSet { reason: self.env.model.get().no_model_reason.clone() }

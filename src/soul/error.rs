@@ -53,7 +53,7 @@ fn capability_message(model: &str, missing: &[Capability]) -> String {
 }
 
 /// How a turn ended when it did not fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TurnOutcome {
     /// The turn completed; with the reason when the model's last answer was cut by its token
     /// limit or refused (front ends that can say so do; the wire still says `finished`).
@@ -64,6 +64,12 @@ pub enum TurnOutcome {
     TokenBudgetReached {
         used: u64,
         limit: u64,
+    },
+    /// The session's dollar budget (`loop_control.max_budget_usd`, `--max-budget-usd`) was used
+    /// up: the turn ended before its next model call. `spent` US dollars, `limit` the budget.
+    CostBudgetReached {
+        spent: f64,
+        limit: f64,
     },
     /// Cancelled by the front end (the soul's future was dropped; only the driver reports it).
     Cancelled,

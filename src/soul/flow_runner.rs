@@ -63,8 +63,8 @@ impl Soul {
             steps += sub.run.steps();
             match sub.run {
                 AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
-                AgentRun::TokenBudget { used, limit, .. } => {
-                    return Ok(TurnOutcome::TokenBudgetReached { used, limit });
+                budget @ (AgentRun::TokenBudget { .. } | AgentRun::CostBudget { .. }) => {
+                    return Ok(self.turn_outcome(budget));
                 }
                 AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
                 AgentRun::Done { .. } => {}
@@ -103,7 +103,9 @@ impl Soul {
         steps += first.run.steps();
         match first.run {
             AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
-            AgentRun::TokenBudget { used, limit, .. } => return Ok(TurnOutcome::TokenBudgetReached { used, limit }),
+            budget @ (AgentRun::TokenBudget { .. } | AgentRun::CostBudget { .. }) => {
+                return Ok(self.turn_outcome(budget));
+            }
             AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
             AgentRun::Done { .. } => {}
         }
@@ -123,8 +125,8 @@ impl Soul {
             steps += sub.run.steps();
             match sub.run {
                 AgentRun::MaxSteps { .. } => return Ok(TurnOutcome::MaxStepsReached(steps)),
-                AgentRun::TokenBudget { used, limit, .. } => {
-                    return Ok(TurnOutcome::TokenBudgetReached { used, limit });
+                budget @ (AgentRun::TokenBudget { .. } | AgentRun::CostBudget { .. }) => {
+                    return Ok(self.turn_outcome(budget));
                 }
                 AgentRun::Done { rejected: true, .. } => return Ok(TurnOutcome::Finished(None)),
                 AgentRun::Done { .. } => {}

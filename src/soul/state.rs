@@ -18,8 +18,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::state_writer::StateWriter;
-use crate::protocol::TodoItem;
-use crate::session::state::{self as file, SessionStateFile};
+use crate::config::prices::round_usd;
+use crate::protocol::{StepCost, TodoItem};
+use crate::session::state::{self as file, CostRecord, SessionStateFile};
 pub use crate::tools::PlanView;
 
 /// Approval grants made in this process: the invocation's flags, then what the user chose since.
@@ -41,11 +42,24 @@ struct Inner {
     /// Tokens the session's model calls used in this process (every agent of the session),
     /// counted against `loop_control.max_session_tokens`.
     tokens_used: u64,
+    /// A model call without a price happened before the session's first priced one (in this
+    /// process, or in the history it resumed): the cost sum starts incomplete.
+    unpriced_before: bool,
+    /// The session's cost when the running turn began (the turn's cost is the difference).
+    turn_start_usd: f64,
 }
 
 impl Inner {
     fn new(file: SessionStateFile, yolo: bool) -> Self {
-        Self { file, run: RunGrants { yolo, ..RunGrants::default() }, saved_grants: true, tokens_used: 0 }
+        let turn_start_usd = file.cost.map_or(0.0, |c| c.usd);
+        Self {
+            file,
+            run: RunGrants { yolo, ..RunGrants::default() },
+            saved_grants: true,
+            tokens_used: 0,
+            unpriced_before: false,
+            turn_start_usd,
+        }
     }
 }
 
@@ -162,6 +176,56 @@ impl SessionState {
     /// Tokens the session's model calls used in this process.
     pub fn tokens_used(&self) -> u64 {
         self.lock().tokens_used
+    }
+
+    /// Counts one model call's dollars (`None`: its model has no price) into the session's
+    /// running cost, persisted with the session; the call's cost with the turn's and the
+    /// session's sums, or `None` when the session's cost is not known (an unpriced call).
+    pub fn count_cost(&self, usd: Option<f64>) -> Option<StepCost> {
+        let mut s = self.lock();
+        let record = match (usd, s.file.cost) {
+            (Some(usd), Some(c)) => CostRecord { usd: round_usd(c.usd + usd), complete: c.complete },
+            (Some(usd), None) => CostRecord { usd, complete: !s.unpriced_before },
+            (None, Some(c)) if c.complete => CostRecord { complete: false, ..c },
+            (None, Some(_)) => return None,
+            (None, None) => {
+                s.unpriced_before = true;
+                return None;
+            }
+        };
+        s.file.cost = Some(record);
+        self.save(&s);
+        let usd = usd?;
+        record.complete.then(|| StepCost {
+            step_usd: usd,
+            turn_usd: round_usd(record.usd - s.turn_start_usd),
+            session_usd: record.usd,
+        })
+    }
+
+    /// The session's cost in dollars: `Some` only while every model call of the session had a
+    /// price (0 before the first call).
+    pub fn cost_usd(&self) -> Option<f64> {
+        let s = self.lock();
+        match s.file.cost {
+            Some(c) => c.complete.then_some(c.usd),
+            None => (!s.unpriced_before).then_some(0.0),
+        }
+    }
+
+    /// The session resumed a history whose model calls were not priced (no cost record): its
+    /// cost sum can only be a lower bound.
+    pub fn note_unpriced_history(&self) {
+        let mut s = self.lock();
+        if s.file.cost.is_none() {
+            s.unpriced_before = true;
+        }
+    }
+
+    /// A turn begins: its cost counts from here.
+    pub fn begin_turn_cost(&self) {
+        let mut s = self.lock();
+        s.turn_start_usd = s.file.cost.map_or(0.0, |c| c.usd);
     }
 
     /// The invocation's `--afk` (and the afk kimi's `--print` implies): on for this run only,
@@ -283,6 +347,8 @@ impl SessionState {
         saved.archived_at = s.file.archived_at;
         saved.auto_archive_exempt = s.file.auto_archive_exempt;
         saved.wire_mtime = s.file.wire_mtime;
+        // An undo gives no money back: the running cost stays.
+        saved.cost = s.file.cost;
         if saved.approval.yolo != s.file.approval.yolo {
             s.run.yolo = saved.approval.yolo;
         }
@@ -347,6 +413,70 @@ fn title_of(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_running_cost_is_saved_and_a_resume_continues_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), false);
+        assert_eq!(state.cost_usd(), Some(0.0));
+        state.begin_turn_cost();
+        let first = state.count_cost(Some(0.009)).unwrap();
+        assert_eq!(first, StepCost { step_usd: 0.009, turn_usd: 0.009, session_usd: 0.009 });
+        state.begin_turn_cost();
+        state.count_cost(Some(0.006));
+        let second = state.count_cost(Some(0.01)).unwrap();
+        assert_eq!(second, StepCost { step_usd: 0.01, turn_usd: 0.016, session_usd: 0.025 });
+        state.flush();
+        let record = crate::session::state::load(dir.path()).cost.unwrap();
+        assert_eq!((record.usd, record.complete), (0.025, true));
+        // The next process of the session continues the sum.
+        let again = SessionState::load(dir.path(), false);
+        assert_eq!(again.cost_usd(), Some(0.025));
+        again.begin_turn_cost();
+        let next = again.count_cost(Some(0.005)).unwrap();
+        assert_eq!(next, StepCost { step_usd: 0.005, turn_usd: 0.005, session_usd: 0.03 });
+    }
+
+    #[test]
+    fn one_unpriced_call_makes_the_cost_unknown_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), false);
+        state.count_cost(Some(0.5));
+        assert_eq!(state.count_cost(None), None);
+        assert_eq!(state.count_cost(Some(0.5)), None, "a later priced call shows no sum that is not known");
+        assert_eq!(state.cost_usd(), None);
+        state.flush();
+        assert_eq!(SessionState::load(dir.path(), false).cost_usd(), None, "saved as not known");
+        // Unpriced calls first: the first priced one starts an incomplete sum.
+        let state = SessionState::in_memory(false);
+        assert_eq!(state.count_cost(None), None);
+        assert_eq!(state.count_cost(Some(1.0)), None);
+        assert_eq!(state.cost_usd(), None);
+        // So does a resumed history that had no prices.
+        let state = SessionState::in_memory(false);
+        state.note_unpriced_history();
+        assert_eq!(state.count_cost(Some(1.0)), None);
+    }
+
+    #[test]
+    fn a_session_without_prices_writes_no_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = SessionState::load(dir.path(), false);
+        state.count_cost(None);
+        state.set_todos(Vec::new());
+        state.flush();
+        let text = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+        assert!(!text.contains("cost"), "{text}");
+    }
+
+    #[test]
+    fn an_undo_gives_no_money_back() {
+        let state = SessionState::in_memory(false);
+        let before = state.read(Clone::clone);
+        state.count_cost(Some(0.25));
+        state.restore(before);
+        assert_eq!(state.cost_usd(), Some(0.25));
+    }
 
     #[test]
     fn nothing_is_written_until_something_changes() {

@@ -119,9 +119,12 @@ impl Soul {
             }
         };
 
+        let mut cost = None;
         if let Some(usage) = attempt.usage {
             self.context.set_token_count(usage.input());
             self.agent.state.count_tokens(usage.total());
+            // Priced by the model that made the call (a subagent's may be another).
+            cost = self.agent.state.count_cost(self.agent.prices().map(|p| p.cost(&usage)));
         }
         let max = self.agent.max_context_size();
         sink.emit(Event::StatusUpdate(StatusUpdate {
@@ -132,6 +135,7 @@ impl Soul {
             message_id: attempt.message_id.clone(),
             plan_mode: Some(self.agent.state.plan_mode()),
             mcp_status: None,
+            cost,
         }))
         .await;
 

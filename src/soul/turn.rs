@@ -20,7 +20,7 @@ use crate::protocol::{ContentPart, Event, HookEvent, StatusUpdate, UserInput};
 use crate::soul::error::TurnResult;
 
 /// How one agent run (the step loop over one user message) ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AgentRun {
     /// The model stopped calling tools, or a tool call was rejected. `stop`: why the model's
     /// last answer ended early, if it did.
@@ -29,12 +29,18 @@ pub enum AgentRun {
     MaxSteps { steps: u32 },
     /// The session's token budget was used up before the next step (`docs/soul.md` §3).
     TokenBudget { steps: u32, used: u64, limit: u64 },
+    /// The session's dollar budget was used up before the next step: `spent` of `limit` US
+    /// dollars.
+    CostBudget { steps: u32, spent: f64, limit: f64 },
 }
 
 impl AgentRun {
     pub fn steps(self) -> u32 {
         match self {
-            AgentRun::Done { steps, .. } | AgentRun::MaxSteps { steps } | AgentRun::TokenBudget { steps, .. } => steps,
+            AgentRun::Done { steps, .. }
+            | AgentRun::MaxSteps { steps }
+            | AgentRun::TokenBudget { steps, .. }
+            | AgentRun::CostBudget { steps, .. } => steps,
         }
     }
 }
@@ -60,6 +66,7 @@ impl Soul {
         }
         sink.emit(Event::TurnBegin { user_input: input.clone() }).await;
         self.turn.mark_begun();
+        self.agent.state.begin_turn_cost();
         self.begin_undo_record(sink);
         let result = if submitted.blocked {
             let reason = if submitted.reason.is_empty() { "Prompt blocked by hook.".into() } else { submitted.reason };
@@ -113,6 +120,7 @@ impl Soul {
             AgentRun::Done { stop, .. } => TurnOutcome::Finished(stop),
             AgentRun::MaxSteps { .. } => TurnOutcome::MaxStepsReached(self.agent.loop_control.max_steps_per_turn),
             AgentRun::TokenBudget { used, limit, .. } => TurnOutcome::TokenBudgetReached { used, limit },
+            AgentRun::CostBudget { spent, limit, .. } => TurnOutcome::CostBudgetReached { spent, limit },
         }
     }
 
@@ -154,6 +162,15 @@ impl Soul {
                 if used >= limit {
                     tracing::info!("session token budget used up: {used} of {limit} tokens");
                     return Ok(AgentRun::TokenBudget { steps: step_no - 1, used, limit });
+                }
+            }
+            // The dollar budget, the same way; it needs prices, and without them the turn
+            // refuses to run rather than spend what nobody can count.
+            if let Some(limit) = self.agent.loop_control.max_budget_usd {
+                let spent = self.cost_for_budget(limit)?;
+                if spent >= limit {
+                    tracing::info!("session dollar budget used up: {spent} of {limit} US dollars");
+                    return Ok(AgentRun::CostBudget { steps: step_no - 1, spent, limit });
                 }
             }
             if self.subagent.is_none() {
@@ -223,6 +240,22 @@ impl Soul {
     async fn stop_hooks(&self, sink: &EventSink) -> Option<String> {
         let extra = hooks::input([("stop_hook_active", Value::Bool(false))]);
         self.hooks(sink).run(HookEvent::Stop, "", extra).await.first_given_reason
+    }
+
+    /// The session's cost to hold against a dollar budget of `limit`; an error when it cannot be
+    /// known (the model has no price, or an earlier call had none).
+    fn cost_for_budget(&self, limit: f64) -> Result<f64, TurnError> {
+        let why = if self.agent.prices().is_none() {
+            format!("model '{}' has no prices in the config (usd_per_mtok)", self.agent.model_name())
+        } else {
+            match self.agent.state.cost_usd() {
+                Some(spent) => return Ok(spent),
+                None => "an earlier model call of this session had no price".to_string(),
+            }
+        };
+        let message = format!("Cannot keep the dollar budget ({}): {why}", crate::config::prices::dollars(limit));
+        tracing::warn!("{message}");
+        Err(TurnError::internal("BudgetError", message))
     }
 
     pub(super) fn check_capabilities(&self, parts: &[ContentPart]) -> Result<(), TurnError> {

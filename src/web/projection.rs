@@ -19,9 +19,9 @@ use super::queue::Outgoing;
 use crate::protocol::{Event, Request};
 use crate::rpc::writer::encode;
 use crate::rpc::{ErrorObject, Outbound, Peer, RequestId};
-use crate::soul::{ClientAnswer, Projection, TurnOutcome, TurnResult, TurnTag};
-use crate::wire::extensions::{Granted, TOOL_OUTPUT};
-use crate::wire::frames::{event_frame, request_id, tool_output_frame};
+use crate::soul::{ClientAnswer, Projection, TurnResult, TurnTag};
+use crate::wire::extensions::{COST, Granted, TOOL_OUTPUT};
+use crate::wire::frames::{event_frame, event_frame_with_cost, request_id, tool_output_frame};
 use crate::wire::params::PromptResult;
 use crate::wire::projection::{Clients, ask, turn_error};
 
@@ -133,6 +133,10 @@ impl SocketProjection {
     }
 }
 
+fn is_priced_status(event: &Event) -> bool {
+    matches!(event, Event::StatusUpdate(s) if s.cost.is_some())
+}
+
 /// `{"id": <prompt id>, "result": {"status": …}}`, or the turn's error.
 pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
     #[derive(serde::Serialize)]
@@ -148,12 +152,7 @@ pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
         error: ErrorObject,
     }
     let answer = match result {
-        Result::Ok(TurnOutcome::Finished(_)) => PromptResult::Finished,
-        Result::Ok(TurnOutcome::Cancelled) => PromptResult::Cancelled,
-        Result::Ok(TurnOutcome::MaxStepsReached(steps)) => PromptResult::MaxStepsReached { steps: *steps },
-        Result::Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
-            PromptResult::TokenBudgetReached { tokens: *used, max_session_tokens: *limit }
-        }
+        Result::Ok(outcome) => PromptResult::of(outcome),
         Result::Err(e) => {
             let mut error = turn_error(e);
             // The code and message stay the wire's (clients match on them); a browser also
@@ -170,6 +169,8 @@ pub fn prompt_response(id: &RequestId, result: &TurnResult) -> Option<Vec<u8>> {
 impl Projection for SocketProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         let frame = match self.hosted.upgrade() {
+            // A priced step's status with its `cost` member, for a socket that asked for it.
+            Some(_) if self.granted.has(COST) && is_priced_status(event) => text(event_frame_with_cost(event)),
             Some(hosted) => hosted.frames.frame(event),
             None => text(event_frame(event)),
         };

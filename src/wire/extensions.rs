@@ -4,15 +4,20 @@
 //! kiwi-only method or command is advertised only to a client that named it in `initialize`'s
 //! `extensions`. The methods themselves (`fork`, `undo`) and the typed `/fork` and `/undo` work
 //! for everyone; only what is listed changes. A kiwi-only *event* (`tool_output`'s `ToolOutput`)
-//! is sent only to a client granted its extension ([`Granted`]).
+//! is sent only to a client granted its extension ([`Granted`]); so is a kiwi-only *member*
+//! (`cost`: a priced step's `StatusUpdate` gets a `cost` member, `initialize` a `cost` answer
+//! member).
 
 use std::sync::RwLock;
 
 /// Every extension the wire offers, in the order the answer lists them.
-pub const OFFERED: &[&str] = &["fork", "undo", "tool_output"];
+pub const OFFERED: &[&str] = &["fork", "undo", "tool_output", "cost"];
 
 /// `ToolOutput` events: a running tool's output as it comes (`docs/compatibility.md`).
 pub const TOOL_OUTPUT: &str = "tool_output";
+
+/// What each priced step cost: the `cost` member of `StatusUpdate` and of `initialize`'s answer.
+pub const COST: &str = "cost";
 
 /// What one client was granted by its last `initialize`: shared by the code that answers it and
 /// the projection that decides which kiwi-only events the client gets.
@@ -49,6 +54,7 @@ mod tests {
         assert_eq!(grant(&asked(&["undo", "nope", "undo"])), ["undo"]);
         assert_eq!(grant(&asked(&["undo", "fork"])), ["fork", "undo"]);
         assert_eq!(grant(&asked(&["tool_output"])), ["tool_output"]);
+        assert_eq!(grant(&asked(&["cost", "fork"])), ["fork", "cost"]);
     }
 
     #[test]

@@ -144,10 +144,23 @@ pub struct InitializeResult {
     /// spec sandbox.md §2.4). A kiwi extension.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxInfo>,
+    /// The session's cost so far; only for a client granted the `cost` extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostInfo>,
     /// kiwi extension: the extensions granted of those the client asked for; absent when it asked
     /// for none (then the answer is the reference's, member for member).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<Vec<String>>,
+}
+
+/// `initialize`'s `cost` member (the `cost` extension).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CostInfo {
+    /// US dollars the session's model calls cost so far; `null` when not known (the model has
+    /// no prices, or an earlier call had none).
+    pub session_usd: Option<f64>,
+    /// The session's dollar budget, when there is one.
+    pub max_budget_usd: Option<f64>,
 }
 
 /// `initialize`'s `sandbox` member.
@@ -165,7 +178,7 @@ pub struct PromptParams {
     pub user_input: UserInput,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum PromptResult {
     Finished,
@@ -179,6 +192,30 @@ pub enum PromptResult {
         tokens: u64,
         max_session_tokens: u64,
     },
+    /// The session's dollar budget is used up (kiwi; `--max-budget-usd`,
+    /// `loop_control.max_budget_usd`): `cost_usd` spent of `max_budget_usd`.
+    BudgetReached {
+        cost_usd: f64,
+        max_budget_usd: f64,
+    },
+}
+
+impl PromptResult {
+    /// The answer to a `prompt` whose turn ended without an error (the wire and the web alike).
+    pub fn of(outcome: &crate::soul::TurnOutcome) -> Self {
+        use crate::soul::TurnOutcome;
+        match *outcome {
+            TurnOutcome::Finished(_) => PromptResult::Finished,
+            TurnOutcome::Cancelled => PromptResult::Cancelled,
+            TurnOutcome::MaxStepsReached(steps) => PromptResult::MaxStepsReached { steps },
+            TurnOutcome::TokenBudgetReached { used, limit } => {
+                PromptResult::TokenBudgetReached { tokens: used, max_session_tokens: limit }
+            }
+            TurnOutcome::CostBudgetReached { spent, limit } => {
+                PromptResult::BudgetReached { cost_usd: spent, max_budget_usd: limit }
+            }
+        }
+    }
 }
 
 /// `steer` takes the same input as `prompt`.
@@ -336,6 +373,10 @@ mod tests {
             serde_json::to_string(&PromptResult::TokenBudgetReached { tokens: 12, max_session_tokens: 10 }).unwrap(),
             r#"{"status":"token_budget_reached","tokens":12,"max_session_tokens":10}"#
         );
+        assert_eq!(
+            serde_json::to_string(&PromptResult::BudgetReached { cost_usd: 0.0125, max_budget_usd: 0.01 }).unwrap(),
+            r#"{"status":"budget_reached","cost_usd":0.0125,"max_budget_usd":0.01}"#
+        );
         assert_eq!(serde_json::to_string(&InterruptResult::Idle).unwrap(), r#"{"status":"idle"}"#);
         assert_eq!(serde_json::to_string(&Empty {}).unwrap(), "{}");
     }
@@ -370,6 +411,7 @@ mod tests {
             hooks: HooksInfo { supported_events: vec!["Stop".into()], configured: Map::new() },
             capabilities: ServerCapabilities { supports_question: true },
             sandbox: None,
+            cost: None,
             extensions: None,
         };
         assert_eq!(

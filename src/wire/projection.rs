@@ -13,13 +13,13 @@ use tokio::sync::oneshot;
 
 use super::answers::{RequestKind, interpret};
 use super::errors::WireError;
-use super::extensions::{Granted, TOOL_OUTPUT};
-use super::frames::{event_frame, request_frame, request_id, tool_output_frame};
+use super::extensions::{COST, Granted, TOOL_OUTPUT};
+use super::frames::{event_frame, event_frame_with_cost, request_frame, request_id, tool_output_frame};
 use super::params::PromptResult;
 use crate::protocol::{ApprovalDecision, Event, HookAction, Request, ToolReturnValue};
 use crate::rpc::peer::{IdTaken, Settled};
 use crate::rpc::{ErrorCode, ErrorObject, Peer, RequestId};
-use crate::soul::{ClientAnswer, Projection, TurnError, TurnOutcome, TurnResult, TurnTag};
+use crate::soul::{ClientAnswer, Projection, TurnError, TurnResult, TurnTag};
 
 pub struct WireProjection {
     peer: Arc<Peer>,
@@ -42,7 +42,8 @@ impl Projection for WireProjection {
     fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             // When stdout is gone the frame is dropped; the soul must never block on us.
-            self.peer.outbound().send_raw(event_frame(event)).await;
+            let frame = if self.granted.has(COST) { event_frame_with_cost(event) } else { event_frame(event) };
+            self.peer.outbound().send_raw(frame).await;
         })
     }
 
@@ -75,15 +76,7 @@ impl Projection for WireProjection {
             };
             let out = self.peer.outbound();
             match result {
-                Ok(TurnOutcome::Finished(_)) => out.respond(&id, &PromptResult::Finished).await,
-                Ok(TurnOutcome::Cancelled) => out.respond(&id, &PromptResult::Cancelled).await,
-                Ok(TurnOutcome::MaxStepsReached(steps)) => {
-                    out.respond(&id, &PromptResult::MaxStepsReached { steps }).await
-                }
-                Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
-                    out.respond(&id, &PromptResult::TokenBudgetReached { tokens: used, max_session_tokens: limit })
-                        .await
-                }
+                Ok(outcome) => out.respond(&id, &PromptResult::of(&outcome)).await,
                 Err(e) => out.error(Some(&id), &turn_error(&e)).await,
             }
         })

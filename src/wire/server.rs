@@ -24,9 +24,9 @@ use super::errors::WireError;
 use super::extensions;
 use super::methods::{ClientNotification, ClientRequest};
 use super::params::{
-    Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult, OkStatus,
-    PROTOCOL_VERSION, RejectedTool, SERVER_NAME, ServerCapabilities, ServerInfo, SetPlanModeResult, SlashCommandInfo,
-    SteerResult, UndoParams, UndoResult, UndoSkippedFile,
+    CostInfo, Empty, ExternalToolsOutcome, ForkResult, HooksInfo, InitializeParams, InitializeResult, InterruptResult,
+    OkStatus, PROTOCOL_VERSION, RejectedTool, SERVER_NAME, ServerCapabilities, ServerInfo, SetPlanModeResult,
+    SlashCommandInfo, SteerResult, UndoParams, UndoResult, UndoSkippedFile,
 };
 use super::replay::replay;
 use crate::live::{LiveSession, OpError};
@@ -357,6 +357,10 @@ pub fn initialize_agent(driver: &crate::soul::TurnDriver, params: InitializePara
         },
         capabilities: ServerCapabilities { supports_question: true },
         sandbox: sandbox_info(agent),
+        cost: listed.contains(&extensions::COST).then(|| CostInfo {
+            session_usd: agent.state.cost_usd().filter(|_| agent.prices().is_some()),
+            max_budget_usd: agent.loop_control.max_budget_usd,
+        }),
         extensions: granted.map(|g| g.iter().map(|e| e.to_string()).collect()),
     }
 }

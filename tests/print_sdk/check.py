@@ -31,9 +31,9 @@ from claude_agent_sdk import (
 )
 from kit import KIWI, WORK, call, config, run_checks
 
-def options(name, scripts, helper=None, **kw):
-    return ClaudeAgentOptions(cli_path=KIWI, cwd=WORK, extra_args={"config-file": config(name, scripts, helper)},
-                              **kw)
+def options(name, scripts, helper=None, prices=None, **kw):
+    return ClaudeAgentOptions(cli_path=KIWI, cwd=WORK,
+                              extra_args={"config-file": config(name, scripts, helper, prices)}, **kw)
 
 
 def shell(call_id, command):
@@ -294,9 +294,42 @@ async def control_queries():
             assert "Cannot set permission mode" in str(e), e
 
 
+PRICES = {"input": 2, "output": 10, "cache_read": 0.5, "cache_write": 2.5}
+# $0.009 and $0.016 at PRICES (the same turns as tests/suite/cost.rs).
+TURN_ONE = "text: one\nusage: input_other=1000 output=500 input_cache_read=2000 input_cache_creation=400"
+TURN_TWO = "text: two\nusage: input_other=3000 output=1000"
+
+
+async def cost_and_budget():
+    async with ClaudeSDKClient(options("cost", [TURN_ONE, TURN_TWO], prices=PRICES)) as client:
+        totals = []
+        model_costs = []
+        for prompt in ["one", "two"]:
+            await client.query(prompt)
+            async for m in client.receive_response():
+                if isinstance(m, ResultMessage):
+                    totals.append(m.total_cost_usd)
+                    model_costs.append(m.model_usage["scripted_echo"]["costUSD"])
+    assert totals == [0.009, 0.025], totals
+    assert model_costs == [0.009, 0.025], model_costs
+    # The SDK's max_budget_usd: the step that would go past it is never made.
+    budget_turn = TURN_ONE + "\n" + call("t1", "SetTodoList", {"todos": []})
+    results = []
+    try:
+        async for m in query(prompt="go", options=options("budget", [budget_turn, "text: never"], prices=PRICES,
+                                                          max_budget_usd=0.005)):
+            if isinstance(m, ResultMessage):
+                results.append(m)
+    except Exception:  # noqa: BLE001 - the SDK raises after an error result; the result was seen
+        pass
+    assert len(results) == 1, results
+    assert results[0].subtype == "error_max_budget_usd" and results[0].is_error, results[0]
+    assert results[0].total_cost_usd == 0.009, results[0].total_cost_usd
+
+
 async def main():
     await run_checks([one_shot, multi_turn, can_use_tool, interrupt, sdk_mcp_tool, hooks, structured_output, agents,
-                      background_agent, control_queries])
+                      background_agent, control_queries, cost_and_budget])
 
 
 asyncio.run(main())

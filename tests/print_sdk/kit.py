@@ -14,8 +14,9 @@ WORK = os.environ["KIWI_WORK"]
 DIR = os.environ["KIWI_DIR"]
 
 
-def config(name, scripts, helper=None):
-    """A scripted config; with `helper`, a second model `helper` with its own script queue."""
+def config(name, scripts, helper=None, prices=None):
+    """A scripted config; with `helper`, a second model `helper` with its own script queue; with
+    `prices`, the scripted model's dollars per million tokens (`usd_per_mtok`)."""
     scripts_path = os.path.join(DIR, f"{name}.scripts.json")
     with open(scripts_path, "w") as f:
         json.dump(scripts, f)
@@ -27,6 +28,8 @@ def config(name, scripts, helper=None):
                   "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path}}
         },
     }
+    if prices is not None:
+        cfg["models"]["scripted"]["usd_per_mtok"] = prices
     if helper is not None:
         helper_path = os.path.join(DIR, f"{name}.helper.json")
         with open(helper_path, "w") as f:

@@ -44,6 +44,14 @@ impl Dirs {
         }))
     }
 
+    /// [`Self::scripted`] with `extra` merged over the config.
+    pub fn scripted_with(&self, scripts: &[&str], extra: Value) -> PathBuf {
+        let path = self.scripted(scripts);
+        let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        crate::common::merge(&mut config, extra);
+        self.config(config)
+    }
+
     pub fn config(&self, config: Value) -> PathBuf {
         let path = self.dir.path().join(format!("config-{}.json", uuid::Uuid::new_v4()));
         std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();

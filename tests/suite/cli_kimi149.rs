@@ -5,7 +5,7 @@
 use crate::common;
 use crate::print_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use common::{Env, types};
@@ -134,20 +134,6 @@ fn kimi_print_implies_afk_so_questions_are_dismissed() {
     assert!(tool["content"].to_string().contains("afk mode"), "{tool}");
 }
 
-/// A config with the scripted provider and `extra` merged over it (for [`Dirs`]).
-fn dirs_config(d: &Dirs, scripts: &[&str], extra: Value) -> PathBuf {
-    let scripts_path = d.dir.path().join(format!("scripts-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&scripts_path, serde_json::to_string(scripts).unwrap()).unwrap();
-    let mut config = json!({
-        "default_model": "scripted",
-        "models": {"scripted": {"provider": "p", "model": "scripted_echo", "max_context_size": 100000}},
-        "providers": {"p": {"type": "_scripted_echo", "base_url": "", "api_key": "",
-            "env": {"KIMI_SCRIPTED_ECHO_SCRIPTS": scripts_path.to_str().unwrap()}}}
-    });
-    common::merge(&mut config, extra);
-    d.config(config)
-}
-
 fn budget_scripts() -> Vec<String> {
     vec![format!("text: working\n{}\nusage: input_other=8 output=4", todo_call("t1")), "text: never".into()]
 }
@@ -177,12 +163,12 @@ fn the_config_budget_ends_kimi_print_and_claude_turns() {
     let scripts = budget_scripts();
     let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
     let budget = json!({"loop_control": {"max_session_tokens": 10}});
-    let config = dirs_config(&d, &scripts, budget.clone());
+    let config = d.scripted_with(&scripts, budget.clone());
     let r = run(d.command(&config, &["--print", "-p", "go"]), "");
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("Session token budget reached: 12 of 10 tokens"), "{}", r.stderr);
     // Claude's dialect: the budget stop's result shape.
-    let config = dirs_config(&d, &scripts, budget);
+    let config = d.scripted_with(&scripts, budget);
     let r = run(
         d.command(
             &config,
@@ -220,8 +206,7 @@ fn kimi_print_waits_no_longer_than_its_ceiling() {
     let d = Dirs::new();
     let marker = d.dir.path().join("never");
     let command = format!("sleep 30; touch '{}'", marker.display());
-    let config = dirs_config(
-        &d,
+    let config = d.scripted_with(
         &[&background_shell("b1", &command), "text: started it"],
         json!({"background": {"print_wait_ceiling_s": 1}}),
     );

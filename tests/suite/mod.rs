@@ -8,6 +8,7 @@ mod acp_sdk;
 mod cli_help;
 mod cli_kimi149;
 mod config_diagnostics;
+mod cost;
 mod layout;
 mod live_lifecycle;
 mod live_session;

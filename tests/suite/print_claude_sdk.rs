@@ -637,7 +637,7 @@ fn claude_tool_names_rules_and_flags() {
                 "Bash(echo:*) Read",
                 "--disallowedTools",
                 "Write",
-                "--max-budget-usd",
+                "--task-budget",
                 "2",
                 "go",
             ],
@@ -645,7 +645,11 @@ fn claude_tool_names_rules_and_flags() {
         "",
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(r.stderr.contains("kiwi: ignoring --max-budget-usd=2: kiwi knows no prices"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("kiwi: ignoring --task-budget=2: kiwi keeps one dollar budget per session"),
+        "{}",
+        r.stderr
+    );
     let lines = r.lines();
     assert!(!lines[0]["tools"].as_array().unwrap().contains(&json!("WriteFile")), "Write is kiwi's WriteFile");
     let results: Vec<&Value> =

@@ -1,8 +1,8 @@
 //! kiwi driven by the official Python `claude-agent-sdk` through its CLI-path option
 //! (tests/print_sdk/check.py): a one-shot `query()`, a multi-turn client, a `can_use_tool`
 //! callback, an interrupt, an in-process MCP tool, hooks, structured output, a custom agent, a
-//! background agent (on its own model, waking the main agent when it ends), and
-//! the context-usage and MCP-status queries.
+//! background agent (on its own model, waking the main agent when it ends),
+//! the context-usage and MCP-status queries, and `total_cost_usd` with `max_budget_usd`.
 //!
 //! The pinned SDK is installed with pip into a venv under `target/tmp/` on first use. Where
 //! Python or the registry is not available the test is skipped with the reason printed, unless
@@ -29,7 +29,7 @@ fn python_with_sdk() -> Result<PathBuf, String> {
 
 #[test]
 fn the_python_sdk_drives_kiwi() {
-    run_check("check.py", "10 passed, 0 failed");
+    run_check("check.py", "11 passed, 0 failed");
 }
 
 /// Runs the SDK check script `script` of tests/print_sdk/ against kiwi, in a fresh work and share

@@ -48,6 +48,7 @@ impl Projection for TestProjection {
             Ok(TurnOutcome::Cancelled) => "cancelled".to_string(),
             Ok(TurnOutcome::MaxStepsReached(n)) => format!("max_steps:{n}"),
             Ok(TurnOutcome::TokenBudgetReached { used, limit }) => format!("token_budget:{used}/{limit}"),
+            Ok(TurnOutcome::CostBudgetReached { spent, limit }) => format!("cost_budget:{spent}/{limit}"),
             Err(e) => format!("error:{e}"),
         };
         self.seen.items.lock().unwrap().push(format!("end:{tag}:{outcome}"));

@@ -101,6 +101,11 @@ def write_config():
                 'model = "scripted_echo"',
                 "max_context_size = 100000",
                 "",
+                # Priced: the first step (1200 in, 40 out) costs $0.0028.
+                "[models.scripted.usd_per_mtok]",
+                "input = 2",
+                "output = 10",
+                "",
                 "[providers.scripted_provider]",
                 'type = "_scripted_echo"',
                 'base_url = ""',
@@ -325,6 +330,8 @@ def _approve(c):
     # The status line shows usage, never the raw message id.
     expect(page.locator("#status-line")).to_contain_text("in 1.2k")
     assert "msg-1" not in page.locator("#status-line").inner_text()
+    # And what the session cost (the UI asks for the `cost` extension).
+    expect(page.locator("#status-line .cost")).to_have_text("$0.0028 · turn $0.0028")
     shot(page, "02-turn-finished")
 
 
@@ -342,6 +349,8 @@ def _reload(c):
     expect(shell.locator(".tool-note")).to_have_text("Approved")
     expect(page.locator("#status-line .state-pill")).to_have_text("ready")
     expect(page.locator("#todo-toggle")).to_contain_text("Todo 1/2")
+    # The session's cost comes back with `initialize`.
+    expect(page.locator("#status-line .cost")).to_have_text("$0.0028")
     shot(page, "03-after-reload")
 
 

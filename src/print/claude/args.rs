@@ -99,6 +99,8 @@ pub struct ClaudeArgs {
     pub session_id: Option<String>,
     pub model: Option<String>,
     pub max_turns: Option<u32>,
+    /// `--max-budget-usd`: the session's dollar budget (`loop_control.max_budget_usd`).
+    pub max_budget_usd: Option<f64>,
     /// kiwi's own options, accepted in this dialect too.
     pub config: Option<String>,
     pub config_file: Option<PathBuf>,
@@ -161,6 +163,7 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--session-id"], Arity::Value),
     (&["--model"], Arity::Value),
     (&["--max-turns"], Arity::Value),
+    (&["--max-budget-usd"], Arity::Value),
     (&["--config"], Arity::Value),
     (&["--config-file"], Arity::Value),
     (&["--work-dir"], Arity::Value),
@@ -184,7 +187,6 @@ const OPTIONS: &[(&[&str], Arity)] = &[
     (&["--no-session-persistence"], Arity::Switch),
     (&["--ide"], Arity::Switch),
     (&["--setting-sources"], Arity::Value),
-    (&["--max-budget-usd"], Arity::Value),
     (&["--task-budget"], Arity::Value),
     (&["--fallback-model"], Arity::Value),
     (&["--betas"], Arity::Value),
@@ -341,6 +343,12 @@ impl ClaudeArgs {
                         UsageError(format!("--max-turns needs a whole number of at least 1, got {v:?}"))
                     })?;
                 self.max_turns = Some(n);
+            }
+            "--max-budget-usd" => {
+                let usd = crate::config::prices::parse_budget_usd(&v).ok_or_else(|| {
+                    UsageError(format!("--max-budget-usd needs a number of US dollars above 0, got {v:?}"))
+                })?;
+                self.max_budget_usd = Some(usd);
             }
             "--config" => self.config = Some(v),
             "--config-file" => self.config_file = Some(PathBuf::from(v)),
@@ -505,8 +513,9 @@ mod tests {
         assert_eq!(a.agents.as_deref(), Some("{}"));
         assert_eq!(a.thinking, Some(false));
         assert!(a.ignored.is_empty());
-        let a = parse(&["--max-budget-usd", "1", "--settings", "s.json", "-p", "q"]).unwrap();
-        assert_eq!(a.ignored, ["--max-budget-usd=1"]);
+        let a = parse(&["--max-budget-usd", "1.5", "--task-budget", "1", "--settings", "s.json", "-p", "q"]).unwrap();
+        assert_eq!(a.max_budget_usd, Some(1.5));
+        assert_eq!(a.ignored, ["--task-budget=1"]);
         assert_eq!(a.settings.as_deref(), Some("s.json"));
         let a = parse(&["--sandbox", "read-only", "--sandbox-network", "-p", "q"]).unwrap();
         assert_eq!((a.sandbox, a.sandbox_network), (Some(crate::sandbox::SandboxMode::ReadOnly), true));
@@ -527,6 +536,9 @@ mod tests {
             (&["--input-format", "stream-json"], "needs --output-format stream-json"),
             (&["--max-turns", "0"], "--max-turns needs"),
             (&["--max-turns", "x"], "--max-turns needs"),
+            (&["--max-budget-usd", "0"], "--max-budget-usd needs"),
+            (&["--max-budget-usd=-2"], "--max-budget-usd needs"),
+            (&["--max-budget-usd", "lots"], "--max-budget-usd needs"),
             (&["--model"], "argument missing"),
             (&["--resume-session-at=u"], "--resume-session-at requires --resume"),
             (&["--resume-drops-turn=u", "-r", "x"], "--resume-drops-turn requires --resume-session-at"),

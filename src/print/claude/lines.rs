@@ -387,7 +387,8 @@ pub enum ResultSubtype {
     Success,
     ErrorMaxTurns,
     ErrorDuringExecution,
-    /// Claude Code's budget stop, used for the session's token budget (kiwi counts no dollars).
+    /// Claude Code's budget stop: the session's dollar budget (`--max-budget-usd`), and its
+    /// token budget too.
     ErrorMaxBudgetUsd,
 }
 
@@ -402,8 +403,9 @@ pub struct ResultLine {
     pub result: Option<String>,
     pub stop_reason: Option<String>,
     pub session_id: String,
-    /// kiwi knows no prices: always 0.
-    pub total_cost_usd: u64,
+    /// The session's cost in US dollars (continued across resumes); 0 unless prices are known.
+    #[serde(serialize_with = "js_number")]
+    pub total_cost_usd: f64,
     pub usage: Usage,
     #[serde(rename = "modelUsage")]
     pub model_usage: BTreeMap<String, ModelUsage>,
@@ -418,6 +420,12 @@ pub struct ResultLine {
     pub structured_output: Option<Value>,
 }
 
+/// A number as Claude Code (JavaScript) writes it: whole values without a fraction (`0`, not
+/// `0.0`), others in their shortest form.
+fn js_number<S: serde::Serializer>(n: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if n.fract() == 0.0 && n.abs() < 9e15 { s.serialize_i64(*n as i64) } else { s.serialize_f64(*n) }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelUsage {
@@ -426,8 +434,9 @@ pub struct ModelUsage {
     pub cache_read_input_tokens: u64,
     pub cache_creation_input_tokens: u64,
     pub web_search_requests: u64,
-    #[serde(rename = "costUSD")]
-    pub cost_usd: u64,
+    /// What this model's calls in this run cost; 0 unless prices are known.
+    #[serde(rename = "costUSD", serialize_with = "js_number")]
+    pub cost_usd: f64,
     pub context_window: u64,
 }
 
@@ -608,6 +617,17 @@ pub struct AgentDefinitionIn {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dollars_are_written_as_claude_code_writes_numbers() {
+        #[derive(Serialize)]
+        struct N(#[serde(serialize_with = "js_number")] f64);
+        let text = |n: f64| serde_json::to_string(&N(n)).unwrap();
+        assert_eq!(text(0.0), "0");
+        assert_eq!(text(2.0), "2");
+        assert_eq!(text(0.025), "0.025");
+        assert_eq!(text(1.5), "1.5");
+    }
+
     use super::*;
 
     fn rt<T: Serialize + for<'de> Deserialize<'de>>(json: &str) {

@@ -621,6 +621,8 @@ impl Projection for ClaudeProjection {
             let reason = lock(&inner.cancel_reason).clone();
             let mut lines = Vec::new();
             let mut line = lock(&inner.turn).finish(&result, &reason, &mut lines);
+            // The session's running cost (every agent, earlier runs of a resumed session too).
+            line.total_cost_usd = inner.agent.state.cost_usd().unwrap_or(0.0);
             if let Some(answer) = inner.settings.structured.as_ref().and_then(|slot| lock(slot).take())
                 && line.subtype == ResultSubtype::Success
                 && !line.is_error

@@ -257,7 +257,7 @@ impl RunLoop {
             result: None,
             stop_reason: None,
             session_id: self.session_id.clone(),
-            total_cost_usd: 0,
+            total_cost_usd: 0.0,
             usage: Default::default(),
             model_usage: Default::default(),
             permission_denials: Vec::new(),

@@ -446,6 +446,7 @@ mod tests {
             max_context_size: 1000,
             capabilities: Vec::new(),
             display_name: None,
+            usd_per_mtok: None,
         };
         let models: BTreeMap<String, _> = [
             ("fast".to_string(), model("claude-haiku-4-5")),

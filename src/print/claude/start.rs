@@ -63,7 +63,7 @@ Usage: kiwi -p [OPTIONS] [PROMPT]
   --fork-session                  continue a copy of the resumed session (under --session-id if given)
   --resume-session-at UUID        resume with the history up to the turn that message ends
   --resume-drops-turn UUID        ... discarding only the turn of that prompt
-  --model NAME, --max-turns N
+  --model NAME, --max-turns N, --max-budget-usd USD (needs prices: usd_per_mtok in the config)
   --config TEXT, --config-file PATH, --work-dir PATH, --debug, --log-stderr (kiwi's own)
 
 Other Claude Code options are accepted and ignored, each named on stderr. See docs/print-mode.md.
@@ -110,7 +110,7 @@ pub fn main(argv: &[OsString]) -> ExitCode {
 fn why_ignored(option: &str) -> &'static str {
     let name = option.split(['=', ' ']).next().unwrap_or(option);
     match name {
-        "--max-budget-usd" | "--task-budget" => "kiwi knows no prices, so it cannot keep a budget in dollars",
+        "--task-budget" => "kiwi keeps one dollar budget per session (--max-budget-usd), none per task",
         "--fallback-model" => "kiwi retries the same model; choose another one with --model or set_model",
         "--setting-sources" => "kiwi reads no Claude Code settings files (its config is --config-file)",
         "--include-hook-events" => "hook runs are not reported as lines in this dialect",
@@ -189,6 +189,9 @@ fn prepare(args: &ClaudeArgs, share: &Path) -> Result<Prepared, StartError> {
     if let Some(n) = args.max_turns {
         config.loop_control.max_steps_per_turn = n;
     }
+    if let Some(usd) = args.max_budget_usd {
+        config.loop_control.max_budget_usd = Some(usd);
+    }
     let replace = match &args.system_prompt_file {
         Some(path) => Some(
             std::fs::read_to_string(path)
@@ -258,7 +261,7 @@ async fn fail_early(out: &crate::rpc::Outbound, args: &ClaudeArgs, session_id: &
         result: None,
         stop_reason: None,
         session_id: session_id.to_string(),
-        total_cost_usd: 0,
+        total_cost_usd: 0.0,
         usage: Default::default(),
         model_usage: Default::default(),
         permission_denials: Vec::new(),

@@ -281,6 +281,9 @@ impl TurnLines {
                         totals.cache_read_input_tokens += usage.cache_read_input_tokens;
                         totals.cache_creation_input_tokens += usage.cache_creation_input_tokens;
                         totals.context_window = self.id.context_window;
+                        if let Some(cost) = status.cost {
+                            totals.cost_usd = crate::config::prices::round_usd(totals.cost_usd + cost.step_usd);
+                        }
                     } else if step.usage.is_none() {
                         step.usage = Some(Usage::default());
                     }
@@ -779,7 +782,7 @@ impl TurnLines {
             result: None,
             stop_reason: None,
             session_id: self.id.session_id.clone(),
-            total_cost_usd: 0,
+            total_cost_usd: 0.0,
             usage: self.usage,
             model_usage: self.model_usage.clone(),
             permission_denials: std::mem::take(&mut self.denials),
@@ -814,6 +817,9 @@ impl TurnLines {
                 ResultSubtype::ErrorMaxBudgetUsd,
                 format!("Reached the session's token budget ({used} of {limit} tokens)"),
             ),
+            Ok(TurnOutcome::CostBudgetReached { limit, .. }) => {
+                fail(&mut line, ResultSubtype::ErrorMaxBudgetUsd, format!("Reached maximum budget (${limit})"))
+            }
             Err(TurnError::Provider(error)) => {
                 let (text, status) = api_error_text(error);
                 out.push(OutLine::Assistant(AssistantLine {

@@ -167,6 +167,10 @@ pub fn failure(result: &TurnResult) -> Option<(String, u8)> {
         Ok(TurnOutcome::TokenBudgetReached { used, limit }) => {
             Some((format!("Session token budget reached: {used} of {limit} tokens"), 1))
         }
+        Ok(TurnOutcome::CostBudgetReached { spent, limit }) => {
+            let (spent, limit) = (crate::config::prices::dollars(*spent), crate::config::prices::dollars(*limit));
+            Some((format!("Session budget reached: {spent} of {limit}"), 1))
+        }
         Err(TurnError::LlmNotSet { reason: None }) => Some(("LLM not set".into(), 1)),
         Err(TurnError::LlmNotSet { reason: Some(why) }) => Some((format!("LLM not set: {why}"), 1)),
         Err(e @ TurnError::Capability { .. }) => Some((e.to_string(), 1)),

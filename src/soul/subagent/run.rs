@@ -246,6 +246,13 @@ fn summary_of(soul: &Soul, run: Result<AgentRun, TurnError>, phase: &str) -> Res
                 "Token budget used up",
             )));
         }
+        Ok(AgentRun::CostBudget { spent, limit, .. }) => {
+            let (spent, limit) = (crate::config::prices::dollars(spent), crate::config::prices::dollars(limit));
+            return Err(Box::new(ToolReturnValue::error(
+                format!("The session's dollar budget is used up ({spent} of {limit}) when {phase}."),
+                "Dollar budget used up",
+            )));
+        }
         Ok(AgentRun::Done { .. }) => {}
         Err(TurnError::Provider(e)) => {
             return Err(failed(match e.status_code() {

@@ -28,6 +28,8 @@ const state = {
   planMode: false,
   requests: 0,
   stats: {},
+  // The session's dollar budget (initialize's `cost` member), for the status line.
+  budget: null,
   searchHits: [],
   searchAt: 0,
   openInDisabled: localStorage.getItem("kiwi.openin.off") === "1",
@@ -451,6 +453,8 @@ async function openSession(id, push, known) {
     onEvent: (type, payload, live) => {
       if (type === "StepBegin") state.stats.step = payload.n;
       if (type === "TurnBegin") state.stats.step = 0;
+      // A new turn has cost nothing yet (a live one; replayed history carries no cost).
+      if (live && type === "TurnBegin" && state.stats.cost) state.stats.cost = { ...state.stats.cost, turn_usd: 0 };
       state.conv.event(type, payload);
       if (live && type === "TurnBegin") state.conv.streaming = true;
       renderStatusLine();
@@ -461,6 +465,11 @@ async function openSession(id, push, known) {
     },
     onInitialized: (result) => {
       state.slash = (result && result.slash_commands) || [];
+      // The session's cost so far (null when its model has no prices) and its dollar budget.
+      const cost = result && result.cost;
+      state.budget = cost ? cost.max_budget_usd : null;
+      if (cost && typeof cost.session_usd === "number") state.stats.cost = { session_usd: cost.session_usd, turn_usd: null };
+      renderStatusLine();
     },
     onConnection: (conn, detail) => {
       const el = $("conn-state");
@@ -676,6 +685,8 @@ async function sendPrompt(text, files) {
     const result = await sock.request("prompt", { user_input: input });
     if (result && result.status === "cancelled" && state.current === session) state.conv.markStopped();
     if (result && result.status === "max_steps_reached") state.conv.addError(`The turn stopped after ${result.steps} steps (the step limit).`);
+    if (result && result.status === "token_budget_reached") state.conv.addError(`The session's token budget is used up (${result.tokens} of ${result.max_session_tokens} tokens).`);
+    if (result && result.status === "budget_reached") state.conv.addError(`The session's dollar budget is used up (${fmtUsd(result.cost_usd)} of ${fmtUsd(result.max_budget_usd)}).`);
     if (result && result.status === "finished" && firstTurn && state.current === session) generateTitle(session);
   } catch (e) {
     if (e.code === -32000) {
@@ -960,6 +971,12 @@ function fmtTokens(n) {
   return n >= 1000 ? `${(n / 1000).toFixed(n >= 100000 ? 0 : 1)}k` : String(n);
 }
 
+/** Dollars as people read them: cents from a cent up, four decimals below. */
+function fmtUsd(n) {
+  if (typeof n !== "number") return "?";
+  return n >= 0.01 || n === 0 ? `$${n.toFixed(2)}` : `$${n.toFixed(4)}`;
+}
+
 function renderStatusLine() {
   const box = clear($("status-line"));
   const st = state.status;
@@ -981,6 +998,12 @@ function renderStatusLine() {
   if (s.token_usage) {
     const u = s.token_usage;
     box.appendChild(h("span", { class: "muted", title: "Tokens of the last model call", text: `in ${fmtTokens((u.input_other || 0) + (u.input_cache_read || 0) + (u.input_cache_creation || 0))} · out ${fmtTokens(u.output || 0)}` }));
+  }
+  if (s.cost) {
+    // Only what kiwi could price: no model prices, no cost shown (never a guess).
+    const turn = typeof s.cost.turn_usd === "number" ? ` · turn ${fmtUsd(s.cost.turn_usd)}` : "";
+    const budget = typeof state.budget === "number" ? ` of ${fmtUsd(state.budget)}` : "";
+    box.appendChild(h("span", { class: "muted cost", title: "What this session's model calls cost (US dollars)", text: `${fmtUsd(s.cost.session_usd)}${budget}${turn}` }));
   }
   if (st && st.state === "busy" && s.step) box.appendChild(h("span", { class: "muted", text: `step ${s.step}` }));
   if (s.mcp_status && s.mcp_status.total) box.appendChild(h("span", { class: "muted", text: `MCP ${s.mcp_status.connected}/${s.mcp_status.total}` }));

@@ -93,8 +93,9 @@ export class SessionSocket {
         protocol_version: PROTOCOL_VERSION,
         client: { name: "kiwi", version: "web" },
         capabilities: { supports_question: true, supports_plan_mode: true },
-        // kiwi's own commands (/fork, /undo) are listed only for a client that asks.
-        extensions: ["fork", "undo", "tool_output"],
+        // kiwi's own commands (/fork, /undo) are listed only for a client that asks; so are a
+        // running tool's output (`ToolOutput`) and what each step cost (`StatusUpdate.cost`).
+        extensions: ["fork", "undo", "tool_output", "cost"],
       });
       this.h.onInitialized(result);
     } catch (err) {
