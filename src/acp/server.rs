@@ -263,6 +263,7 @@ impl AcpServer {
             AcpRequest::Prompt(request) => {
                 let session = self.session(&request.session_id.0)?;
                 let input = prompt_input::user_input(&request.prompt).map_err(errors::invalid_params)?;
+                session.after_commands().await;
                 // While a turn runs the prompt waits its turn (`docs/acp.md` §4.12).
                 session.prompt(input, id.clone())?;
             }
@@ -496,7 +497,10 @@ impl AcpServer {
 
     /// `available_commands_update`: the slash commands and skills the core offers.
     async fn announce_commands(&self, session: &Arc<AcpSession>) {
-        let Some(driver) = session.driver() else { return };
+        let Some(driver) = session.driver() else {
+            session.commands_sent();
+            return;
+        };
         let commands: Vec<AvailableCommand> = driver
             .agent()
             .slash_commands
@@ -506,6 +510,7 @@ impl AcpServer {
             .collect();
         let update = SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands));
         self.shared.updates.send(&session.id, update).await;
+        session.commands_sent();
         // A slow SessionStart hook must not hold up anything else.
         let session = session.clone();
         tokio::spawn(async move { session.start_hooks().await });

@@ -72,6 +72,9 @@ pub struct AcpSession {
     queue: Mutex<VecDeque<(UserInput, RequestId)>>,
     /// What the client was last told of the title and the config options.
     announced: Mutex<Announced>,
+    /// True once the session's `available_commands_update` went out: a prompt the client sends
+    /// right after `session/new` waits for it, so its turn's updates never overtake the list.
+    commands_sent: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Default)]
@@ -132,10 +135,23 @@ impl AcpSession {
             config: shared.setup.config.clone(),
             updates: shared.updates.clone(),
             queue: Mutex::default(),
+            commands_sent: tokio::sync::watch::Sender::new(false),
             announced: Mutex::new(Announced { title, options: None }),
         });
         watcher.watch(&session);
         Ok(session)
+    }
+
+    /// The command list was sent (or there is none to send).
+    pub fn commands_sent(&self) {
+        self.commands_sent.send_replace(true);
+    }
+
+    /// Waits until the command list went out (at most a moment: it follows the answer that
+    /// opened the session).
+    pub async fn after_commands(&self) {
+        let mut sent = self.commands_sent.subscribe();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), sent.wait_for(|sent| *sent)).await;
     }
 
     /// The turn driver; `None` once the session is closed.

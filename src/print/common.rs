@@ -48,6 +48,21 @@ pub fn stderr_line(text: &str) {
     let _ = err.flush();
 }
 
+/// A print dialect's `--version` or `--help`: printed to stdout, and the run ends there
+/// (`Some(exit code)`); `None` when neither was asked.
+pub fn version_or_help(version: bool, help: bool, help_text: &str) -> Option<std::process::ExitCode> {
+    use std::io::Write as _;
+    if version {
+        crate::cli::print_version(crate::VERSION);
+        return Some(std::process::ExitCode::SUCCESS);
+    }
+    if help {
+        let _ = std::io::stdout().lock().write_all(help_text.as_bytes());
+        return Some(std::process::ExitCode::SUCCESS);
+    }
+    None
+}
+
 /// The scripted-echo trace goes to stderr: stdout carries only the dialect's lines.
 pub fn trace_to_stderr() -> TraceSink {
     Box::new(|line: String| stderr_line(&line))

@@ -25,6 +25,7 @@ use tracing::Instrument as _;
 use super::guard::socket_refusal;
 use super::hosted::{Hosted, Hosting};
 use super::queue::CLOSE_SHUTDOWN;
+use super::socket::{MAX_CLIENT_FRAME, sized};
 use super::state::AppState;
 use crate::acp::errors;
 use crate::acp::host::{HostedSession, MakeProjection, SessionHost, build};
@@ -37,11 +38,6 @@ use crate::rpc::{ErrorObject, Outbound, RequestId};
 use crate::session::store::SessionChoice;
 use crate::soul::{Busy, TurnTag};
 
-/// The largest frame a client may send (a prompt with an embedded image fits).
-const MAX_CLIENT_FRAME: usize = 16 * 1024 * 1024;
-/// The socket's read buffer (grows while a larger frame is read).
-const READ_BUFFER: usize = 4 * 1024;
-const WRITE_BUFFER: usize = 8 * 1024;
 /// Frames waiting for the socket; a client that stops reading slows its own sessions' output
 /// down here (as stdout does for `kiwi acp`), never the server or the other clients.
 const OUTBOUND_FRAMES: usize = 1024;
@@ -60,19 +56,15 @@ pub async fn upgrade(
         return StatusCode::FORBIDDEN.into_response();
     }
     let span = tracing::info_span!("acp_socket", peer = %peer);
-    ws.max_message_size(MAX_CLIENT_FRAME)
-        .max_frame_size(MAX_CLIENT_FRAME)
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(WRITE_BUFFER)
-        .on_upgrade(move |socket| {
-            // The connection's place under the cap stays taken while the socket lives.
-            let slot = slot;
-            async move {
-                serve(state, socket).await;
-                drop(slot);
-            }
-            .instrument(span)
-        })
+    sized(ws).on_upgrade(move |socket| {
+        // The connection's place under the cap stays taken while the socket lives.
+        let slot = slot;
+        async move {
+            serve(state, socket).await;
+            drop(slot);
+        }
+        .instrument(span)
+    })
 }
 
 async fn serve(state: AppState, socket: WebSocket) {

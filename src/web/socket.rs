@@ -26,17 +26,16 @@ use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::guard::token_matches;
+use super::guard::socket_refusal;
 use super::hosted::{Client, Hosted, Hosting, SessionStatus, State as Status};
 use super::queue::{CLOSE_NOT_FOUND, Frames, NOT_FOUND_REASON, Outgoing, QUEUE_BYTES, QUEUE_FRAMES};
-use super::settings::is_private;
 use super::state::AppState;
 use crate::live::history::Batches;
 use crate::live::{History, LiveSession};
@@ -52,7 +51,7 @@ use crate::wire::server::{Transport, WireHandler, busy};
 /// The prompt text the reference UI sends with attachments and no message of its own.
 pub const UPLOAD_ONLY_MARKER: &str = "KIMI_FILE_UPLOAD_WITHOUT_MESSAGE";
 /// The largest frame a client may send.
-const MAX_CLIENT_FRAME: usize = 16 * 1024 * 1024;
+pub(super) const MAX_CLIENT_FRAME: usize = 16 * 1024 * 1024;
 /// The socket's read buffer. Clients send small frames (a prompt, an answer); a larger one
 /// grows the buffer while it is read. tungstenite's default, 128 KiB per socket allocated up
 /// front, was most of what a connected browser cost (`docs/web.md` §4.1).
@@ -64,6 +63,15 @@ const WRITE_BUFFER: usize = 8 * 1024;
 /// History frames read ahead of the socket.
 const HISTORY_BATCH: usize = 512;
 
+/// A socket's frame limits and buffers, the same for every WebSocket of the server (the
+/// session socket and `/api/acp`).
+pub(super) fn sized(ws: WebSocketUpgrade) -> WebSocketUpgrade {
+    ws.max_message_size(MAX_CLIENT_FRAME)
+        .max_frame_size(MAX_CLIENT_FRAME)
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(WRITE_BUFFER)
+}
+
 /// The upgrade, after the handshake checks of `docs/web.md` §4.1 and §8 item 3.
 pub async fn upgrade(
     State(state): State<AppState>,
@@ -74,7 +82,7 @@ pub async fn upgrade(
     slot: Option<axum::Extension<super::listen::Slot>>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    if let Some(why) = refusal(&state, peer, &headers, query.get("token").map(String::as_str)) {
+    if let Some(why) = socket_refusal(&state.settings, peer, &headers, query.get("token").map(String::as_str)) {
         tracing::info!("WebSocket from {peer} refused: {why}");
         return StatusCode::FORBIDDEN.into_response();
     }
@@ -85,41 +93,15 @@ pub async fn upgrade(
     let id = id.hyphenated().to_string();
     // Everything logged for this socket, and for the turns it starts, carries the session id.
     let span = tracing::info_span!("session", id = %id);
-    ws.max_message_size(MAX_CLIENT_FRAME)
-        .max_frame_size(MAX_CLIENT_FRAME)
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(WRITE_BUFFER)
-        .on_upgrade(move |socket| {
-            // The connection's place under the cap stays taken while the socket lives.
-            let slot = slot;
-            async move {
-                serve(state, id, socket).await;
-                drop(slot);
-            }
-            .instrument(span)
-        })
-}
-
-/// Why a handshake is refused: a client outside the LAN (LAN-only), an Origin the CORS rule
-/// does not allow (checked in every mode; no Origin passes), a missing or wrong token (only the
-/// query parameter counts).
-fn refusal(state: &AppState, peer: SocketAddr, headers: &HeaderMap, token: Option<&str>) -> Option<&'static str> {
-    let settings = &state.settings;
-    if settings.lan_only && !is_private(peer.ip()) {
-        return Some("not on the local network");
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let allowed = origin.to_str().is_ok_and(|o| settings.origin_allowed(o));
-        if !allowed {
-            return Some("origin not allowed");
+    sized(ws).on_upgrade(move |socket| {
+        // The connection's place under the cap stays taken while the socket lives.
+        let slot = slot;
+        async move {
+            serve(state, id, socket).await;
+            drop(slot);
         }
-    }
-    if let Some(expected) = &settings.token
-        && !token.is_some_and(|t| token_matches(t.trim(), expected))
-    {
-        return Some("missing or wrong token");
-    }
-    None
+        .instrument(span)
+    })
 }
 
 async fn serve(state: AppState, id: String, socket: WebSocket) {

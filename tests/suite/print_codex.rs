@@ -65,7 +65,8 @@ fn command(d: &Dirs, config: &Path, args: &[&str]) -> Command {
 fn run(mut cmd: Command, stdin: &str) -> Exec {
     let mut child =
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn kiwi exec");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    // A refused command line can end the process before it reads stdin (a broken pipe here).
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     let lines = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect();

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,7 +26,6 @@ use super::sdk_mcp::SdkServer;
 use super::structured::{StructuredOutput, StructuredSlot};
 use super::tool_names::{Rule, kiwi_name};
 use super::turn::{Identity, fresh_uuid};
-use crate::VERSION;
 use crate::builder::{AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
 use crate::live::{LiveSession, Runtime, Sessions, shell};
 use crate::print::common::{stderr_line, trace_to_stderr};
@@ -75,13 +74,8 @@ pub fn main(argv: &[OsString]) -> ExitCode {
         Ok(args) => args,
         Err(UsageError(message)) => return usage(&message),
     };
-    if args.version {
-        crate::cli::print_version(VERSION);
-        return ExitCode::SUCCESS;
-    }
-    if args.help {
-        let _ = std::io::stdout().lock().write_all(HELP.as_bytes());
-        return ExitCode::SUCCESS;
+    if let Some(code) = crate::print::common::version_or_help(args.version, args.help, HELP) {
+        return code;
     }
     let share = share_dir();
     init_logging(args.debug, args.log_stderr, &log_file(&share));

@@ -9,7 +9,6 @@
 //! sandbox decides), questions and plan mode are not offered.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,7 +20,6 @@ use super::events::ThreadEvent;
 use super::items::Lookup;
 use super::projection::CodexProjection;
 use super::{input, usage};
-use crate::VERSION;
 use crate::builder::{AgentSetup, BuildError, Invocation, PromptEdit, SessionRequest};
 use crate::config::{Config, ProviderType};
 use crate::live::{LiveSession, Runtime, shell};
@@ -67,13 +65,8 @@ pub fn main(argv: &[OsString]) -> ExitCode {
         Err(ArgError::Usage(m)) => return Fail(m, 2).exit(),
         Err(ArgError::Refused(m)) => return Fail(m, 1).exit(),
     };
-    if args.version {
-        crate::cli::print_version(VERSION);
-        return ExitCode::SUCCESS;
-    }
-    if args.help {
-        let _ = std::io::stdout().lock().write_all(HELP.as_bytes());
-        return ExitCode::SUCCESS;
+    if let Some(code) = crate::print::common::version_or_help(args.version, args.help, HELP) {
+        return code;
     }
     if !args.json {
         return Fail("kiwi: codex exec without --json is not supported".into(), 2).exit();
