@@ -19,6 +19,7 @@ use crate::acp::serve::{AcpOptions, serve_streams as serve_acp};
 use crate::builder::{AgentChoice, AgentSetup, BuildError, Invocation, SessionRequest};
 use crate::cli::Cli;
 use crate::session::store::{SessionChoice, share_dir};
+use crate::wire::attach;
 use crate::wire::serve::{WireOptions, serve_streams};
 
 pub use crate::VERSION;
@@ -211,6 +212,25 @@ fn mcp_documents(cli: &Cli, share: &Path) -> Result<Vec<serde_json::Value>, Star
     Ok(documents)
 }
 
+/// The host's socket when the wire session `request` opens is held by another process
+/// (`docs/host.md` §2); `None` when this process opens the session itself: it is nobody's, or
+/// its host cannot be reached and the lock came free within [`attach::LOCK_WAIT`]. Otherwise
+/// the reason goes to stderr and opening fails on the lock as it always did.
+#[allow(clippy::print_stderr)] // one start-up line naming why attaching failed
+fn connect_to_host(share: &Path, request: &SessionRequest) -> Option<std::os::unix::net::UnixStream> {
+    let (id, dir) = attach::held_elsewhere(share, &request.work_dir, &request.session)?;
+    match attach::connect(&dir) {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            if !attach::wait_for_lock(&dir) {
+                tracing::warn!("cannot attach to session {id}: {e}");
+                eprintln!("Cannot attach to session {id}: {e}");
+            }
+            None
+        }
+    }
+}
+
 /// Serves the chosen front end on `input` / `output` (stdin and stdout for the binary). A
 /// session that cannot be built is reported like any start-up error.
 pub fn run_with<R, W>(prepared: Prepared, input: R, output: W) -> ExitCode
@@ -222,6 +242,14 @@ where
     let request = SessionRequest { work_dir, session, trace: None };
     let served = match front_end {
         FrontEnd::Wire => {
+            if let Some(stream) = connect_to_host(&setup.share_dir, &request) {
+                return match attach::relay(stream, input, output) {
+                    Ok(code) => code,
+                    Err(e) => {
+                        report(StartError::Fatal(format!("Cannot relay to the session's host: {e}")), &setup.share_dir)
+                    }
+                };
+            }
             let options = WireOptions { max_line_bytes, version: VERSION.to_string() };
             serve_streams(&setup, request, options, input, output)
         }

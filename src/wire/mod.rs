@@ -6,9 +6,11 @@
 //! `serve` puts them together on a pair of byte streams.
 
 pub mod answers;
+pub mod attach;
 pub mod errors;
 pub mod extensions;
 pub mod frames;
+pub mod host;
 pub mod methods;
 pub mod params;
 pub mod projection;

@@ -51,11 +51,17 @@ where
         let granted = projection.granted();
         let live = LiveSession::open(built, projection, &process.sessions);
         live.start().await;
+        // Other kiwi processes of this user attach through the session's socket
+        // (`docs/host.md`); serving stops and the file goes when this is dropped.
+        let hosting = super::host::serve(live.clone(), options.version.clone())
+            .inspect_err(|e| tracing::warn!("cannot serve the session on its socket: {e}"))
+            .ok();
         let handler = WireHandler::new(Stdio { live: live.clone() }, peer.clone(), options.version).with_grant(granted);
         handler.serve(lines, process.stop).await;
         // EOF or a signal: cancel the turn, let it answer, fail what is still pending.
         live.driver().shutdown(SHUTDOWN_GRACE).await;
         peer.fail_all();
+        drop(hosting);
         Ok(ExitCode::SUCCESS)
     });
     served.map_err(|e| BuildError::Fatal(e.0))?

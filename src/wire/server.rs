@@ -65,6 +65,13 @@ pub trait Transport: Send + Sync {
 
     /// A client's `initialize`, accepted and about to be applied.
     fn initializing(&self, _params: &InitializeParams) {}
+
+    /// The client is another kiwi process attached to this session (`wire::host`): its
+    /// `initialize` is answered even while a turn runs, changes nothing of the session's agent,
+    /// and rejects its external tools (a call could not be routed to it).
+    fn attached(&self) -> bool {
+        false
+    }
 }
 
 /// The stdio transport: one session, one client, the wire's own rules.
@@ -206,6 +213,11 @@ impl<T: Transport> WireHandler<T> {
     }
 
     async fn initialize(&self, id: RequestId, live: &LiveSession, params: InitializeParams) {
+        if self.transport.attached() {
+            let result = initialize_attached(live.driver(), params, &self.version);
+            self.granted.set(result.extensions.as_deref());
+            return self.outbound.respond(&id, &result).await;
+        }
         if live.driver().is_busy() {
             self.outbound.error(Some(&id), &busy()).await;
             return;
@@ -288,16 +300,39 @@ fn undo_result(report: crate::soul::undo::UndoReport) -> UndoResult {
     }
 }
 
+/// The reason an attached process's external tools are rejected (`docs/host.md`).
+pub const HOSTED_ELSEWHERE: &str = "session is hosted by another process";
+
+/// `initialize` of a client attached from another process: the session's agent is left as it
+/// is (its tools, hooks, client identity and capabilities belong to the host's client); every
+/// external tool is rejected with [`HOSTED_ELSEWHERE`].
+fn initialize_attached(driver: &crate::soul::TurnDriver, params: InitializeParams, version: &str) -> InitializeResult {
+    initialize_with(driver, params, version, true)
+}
+
 /// `initialize` applied to a session's agent (external tools, hook subscriptions, the client's
 /// identity and capabilities) and its result; the caller refuses it while a turn runs. A
 /// restarted web session gets its last `initialize` again through this.
 pub fn initialize_agent(driver: &crate::soul::TurnDriver, params: InitializeParams, version: &str) -> InitializeResult {
+    initialize_with(driver, params, version, false)
+}
+
+fn initialize_with(
+    driver: &crate::soul::TurnDriver,
+    params: InitializeParams,
+    version: &str,
+    attached: bool,
+) -> InitializeResult {
     let agent = driver.agent();
     let mut outcome = ExternalToolsOutcome::default();
     let tools = params.external_tools.unwrap_or_default();
     let mut accepted = Vec::new();
     let current = agent.toolset();
     for spec in &tools {
+        if attached {
+            outcome.rejected.push(RejectedTool { name: spec.name.clone(), reason: HOSTED_ELSEWHERE.into() });
+            continue;
+        }
         let conflicts = current.get(&spec.name).is_some_and(|t| !t.is_external());
         if conflicts {
             outcome
@@ -326,11 +361,13 @@ pub fn initialize_agent(driver: &crate::soul::TurnDriver, params: InitializePara
             Some(Subscription { id: h.id, event, matcher: h.matcher, timeout: h.timeout })
         })
         .collect();
-    agent.hooks.connect(subscriptions);
-    if let Some(llm) = agent.llm() {
-        llm.set_client(params.client.map(|c| ClientIdentity { name: c.name, version: c.version }));
+    if !attached {
+        agent.hooks.connect(subscriptions);
+        if let Some(llm) = agent.llm() {
+            llm.set_client(params.client.map(|c| ClientIdentity { name: c.name, version: c.version }));
+        }
+        agent.client.handshake(params.capabilities.map(|c| (c.supports_question, c.supports_plan_mode)));
     }
-    agent.client.handshake(params.capabilities.map(|c| (c.supports_question, c.supports_plan_mode)));
     // Approvals are forwarded whether or not the client initialized (kiwi never drops them,
     // `docs/protocol-1.10.md` §12.1), so no pending approval is left to re-send here.
     let configured: Map<String, Value> =

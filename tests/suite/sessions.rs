@@ -76,20 +76,6 @@ fn empty_sessions_are_removed_at_exit() {
 }
 
 #[test]
-fn a_second_server_on_the_same_session_is_refused() {
-    let env = Env::new();
-    let config = env.scripted_config(&["text: a"]);
-    let mut first = env.spawn(&config, &["--session", "shared"]);
-    first.initialize();
-    let out = env.command(&config, &["--session", "shared"]).stdin(std::process::Stdio::null()).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Session shared is in use by another process"));
-    assert!(out.stdout.is_empty());
-    let (_, r) = first.prompt("p", json!("still mine"));
-    assert_eq!(r["result"]["status"], "finished");
-}
-
-#[test]
 fn resume_after_kill_with_a_torn_last_line() {
     let env = Env::new();
     let config = env.scripted_config(&["text: remembered", "text: after resume"]);
