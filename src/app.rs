@@ -217,7 +217,10 @@ fn mcp_documents(cli: &Cli, share: &Path) -> Result<Vec<serde_json::Value>, Star
 /// its host cannot be reached and the lock came free within [`attach::LOCK_WAIT`]. Otherwise
 /// the reason goes to stderr and opening fails on the lock as it always did.
 #[allow(clippy::print_stderr)] // one start-up line naming why attaching failed
-fn connect_to_host(share: &Path, request: &SessionRequest) -> Option<std::os::unix::net::UnixStream> {
+fn connect_to_host(
+    share: &Path,
+    request: &SessionRequest,
+) -> Option<std::io::BufReader<std::os::unix::net::UnixStream>> {
     let (id, dir) = attach::held_elsewhere(share, &request.work_dir, &request.session)?;
     match attach::connect(&dir) {
         Ok(stream) => Some(stream),

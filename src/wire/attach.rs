@@ -37,9 +37,21 @@ pub fn held_elsewhere(share: &Path, work_dir: &Path, choice: &SessionChoice) -> 
     matches!(lock_folder(&dir), Ok(None)).then_some((id, dir))
 }
 
-/// Connects to the host of the session in `dir`.
-pub fn connect(dir: &Path) -> std::io::Result<UnixStream> {
-    UnixStream::connect(socket_path(dir))
+/// How long the host may take to send its first frame (a host that refuses the peer closes
+/// the connection without one).
+const FIRST_FRAME: Duration = Duration::from_secs(2);
+
+/// Connects to the host of the session in `dir` and waits for its first frame: a peer the host
+/// refuses is closed without a byte, and counts as a host that cannot be reached.
+pub fn connect(dir: &Path) -> std::io::Result<BufReader<UnixStream>> {
+    let stream = UnixStream::connect(socket_path(dir))?;
+    stream.set_read_timeout(Some(FIRST_FRAME))?;
+    let mut reader = BufReader::new(stream);
+    if reader.fill_buf()?.is_empty() {
+        return Err(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "the host closed the connection"));
+    }
+    reader.get_ref().set_read_timeout(None)?;
+    Ok(reader)
 }
 
 /// Waits up to [`LOCK_WAIT`] for the session's lock to be free (its host gone); whether it is.
@@ -58,12 +70,12 @@ pub fn wait_for_lock(dir: &Path) -> bool {
 
 /// Relays `input` to the host and the host's frames (after the history) to `output` until the
 /// host's stream ends; `Err` when the connection cannot be shared by the two directions.
-pub fn relay<R, W>(stream: UnixStream, mut input: R, output: W) -> std::io::Result<ExitCode>
+pub fn relay<R, W>(mut from_host: BufReader<UnixStream>, mut input: R, output: W) -> std::io::Result<ExitCode>
 where
     R: Read + Send + 'static,
     W: Write,
 {
-    let mut to_host = stream.try_clone()?;
+    let mut to_host = from_host.get_ref().try_clone()?;
     std::thread::spawn(move || {
         if let Err(e) = std::io::copy(&mut input, &mut to_host) {
             tracing::info!("relaying the client's input stopped: {e}");
@@ -71,7 +83,6 @@ where
         // The client left: the host detaches this connection and ends its stream.
         let _ = to_host.shutdown(std::net::Shutdown::Write);
     });
-    let mut from_host = BufReader::new(stream);
     let mut out = BufWriter::new(output);
     let mut line = Vec::new();
     let mut in_history = true;
