@@ -3,7 +3,8 @@
 //! Each line is one frame of the session WebSocket protocol as newline-delimited JSON: the
 //! history up to the attach seam (as stored, `wire::replay::history_frame`), `history_complete`,
 //! then the live stream and the requests still waiting; the attacher sends wire 1.10 messages,
-//! handled by the one wire handler (`wire::server::WireHandler`) with the [`Attached`] rules.
+//! handled by the one wire handler (`wire::server::WireHandler`) as a `wire::server::Local`
+//! client that is attached.
 //!
 //! Invariants: the folder is `0700` and the socket `0600` before anyone can connect; a peer of
 //! another uid is closed without a byte; a file left by a crashed host is replaced (the lock,
@@ -23,12 +24,10 @@ use tracing::Instrument as _;
 
 use super::projection::WireProjection;
 use super::replay::history_frame;
-use super::server::{Transport, WireHandler, busy};
-use crate::live::{LiveSession, SubscriberId};
-use crate::protocol::UserInput;
+use super::server::{Local, WireHandler};
+use crate::live::LiveSession;
 use crate::rpc::queue::{Frames, Outgoing, QUEUE_BYTES, QUEUE_FRAMES};
-use crate::rpc::{ErrorObject, Outbound, Peer, RequestId};
-use crate::soul::TurnTag;
+use crate::rpc::{Outbound, Peer};
 
 /// The socket's file name inside the session folder.
 pub const SOCKET_NAME: &str = "live.sock";
@@ -116,7 +115,7 @@ async fn connection(stream: UnixStream, live: Arc<LiveSession>, version: String,
     let (subscriber, history) = live.attach(projection).await;
     tracing::info!("a process attached");
     let writer = tokio::spawn(write(write_half, history, frames).in_current_span());
-    let transport = Attached { live: live.clone(), subscriber };
+    let transport = Local { live: live.clone(), attached: Some(subscriber) };
     let handler = WireHandler::new(transport, peer.clone(), version).with_grant(granted);
     let closing = out.closing_token();
     let mut lines = BufReader::new(read);
@@ -200,35 +199,4 @@ async fn write(half: tokio::net::unix::OwnedWriteHalf, history: crate::live::His
 async fn line(out: &mut BufWriter<tokio::net::unix::OwnedWriteHalf>, frame: &str) -> std::io::Result<()> {
     out.write_all(frame.as_bytes()).await?;
     out.write_all(b"\n").await
-}
-
-/// The rules of an attached process for the one wire handler: its `prompt` starts a turn whose
-/// answer comes back to it (busy: the wire's -32000); its `initialize` is answered even while a
-/// turn runs and rejects external tools (a call could not be routed to it).
-struct Attached {
-    live: Arc<LiveSession>,
-    subscriber: SubscriberId,
-}
-
-impl Transport for Attached {
-    fn session(&self) -> impl Future<Output = Result<Arc<LiveSession>, ErrorObject>> + Send {
-        std::future::ready(Ok(self.live.clone()))
-    }
-
-    fn running(&self) -> Option<Arc<LiveSession>> {
-        Some(self.live.clone())
-    }
-
-    fn prompt(
-        &self,
-        live: Arc<LiveSession>,
-        id: RequestId,
-        input: UserInput,
-    ) -> impl Future<Output = Result<(), ErrorObject>> + Send {
-        std::future::ready(live.start_turn_for(self.subscriber, input, TurnTag::new(id)).map_err(|_| busy()))
-    }
-
-    fn attached(&self) -> bool {
-        true
-    }
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::projection::WireProjection;
-use super::server::{Stdio, WireHandler};
+use super::server::{Local, WireHandler};
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::live::{LiveSession, Runtime, SHUTDOWN_GRACE, shell};
 use crate::llm::build::TraceSink;
@@ -56,7 +56,8 @@ where
         let hosting = super::host::serve(live.clone(), options.version.clone())
             .inspect_err(|e| tracing::warn!("cannot serve the session on its socket: {e}"))
             .ok();
-        let handler = WireHandler::new(Stdio { live: live.clone() }, peer.clone(), options.version).with_grant(granted);
+        let handler = WireHandler::new(Local { live: live.clone(), attached: None }, peer.clone(), options.version)
+            .with_grant(granted);
         handler.serve(lines, process.stop).await;
         // EOF or a signal: cancel the turn, let it answer, fail what is still pending.
         live.driver().shutdown(SHUTDOWN_GRACE).await;

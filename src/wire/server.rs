@@ -29,7 +29,7 @@ use super::params::{
     SlashCommandInfo, SteerResult, UndoParams, UndoResult, UndoSkippedFile,
 };
 use super::replay::replay;
-use crate::live::{LiveSession, OpError};
+use crate::live::{LiveSession, OpError, SubscriberId};
 use crate::llm::ClientIdentity;
 use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
 use crate::rpc::message::classify;
@@ -74,12 +74,17 @@ pub trait Transport: Send + Sync {
     }
 }
 
-/// The stdio transport: one session, one client, the wire's own rules.
-pub struct Stdio {
+/// A client of a session this process holds, with the wire's own rules: the stdio client (the
+/// session's first subscriber), or another kiwi process attached through the session's socket
+/// (`wire::host`), whose turns' answers go back to it and whose `initialize` leaves the session
+/// as the host's client set it.
+pub struct Local {
     pub live: Arc<LiveSession>,
+    /// The attached process's subscriber; `None` for the stdio client.
+    pub attached: Option<SubscriberId>,
 }
 
-impl Transport for Stdio {
+impl Transport for Local {
     fn session(&self) -> impl Future<Output = Result<Arc<LiveSession>, ErrorObject>> + Send {
         std::future::ready(Ok(self.live.clone()))
     }
@@ -94,7 +99,16 @@ impl Transport for Stdio {
         id: RequestId,
         input: UserInput,
     ) -> impl Future<Output = Result<(), ErrorObject>> + Send {
-        std::future::ready(live.driver().start(input, TurnTag::new(id)).map_err(|_| busy()))
+        let tag = TurnTag::new(id);
+        let started = match self.attached {
+            Some(me) => live.start_turn_for(me, input, tag),
+            None => live.driver().start(input, tag),
+        };
+        std::future::ready(started.map_err(|_| busy()))
+    }
+
+    fn attached(&self) -> bool {
+        self.attached.is_some()
     }
 }
 
