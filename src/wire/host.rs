@@ -24,7 +24,7 @@ use tracing::Instrument as _;
 
 use super::projection::WireProjection;
 use super::replay::history_frame;
-use super::server::{Local, WireHandler};
+use super::server::{Attached, Local, WireHandler};
 use crate::live::LiveSession;
 use crate::rpc::queue::{Frames, Outgoing, QUEUE_BYTES, QUEUE_FRAMES};
 use crate::rpc::{Outbound, Peer};
@@ -114,8 +114,8 @@ async fn connection(stream: UnixStream, live: Arc<LiveSession>, version: String,
     let granted = projection.granted();
     let (subscriber, history) = live.attach(projection).await;
     tracing::info!("a process attached");
-    let writer = tokio::spawn(write(write_half, history, frames).in_current_span());
-    let transport = Local { live: live.clone(), attached: Some(subscriber) };
+    let writer = tokio::spawn(write(write_half, history.clone(), frames).in_current_span());
+    let transport = Local { live: live.clone(), attached: Some(Attached { subscriber, history }) };
     let handler = WireHandler::new(transport, peer.clone(), version).with_grant(granted);
     let closing = out.closing_token();
     let mut lines = BufReader::new(read);

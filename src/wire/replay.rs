@@ -10,8 +10,6 @@
 //! it with the counts so far; frames are made on the reading thread and sent paced (a slow client
 //! slows the reading down, never buffering the file in memory, never closed as too slow).
 
-use std::path::PathBuf;
-
 use tokio_util::sync::CancellationToken;
 
 use super::frames::{event_frame, request_frame, request_id};
@@ -27,11 +25,10 @@ pub const BATCH: usize = 512;
 /// One replayed frame: whether it is a request, and its bytes.
 type Replayed = (bool, Vec<u8>);
 
-/// Streams the file at `path` to `outbound`; `Err` with a log-worthy reason on an unexpected
-/// failure.
-pub async fn replay(path: PathBuf, outbound: &Outbound, cancel: &CancellationToken) -> Result<ReplayResult, String> {
+/// Streams `history` to `outbound`; `Err` with a log-worthy reason on an unexpected failure.
+pub async fn replay(history: History, outbound: &Outbound, cancel: &CancellationToken) -> Result<ReplayResult, String> {
     let mut result = ReplayResult { status: ReplayStatus::Finished, events: 0, requests: 0 };
-    let mut batches = History::whole(path).stream(BATCH, |line| -> Option<Replayed> {
+    let mut batches = history.stream(BATCH, |line| -> Option<Replayed> {
         match wire_read::parse(line)? {
             WireMessage::Event(event) => Some((false, event_frame(&event))),
             WireMessage::Request(request) => request_frame(&request_id(&request), &request).map(|f| (true, f)),

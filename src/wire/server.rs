@@ -29,7 +29,7 @@ use super::params::{
     SlashCommandInfo, SteerResult, UndoParams, UndoResult, UndoSkippedFile,
 };
 use super::replay::replay;
-use crate::live::{LiveSession, OpError, SubscriberId};
+use crate::live::{History, LiveSession, OpError, SubscriberId};
 use crate::llm::ClientIdentity;
 use crate::protocol::{Event, HookEvent, StatusUpdate, UserInput};
 use crate::rpc::message::classify;
@@ -66,6 +66,12 @@ pub trait Transport: Send + Sync {
     /// A client's `initialize`, accepted and about to be applied.
     fn initializing(&self, _params: &InitializeParams) {}
 
+    /// The history as it stood when this client attached from another process, which its
+    /// `replay` returns; `None`: `replay` returns the whole record, holding the busy slot.
+    fn seam(&self) -> Option<History> {
+        None
+    }
+
     /// The client is another kiwi process attached to this session (`wire::host`): its
     /// `initialize` is answered even while a turn runs, changes nothing of the session's agent,
     /// and rejects its external tools (a call could not be routed to it).
@@ -80,8 +86,15 @@ pub trait Transport: Send + Sync {
 /// as the host's client set it.
 pub struct Local {
     pub live: Arc<LiveSession>,
-    /// The attached process's subscriber; `None` for the stdio client.
-    pub attached: Option<SubscriberId>,
+    /// The attached process; `None` for the stdio client.
+    pub attached: Option<Attached>,
+}
+
+/// A process attached through the session's socket: its `live::Fanout` subscriber and the
+/// history up to its seam.
+pub struct Attached {
+    pub subscriber: SubscriberId,
+    pub history: History,
 }
 
 impl Transport for Local {
@@ -100,8 +113,8 @@ impl Transport for Local {
         input: UserInput,
     ) -> impl Future<Output = Result<(), ErrorObject>> + Send {
         let tag = TurnTag::new(id);
-        let started = match self.attached {
-            Some(me) => live.start_turn_for(me, input, tag),
+        let started = match &self.attached {
+            Some(me) => live.start_turn_for(me.subscriber, input, tag),
             None => live.driver().start(input, tag),
         };
         std::future::ready(started.map_err(|_| busy()))
@@ -109,6 +122,10 @@ impl Transport for Local {
 
     fn attached(&self) -> bool {
         self.attached.is_some()
+    }
+
+    fn seam(&self) -> Option<History> {
+        self.attached.as_ref().map(|a| a.history.clone())
     }
 }
 
@@ -252,15 +269,21 @@ impl<T: Transport> WireHandler<T> {
     }
 
     /// `replay` (`docs/protocol-1.10.md` §2.6), answered to this client only, on its own task,
-    /// holding the busy slot until it answered.
+    /// holding the busy slot until it answered. An attached process's `replay` is the history as
+    /// it stood when it attached (what came later reached it live): it needs no busy slot and
+    /// works while a turn runs (`docs/host.md`).
     async fn replay(&self, id: RequestId, live: &LiveSession) {
-        let (claim, path) = match live.claim_replay() {
-            Ok(claimed) => claimed,
-            Err(error) => return self.outbound.error(Some(&id), &op_error(error, "Replay")).await,
+        let (claim, history) = match self.transport.seam() {
+            Some(history) => (None, history),
+            None => match live.claim_replay() {
+                Ok((claim, path)) => (Some(claim), History::whole(path)),
+                Err(error) => return self.outbound.error(Some(&id), &op_error(error, "Replay")).await,
+            },
         };
+        let cancel = claim.as_ref().map(|c| c.cancel.clone()).unwrap_or_default();
         let outbound = self.outbound.clone();
         tokio::spawn(tracing::Instrument::in_current_span(async move {
-            match replay(path, &outbound, &claim.cancel).await {
+            match replay(history, &outbound, &cancel).await {
                 Ok(result) => outbound.respond(&id, &result).await,
                 Err(e) => {
                     tracing::error!("replay failed: {e}");

@@ -2,7 +2,7 @@
 //! `<session dir>/live.sock`, and a second `kiwi --wire -S` on the same session attaches to it
 //! instead of failing: approvals reach both (first answer wins, the command runs once), both see
 //! the turn end, a prompt while the other's turn runs is refused, the attacher's external tools
-//! are rejected with the reason. The socket is owner-only in an owner-only folder, a stale file
+//! are rejected with the reason, and its `replay` returns the history up to its attach. The socket is owner-only in an owner-only folder, a stale file
 //! is replaced, and the file goes when the host exits.
 
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
@@ -38,9 +38,11 @@ fn a_second_wire_process_joins_the_session_of_the_first() {
     let env = Env::new();
     let ran = env.dir.path().join("ran.txt");
     let command = format!("echo ran >> {}", ran.display());
-    let config = env.scripted_config(&[&shell(&command), "text: done", "text: again"]);
+    let config = env.scripted_config(&["text: first", &shell(&command), "text: done", "text: again"]);
     let mut host = env.spawn(&config, &["--session", "shared"]);
     host.initialize();
+    let (first_turn, _) = host.prompt("p0", json!("first"));
+    let first_events = first_turn.iter().filter(|m| m["method"] == "event").count();
     let mut attached = env.spawn(&config, &["--session", "shared"]);
     let tool = json!({"name": "mine", "description": "d", "parameters": {"type": "object", "properties": {}}});
     let (_, init) = attached.call("init", "initialize", json!({"protocol_version": "1.10", "external_tools": [tool]}));
@@ -59,6 +61,10 @@ fn a_second_wire_process_joins_the_session_of_the_first() {
     // The host's turn waits for the approval: the attacher's prompt is refused, to it only.
     let (_, busy) = attached.call("b1", "prompt", json!({"user_input": "me too"}));
     assert_eq!(busy["error"]["code"], -32000, "{busy}");
+    // Its `replay` works meanwhile and returns the history as it stood when it attached.
+    let (_, replayed) = attached.call("r1", "replay", json!({}));
+    assert_eq!(replayed["result"]["status"], "finished", "{replayed}");
+    assert_eq!(replayed["result"]["events"], first_events, "{replayed}");
 
     let id = asked_attached["id"].clone();
     attached.send(json!({"jsonrpc": "2.0", "id": id, "result": {"request_id": id, "response": "approve"}}));
