@@ -21,6 +21,20 @@ fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// Each file of a folder with its length and modification time.
+fn listing(dir: &std::path::Path) -> Vec<(String, u64, std::time::SystemTime)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            (e.file_name().to_string_lossy().into_owned(), meta.len(), meta.modified().unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 /// Reads until an event of `kind`; the messages before it.
 fn until_event(k: &mut Kiwi, kind: &str) -> Vec<Value> {
     let mut before = Vec::new();
@@ -98,11 +112,20 @@ fn the_socket_is_owner_only_and_a_stale_one_is_replaced() {
     assert_eq!(mode(&dir), 0o700);
     assert!(std::fs::metadata(&socket).unwrap().file_type().is_socket());
     assert_eq!(mode(&socket), 0o600);
+    let before = listing(&dir);
     let mut attached = env.spawn(&config, &["--session", "stale"]);
     let (_, init) = attached.call("init", "initialize", json!({"protocol_version": "1.10"}));
     assert_eq!(init["result"]["protocol_version"], "1.10", "{init}");
+    // A line that is no message gets the stdio server's error, and the connection stays.
+    attached.send_raw("{not json");
+    let error = attached.next();
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    let (_, replayed) = attached.call("r", "replay", json!({}));
+    assert_eq!(replayed["result"]["status"], "finished", "{replayed}");
 
-    drop(attached);
+    attached.close_stdin();
+    assert!(attached.wait_exit(Duration::from_secs(20)).is_some(), "the attacher outlived its client");
+    assert_eq!(listing(&dir), before, "the attacher wrote to the session folder");
     host.close_stdin();
     assert!(host.wait_exit(Duration::from_secs(20)).is_some());
     assert!(wait_until(Duration::from_secs(5), || !socket.exists()), "the socket outlived its host");
