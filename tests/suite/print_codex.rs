@@ -117,6 +117,29 @@ fn text_and_reasoning_end_with_the_usage() {
     assert!(uuid::Uuid::parse_str(&exec.thread_id()).is_ok());
 }
 
+/// Start-up warnings (here a config typo) are `error` items right after `thread.started`, as
+/// codex reports its config warnings, and stay on stderr too; the turn's items count on.
+#[test]
+fn start_up_warnings_are_error_items_before_the_turn() {
+    let d = Dirs::new();
+    let config = d.scripted(&["text: ok"]);
+    let mut document: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    document["defualt_thinking"] = json!(true);
+    std::fs::write(&config, document.to_string()).unwrap();
+    let work = d.work();
+    let exec = run(command(&d, &config, &["--cd", work.to_str().unwrap(), "--skip-git-repo-check"]), "go");
+    assert_eq!(exec.code, Some(0), "{}", exec.stderr);
+    assert_eq!(
+        exec.types(),
+        ["thread.started", "item.completed:error", "turn.started", "item.completed:agent_message", "turn.completed"]
+    );
+    let message = exec.lines[1]["item"]["message"].as_str().unwrap();
+    assert!(message.contains("unknown key 'defualt_thinking'"), "{message}");
+    assert_eq!(exec.lines[1]["item"]["id"], "item_0");
+    assert_eq!(exec.lines[3]["item"]["id"], "item_1");
+    assert!(exec.stderr.contains("unknown key 'defualt_thinking'"), "{}", exec.stderr);
+}
+
 #[test]
 fn commands_are_command_execution_items() {
     let d = Dirs::new();

@@ -13,10 +13,6 @@ fn todo_call(id: &str) -> String {
     )
 }
 
-/// `docs/protocol-1.10.md` §2.2 and `docs/compatibility.md`: a client that asks for nothing gets
-/// the reference's answer member for member — "1.10" whatever it sent, the nine built-in commands
-/// with their exact descriptions, `hooks` and `capabilities`, and no kiwi-only member. The whole
-/// object is pinned, so that no later addition can change it unnoticed.
 /// A turn of one tool call and a closing answer, as every client that asks nothing sees it.
 const ONE_TOOL_STEP_TURN: [&str; 9] = [
     "TurnBegin",
@@ -30,6 +26,10 @@ const ONE_TOOL_STEP_TURN: [&str; 9] = [
     "TurnEnd",
 ];
 
+/// `docs/protocol-1.10.md` §2.2 and `docs/compatibility.md`: a client that asks for nothing gets
+/// the reference's answer member for member — "1.10" whatever it sent, the nine built-in commands
+/// with their exact descriptions, `hooks` and `capabilities`, and no kiwi-only member. The whole
+/// object is pinned, so that no later addition can change it unnoticed.
 #[test]
 fn initialize_is_the_reference_answer_for_a_client_that_asks_nothing() {
     let env = Env::new();

@@ -72,6 +72,11 @@ impl TurnItems {
         id
     }
 
+    /// A non-fatal notice as an `error` item (completed at once).
+    pub fn notice(&mut self, message: String) -> ThreadEvent {
+        ThreadEvent::ItemCompleted { item: Item { id: self.id(), details: Details::Error { message } } }
+    }
+
     /// The lines `event` completes.
     pub fn push(&mut self, event: &Event, lookup: &Lookup) -> Vec<ThreadEvent> {
         let closed = match self.runs.push(event) {

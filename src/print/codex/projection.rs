@@ -42,6 +42,12 @@ impl CodexProjection {
         lock(&self.items).last_message.clone()
     }
 
+    /// Start-up warnings as `error` items, numbered before the turn's items.
+    pub fn notices(&self, messages: Vec<String>) -> Vec<ThreadEvent> {
+        let mut items = lock(&self.items);
+        messages.into_iter().map(|message| items.notice(message)).collect()
+    }
+
     pub async fn write(&self, lines: Vec<ThreadEvent>) {
         for line in lines {
             if let Some(frame) = encode(&line) {

@@ -86,6 +86,9 @@ struct Run {
     session: SessionChoice,
     input: UserInput,
     web_search_disabled: bool,
+    /// Start-up warnings (sandbox, config, model): on stderr, and as `error` items after
+    /// `thread.started` (spec §11), as codex reports its config warnings.
+    warnings: Vec<String>,
 }
 
 fn prepare(args: &CodexArgs, share: &Path) -> Result<Run, Fail> {
@@ -108,9 +111,8 @@ fn prepare(args: &CodexArgs, share: &Path) -> Result<Run, Fail> {
     let text = input::prompt_text(args.prompt.as_deref(), std::io::stdin().lock()).map_err(|m| Fail(m, 1))?;
     let input = input::user_input(text, &args.images, &cwd).map_err(|m| Fail(m, 1))?;
     let config_file = keys.config_file.as_ref().map(|p| normalize(p, &cwd));
-    let (mut config, config_source, warnings) =
+    let (mut config, config_source, config_warnings) =
         load_config(None, config_file.as_deref(), share).map_err(|e| Fail(start_error_text(e), 1))?;
-    crate::startup::warn_at_start_up(&warnings);
     let model = args.model.clone().or(keys.model.clone());
     let model_key = model.clone().unwrap_or_else(|| config.default_model.clone());
     if let Some(name) = &model
@@ -139,10 +141,10 @@ fn prepare(args: &CodexArgs, share: &Path) -> Result<Run, Fail> {
         added_dirs: add_dirs,
         ..Choices::new(work_dir.clone())
     };
-    let (setup, warnings) =
-        agent_setup(config, config_source, share, choices, Vec::new()).map_err(|e| Fail(start_error_text(e), 1))?;
+    let (setup, warnings) = agent_setup(config, config_source, share, choices, config_warnings)
+        .map_err(|e| Fail(start_error_text(e), 1))?;
     crate::startup::warn_at_start_up(&warnings);
-    Ok(Run { setup, work_dir, session, input, web_search_disabled: keys.web_search_disabled })
+    Ok(Run { setup, work_dir, session, input, web_search_disabled: keys.web_search_disabled, warnings })
 }
 
 fn start_error_text(e: crate::startup::StartError) -> String {
@@ -222,7 +224,7 @@ fn session_choice(resume: Option<&Resume>, share: &Path, work_dir: &Path) -> Res
 }
 
 fn serve(run: Run, args: &CodexArgs) -> ExitCode {
-    let Run { setup, work_dir, session, input, web_search_disabled } = run;
+    let Run { setup, work_dir, session, input, web_search_disabled, warnings } = run;
     let resuming = !matches!(session, SessionChoice::New);
     let request = SessionRequest { work_dir: work_dir.clone(), session, trace: Some(trace_to_stderr()) };
     let last_message_file = args.last_message_file.clone();
@@ -268,7 +270,10 @@ fn serve(run: Run, args: &CodexArgs) -> ExitCode {
         };
         let projection = Arc::new(CodexProjection::new(process.outbound, lookup, rule, prior));
         let live = LiveSession::open(built, projection.clone(), &process.sessions);
-        projection.write(vec![ThreadEvent::ThreadStarted { thread_id }, ThreadEvent::TurnStarted {}]).await;
+        let mut opening = vec![ThreadEvent::ThreadStarted { thread_id }];
+        opening.extend(projection.notices(warnings));
+        opening.push(ThreadEvent::TurnStarted {});
+        projection.write(opening).await;
         live.start().await;
         let driver = live.driver().clone();
         let (tag, waiter) = turn_tag();
