@@ -317,7 +317,9 @@ impl AcpServer {
     }
 
     /// `session/fork`: forks the session after all its turns (or after `_meta.turnIndex`) into a
-    /// new session of the same work dir, opened here (`docs/acp.md` §4.16).
+    /// new session of the same work dir, opened here (`docs/acp.md` §4.16). A session open here
+    /// is forked by its live session (one busy rule with the other front ends); a stored one
+    /// from its folder.
     async fn fork(
         self: Arc<Self>,
         id: RequestId,
@@ -326,33 +328,33 @@ impl AcpServer {
     ) -> Result<(), ErrorObject> {
         let share = self.shared.setup.share_dir.clone();
         let turn = request.meta.as_ref().and_then(|m| m.turn_index);
-        let (work_dir, source) = match self.session(&request.session_id) {
+        let (work_dir, forked) = match self.session(&request.session_id) {
             Ok(open) => {
-                let Some(driver) = open.driver() else { return Err(errors::session_not_found()) };
-                if driver.is_busy() {
-                    return Err(errors::internal("a prompt is running in this session; fork it after the turn"));
-                }
-                driver.sink().flush_record();
-                let Some(dir) = open.wire_path().and_then(|p| p.parent().map(Path::to_path_buf)) else {
+                let Some(live) = open.live() else { return Err(errors::session_not_found()) };
+                let forked = live.fork(turn).await.map_err(|e| match e {
+                    OpError::Busy => errors::internal("a prompt is running in this session; fork it after the turn"),
+                    OpError::Failed(m) => errors::internal(m),
+                    OpError::Invalid(m) => errors::invalid_params(m),
+                })?;
+                (open.cwd.clone(), forked)
+            }
+            Err(_) => {
+                let Some(source) = crate::session::store::stored_session(&share, &cwd, &request.session_id) else {
                     return Err(errors::session_not_found());
                 };
-                (open.cwd.clone(), dir)
+                let forked = {
+                    let (share, work_dir) = (share.clone(), cwd.clone());
+                    tokio::task::spawn_blocking(move || crate::session::fork::fork(&share, &work_dir, &source, turn))
+                        .await
+                        .map_err(|e| errors::internal(format!("forking the session failed: {e}")))?
+                };
+                let forked = forked.map_err(|e| match e {
+                    ForkError::Io(m) => errors::internal(m),
+                    other => errors::invalid_params(other.to_string()),
+                })?;
+                (cwd, forked)
             }
-            Err(_) => match crate::session::store::stored_session(&share, &cwd, &request.session_id) {
-                Some(dir) => (cwd, dir),
-                None => return Err(errors::session_not_found()),
-            },
         };
-        let forked = {
-            let (share, work_dir) = (share.clone(), work_dir.clone());
-            tokio::task::spawn_blocking(move || crate::session::fork::fork(&share, &work_dir, &source, turn))
-                .await
-                .map_err(|e| errors::internal(format!("forking the session failed: {e}")))?
-        };
-        let forked = forked.map_err(|e| match e {
-            ForkError::Io(m) => errors::internal(m),
-            other => errors::invalid_params(other.to_string()),
-        })?;
         let title = forked.title.clone();
         let session = self.open(&work_dir, SessionChoice::Id(forked.id), &request.mcp_servers, &[]).await?;
         let (modes, options) = session_modes(&self.shared, &session);

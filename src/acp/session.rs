@@ -296,10 +296,12 @@ impl AcpSession {
             return;
         }
         let mut queue = lock(&self.queue);
-        if let Some((input, id)) = queue.pop_front()
-            && let Err(Busy) = self.hosted.start_turn(input.clone(), &id)
-        {
-            queue.push_front((input, id));
+        if let Some((input, id)) = queue.pop_front() {
+            lock(&self.mapper).own_turn_next(true);
+            if let Err(Busy) = self.hosted.start_turn(input.clone(), &id) {
+                lock(&self.mapper).own_turn_next(false);
+                queue.push_front((input, id));
+            }
         }
     }
 

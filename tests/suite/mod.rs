@@ -10,6 +10,7 @@ mod cli_kimi149;
 mod config_diagnostics;
 mod cost;
 mod layout;
+mod live_acp;
 mod live_host;
 mod live_lifecycle;
 mod live_session;

@@ -1,0 +1,124 @@
+//! One session, ACP and the wire in two processes (`docs/host.md`, `docs/acp.md` §4.18): a
+//! `kiwi acp` session is hosted on its folder's `live.sock`, so a `kiwi --wire -S` attaches to it
+//! (sees the ACP-started turn, answers its approval first); and `session/load` / `session/resume`
+//! of a session a running `kiwi --wire` holds attach to that host instead of failing.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{Env, Kiwi};
+
+/// A client of the current ACP schema.
+fn acp(env: &Env, config: &Path) -> Kiwi {
+    let mut k = Kiwi::spawn(env.acp_command(config, &[]));
+    let caps = json!({"auth": {"terminal": false}});
+    let (_, init) = k.call("init", "initialize", json!({"protocolVersion": 1, "clientCapabilities": caps}));
+    assert!(init.get("result").is_some(), "{init}");
+    k
+}
+
+fn shell(id: &str, command: &str) -> String {
+    let args = json!({"command": command}).to_string();
+    format!("tool_call: {}", json!({"id": id, "name": "Shell", "arguments": args}))
+}
+
+fn send_prompt(k: &mut Kiwi, id: &str, session: &str, text: &str) {
+    k.send(json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}}));
+}
+
+/// The `session/update`s among `messages` of `kind`, as their `update` objects.
+fn of_kind(messages: &[Value], kind: &str) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == kind)
+        .map(|m| m["params"]["update"].clone())
+        .collect()
+}
+
+fn texts(messages: &[Value], kind: &str) -> String {
+    of_kind(messages, kind).iter().map(|u| u["content"]["text"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// Reads until a message for which `found` holds; the messages before it and it.
+fn until(k: &mut Kiwi, found: impl Fn(&Value) -> bool) -> (Vec<Value>, Value) {
+    let mut before = Vec::new();
+    loop {
+        let m = k.next();
+        if found(&m) {
+            return (before, m);
+        }
+        before.push(m);
+    }
+}
+
+fn is_event(kind: &'static str) -> impl Fn(&Value) -> bool {
+    move |m| m["method"] == "event" && m["params"]["type"] == kind
+}
+
+/// A stored session `id` with one turn, made by a wire process that has exited.
+fn store_session(env: &Env, id: &str) {
+    let config = env.named_scripted_config("first", &["text: stored"], json!({}));
+    let mut k = env.spawn(&config, &["--session", id]);
+    let (_, r) = k.prompt("p0", json!("the first turn"));
+    assert_eq!(r["result"]["status"], "finished", "{r}");
+    k.close_stdin();
+    assert!(k.wait_exit(Duration::from_secs(20)).is_some_and(|s| s.success()));
+}
+
+fn is_permission(m: &Value) -> bool {
+    m["method"] == "session/request_permission"
+}
+
+#[test]
+fn a_wire_process_attaches_to_a_session_an_acp_client_has_open() {
+    let env = Env::new();
+    let work = env.work();
+    let ran = env.dir.path().join("ran.txt");
+    let command = format!("echo ran >> {}", ran.display());
+    let config = env.scripted_config(&[&shell("tc-1", &command), "text: done", "text: from the wire"]);
+    // A stored session with a short id (a UUID's folder path is too long for a socket in the
+    // test's temp dir), loaded by the editor: the ACP process holds and hosts it.
+    let session = "acp-host".to_string();
+    store_session(&env, &session);
+    let mut editor = acp(&env, &config);
+    let (_, loaded) = editor.call("load", "session/load", json!({"sessionId": session, "cwd": work, "mcpServers": []}));
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let socket = env.session_dir(&session).join("live.sock");
+    assert!(socket.exists(), "the ACP session is not hosted");
+
+    let mut wire = env.spawn(&config, &["--session", &session]);
+    let (_, init) = wire.call("init", "initialize", json!({"protocol_version": "1.10"}));
+    assert_eq!(init["result"]["protocol_version"], "1.10", "{init}");
+
+    // The editor's turn asks for approval: both clients are asked, the wire answers first.
+    send_prompt(&mut editor, "p1", &session, "run it");
+    let (_, card) = until(&mut editor, is_permission);
+    let (seen, asked) = wire.until_request();
+    assert_eq!(asked["params"]["type"], "ApprovalRequest", "{asked}");
+    assert!(seen.iter().any(is_event("TurnBegin")), "{seen:?}");
+    let id = asked["id"].clone();
+    wire.send(json!({"jsonrpc": "2.0", "id": id, "result": {"request_id": id, "response": "approve"}}));
+    let (during, answer) = editor.until_response(&json!("p1"));
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(texts(&during, "agent_message_chunk"), "done", "{during:?}");
+    let (seen, _) = until(&mut wire, is_event("TurnEnd"));
+    assert!(seen.iter().any(|m| m["params"]["type"] == "ToolResult"), "{seen:?}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
+    // The editor's late answer to the card changes nothing.
+    editor.send(json!({"jsonrpc": "2.0", "id": card["id"], "result": {"outcome": {"outcome": "cancelled"}}}));
+
+    // A turn the wire starts runs in the ACP process; the editor sees its updates.
+    let (_, mine) = wire.prompt("w1", json!("hello from the wire"));
+    assert_eq!(mine["result"]["status"], "finished", "{mine}");
+    let (before, _) = until(&mut editor, |m| of_kind(std::slice::from_ref(m), "agent_message_chunk").first().is_some());
+    assert_eq!(texts(&before, "user_message_chunk"), "hello from the wire", "{before:?}");
+
+    // `session/close` stops the hosting: the socket goes and the attacher's stream ends.
+    let (_, closed) = editor.call("close", "session/close", json!({"sessionId": session}));
+    assert!(closed.get("result").is_some(), "{closed}");
+    assert!(!socket.exists(), "the socket outlived session/close");
+    assert!(wire.wait_exit(Duration::from_secs(20)).is_some(), "the attacher outlived its host");
+}
