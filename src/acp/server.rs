@@ -77,9 +77,7 @@ impl AcpServer {
                         for id in session.take_queued() {
                             out.respond(&id, &PromptResponse::new(StopReason::Cancelled)).await;
                         }
-                        if let Some(driver) = session.driver() {
-                            driver.cancel();
-                        }
+                        session.cancel();
                     }
                     Err(_) => tracing::info!("session/cancel for unknown session {}", n.session_id.0),
                 },
@@ -148,18 +146,7 @@ impl AcpServer {
                 let dirs = additional_dirs(&request.additional_directories)?;
                 self.off_dispatcher(id, move |server, id| async move {
                     let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers, &dirs).await?;
-                    let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
-                    let claim = driver.claim().map_err(|_| errors::internal("a prompt is running in this session"))?;
-                    driver.sink().flush_record();
-                    let replayed = match session.wire_path() {
-                        Some(path) => history::replay(&path, &session.cwd, &session.id, &server.shared.updates).await,
-                        None => Ok(()),
-                    };
-                    drop(claim);
-                    if let Err(e) = replayed {
-                        tracing::error!("session/load replay failed: {e}");
-                        return Err(errors::internal(format!("cannot replay the session: {e}")));
-                    }
+                    session.replay().await?;
                     let (modes, options) = session_modes(&server.shared, &session);
                     let response = LoadSessionResponse::new().modes(modes).config_options(options);
                     session.options_sent();
@@ -480,7 +467,7 @@ impl AcpServer {
         // A session the host closed meanwhile (the web server deleted or restarted it) is
         // opened again.
         if let Ok(session) = self.session(id)
-            && session.driver().is_some()
+            && session.is_open()
         {
             // Open already: its workspace is what it is (`/add-dir` still adds to it).
             if let Some(missing) = session.missing_dir(dirs) {

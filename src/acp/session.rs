@@ -19,6 +19,7 @@ use super::client_calls::ClientCalls;
 use super::client_fs::AcpFiles;
 use super::client_profile::Updates;
 use super::errors;
+use super::history;
 use super::host::{HostedSession, MakeProjection, SessionHost};
 use super::mapping::EventMapper;
 use super::modes::{self, ModelChoice};
@@ -62,8 +63,8 @@ pub struct AcpSession {
     pub id: String,
     pub cwd: PathBuf,
     pub mapper: Arc<Mutex<EventMapper>>,
-    /// The session as the host keeps it for this client.
-    hosted: Arc<dyn HostedSession>,
+    /// Where the session's turns run.
+    runs: Runs,
     choice: Mutex<ModelChoice>,
     /// The config the session's options are offered from.
     config: Arc<crate::config::Config>,
@@ -75,6 +76,13 @@ pub struct AcpSession {
     /// True once the session's `available_commands_update` went out: a prompt the client sends
     /// right after `session/new` waits for it, so its turn's updates never overtake the list.
     commands_sent: tokio::sync::watch::Sender<bool>,
+}
+
+/// Where an ACP session's turns run: the same session object either way, so every ACP method
+/// has one code path and only the few places that reach the core differ.
+enum Runs {
+    /// On a live session of this process (or of the web server hosting it for this client).
+    Local(Arc<dyn HostedSession>),
 }
 
 #[derive(Default)]
@@ -130,7 +138,7 @@ impl AcpSession {
             id,
             cwd: cwd.to_path_buf(),
             mapper,
-            hosted,
+            runs: Runs::Local(hosted),
             choice: Mutex::new(model),
             config: shared.setup.config.clone(),
             updates: shared.updates.clone(),
@@ -154,37 +162,67 @@ impl AcpSession {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), sent.wait_for(|sent| *sent)).await;
     }
 
-    /// The turn driver; `None` once the session is closed.
-    pub fn driver(&self) -> Option<Arc<TurnDriver>> {
-        (!self.hosted_live().is_closed()).then(|| self.hosted_live().driver().clone())
-    }
-
-    pub fn wire_path(&self) -> Option<PathBuf> {
-        (!self.hosted_live().is_closed()).then(|| self.hosted_live().wire_path())
-    }
-
-    /// The live session, for its operations (undo); `None` once the session is closed.
+    /// The live session of this process, for its operations (undo, fork); `None` once the
+    /// session is closed.
     pub fn live(&self) -> Option<Arc<LiveSession>> {
-        (!self.hosted_live().is_closed()).then(|| self.hosted_live().clone())
+        match &self.runs {
+            Runs::Local(hosted) => (!hosted.live().is_closed()).then(|| hosted.live().clone()),
+        }
+    }
+
+    /// The turn driver of the live session; `None` once the session is closed.
+    pub fn driver(&self) -> Option<Arc<TurnDriver>> {
+        self.live().map(|live| live.driver().clone())
+    }
+
+    /// The session takes prompts (it was not closed, its host did not go away).
+    pub fn is_open(&self) -> bool {
+        match &self.runs {
+            Runs::Local(_) => self.live().is_some(),
+        }
+    }
+
+    /// Why the session cannot take a request that needs it open.
+    fn not_open(&self) -> ErrorObject {
+        errors::session_not_found()
+    }
+
+    /// `session/cancel`: cancels the running turn (whoever started it, for a shared session).
+    pub fn cancel(&self) {
+        if let Some(driver) = self.driver() {
+            driver.cancel();
+        }
+    }
+
+    /// `session/load`'s history: every message of the session up to now, as `session/update`s
+    /// through the same mapping as live events (`docs/acp.md` §4.5). Refused while a turn runs
+    /// in this process (the history would race its records).
+    pub async fn replay(&self) -> Result<(), ErrorObject> {
+        let Some(live) = self.live() else { return Err(self.not_open()) };
+        let (claim, path) = live.claim_replay().map_err(|_| errors::internal("a prompt is running in this session"))?;
+        let replayed = history::replay(&path, &self.cwd, &self.id, &self.updates).await;
+        drop(claim);
+        replayed.map_err(|e| {
+            tracing::error!("session/load replay failed: {e}");
+            errors::internal(format!("cannot replay the session: {e}"))
+        })
     }
 
     pub fn model_choice(&self) -> ModelChoice {
         lock(&self.choice).clone()
     }
 
-    pub fn resumed(&self) -> bool {
-        self.hosted_live().resumed()
-    }
-
     /// `SessionStart` hooks (not visible to the client, as on the wire).
     pub async fn start_hooks(&self) {
-        self.hosted.start_hooks().await;
+        match &self.runs {
+            Runs::Local(hosted) => hosted.start_hooks().await,
+        }
     }
 
     /// Switches the session to another model choice (the session, its MCP servers and its
     /// tools stay as they are); refused while a turn runs.
     pub fn change_model(&self, shared: &Shared, next: ModelChoice) -> Result<(), ErrorObject> {
-        let Some(driver) = self.driver() else { return Err(errors::session_not_found()) };
+        let Some(driver) = self.driver() else { return Err(self.not_open()) };
         if driver.is_busy() {
             return Err(errors::internal("a prompt is running in this session; change the model after it"));
         }
@@ -216,7 +254,7 @@ impl AcpSession {
     /// `session/set_config_option` for `sandbox` (spec sandbox.md §2.5): at least as strict as
     /// the run's mode, from the next Shell call on; in memory only.
     pub async fn set_sandbox(&self, value: &str) -> Result<(), ErrorObject> {
-        let Some(driver) = self.driver() else { return Err(errors::session_not_found()) };
+        let Some(driver) = self.driver() else { return Err(self.not_open()) };
         let Some(mode) = crate::sandbox::SandboxMode::parse(value) else {
             return Err(errors::invalid_params(format!("unknown sandbox mode `{value}`")));
         };
@@ -229,7 +267,7 @@ impl AcpSession {
     /// Switches the mode (`docs/acp.md` §4.9): the core's approval state, in memory. A change of
     /// plan mode is recorded like the wire's `set_plan_mode`.
     pub async fn set_mode(&self, mode: &str) -> Result<(), ErrorObject> {
-        let Some(driver) = self.driver() else { return Err(errors::session_not_found()) };
+        let Some(driver) = self.driver() else { return Err(self.not_open()) };
         let was_plan = driver.agent().state.plan_mode();
         let plan = modes::apply_mode(driver.agent(), mode);
         lock(&self.mapper).set_base_mode(modes::base_mode(driver.agent()));
@@ -282,8 +320,8 @@ impl AcpSession {
 
     /// Starts `input` now, or queues it behind the running turn (`docs/acp.md` §4.12).
     pub fn prompt(&self, input: UserInput, id: RequestId) -> Result<(), ErrorObject> {
-        if self.driver().is_none() {
-            return Err(errors::session_not_found());
+        if !self.is_open() {
+            return Err(self.not_open());
         }
         lock(&self.queue).push_back((input, id));
         self.pump();
@@ -292,13 +330,16 @@ impl AcpSession {
 
     /// Starts the oldest queued prompt if no turn runs.
     pub fn pump(&self) {
-        if self.driver().is_none() {
+        if !self.is_open() {
             return;
         }
         let mut queue = lock(&self.queue);
         if let Some((input, id)) = queue.pop_front() {
             lock(&self.mapper).own_turn_next(true);
-            if let Err(Busy) = self.hosted.start_turn(input.clone(), &id) {
+            let started = match &self.runs {
+                Runs::Local(hosted) => hosted.start_turn(input.clone(), &id),
+            };
+            if let Err(Busy) = started {
                 lock(&self.mapper).own_turn_next(false);
                 queue.push_front((input, id));
             }
@@ -332,16 +373,16 @@ impl AcpSession {
     /// runs the `SessionEnd` hooks and releases the session folder (the process goes on); a
     /// shared session only loses this client.
     pub async fn close(&self) {
-        self.hosted.close().await;
+        match &self.runs {
+            Runs::Local(hosted) => hosted.close().await,
+        }
     }
 
     /// The client went away: its turn is cancelled where the session is its own.
     pub fn disconnect(&self) {
-        self.hosted.disconnect();
-    }
-
-    fn hosted_live(&self) -> &Arc<LiveSession> {
-        self.hosted.live()
+        match &self.runs {
+            Runs::Local(hosted) => hosted.disconnect(),
+        }
     }
 }
 
