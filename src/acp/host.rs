@@ -34,6 +34,12 @@ pub trait SessionHost: Send + Sync {
         request: SessionRequest,
         make: MakeProjection,
     ) -> BoxFuture<'_, Result<Arc<dyn HostedSession>, ErrorObject>>;
+
+    /// A stored session another process holds is attached to (through its `live.sock`,
+    /// `docs/host.md`) rather than opened here.
+    fn attaches(&self) -> bool {
+        false
+    }
 }
 
 /// One session as one client holds it.
@@ -63,6 +69,10 @@ pub struct OwnSessions {
 }
 
 impl SessionHost for OwnSessions {
+    fn attaches(&self) -> bool {
+        true
+    }
+
     fn open(
         &self,
         setup: AgentSetup,

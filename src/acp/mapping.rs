@@ -108,6 +108,11 @@ impl EventMapper {
         self.announced = Some(if plan { modes::PLAN_MODE } else { base });
     }
 
+    /// The mode as last seen: plan mode, or the mode outside it.
+    pub fn current_mode(&self) -> &'static str {
+        if self.plan_mode == Some(true) { modes::PLAN_MODE } else { self.base_mode }
+    }
+
     /// The mode outside plan mode changed (the client is told by the next announcement).
     pub fn set_base_mode(&mut self, base: &'static str) {
         self.base_mode = base;

@@ -151,6 +151,7 @@ impl AcpServer {
                     let response = LoadSessionResponse::new().modes(modes).config_options(options);
                     session.options_sent();
                     server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
+                    session.answered();
                     server.announce_commands(&session).await;
                     Ok(())
                 });
@@ -164,6 +165,7 @@ impl AcpServer {
                     let response = ResumeSessionResponse::new().modes(modes).config_options(options);
                     session.options_sent();
                     server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
+                    session.answered();
                     server.announce_commands(&session).await;
                     Ok(())
                 });
@@ -186,6 +188,7 @@ impl AcpServer {
             }
             AcpRequest::Undo(request) => {
                 let session = self.session(&request.session_id)?;
+                session.local_only()?;
                 let Some(live) = session.live() else { return Err(errors::session_not_found()) };
                 self.off_dispatcher(id, move |server, id| async move {
                     let target = match (request.turn_index, request.turns) {
@@ -256,6 +259,7 @@ impl AcpServer {
             }
             AcpRequest::SetMode(request) => {
                 let session = self.session(&request.session_id.0)?;
+                session.local_only()?;
                 let Some(mode) = modes::parse_mode(&request.mode_id.0) else {
                     return Err(errors::invalid_params(format!("unknown mode `{}`", request.mode_id.0)));
                 };
@@ -264,6 +268,7 @@ impl AcpServer {
             }
             AcpRequest::SetConfigOption(request) => {
                 let session = self.session(&request.session_id.0)?;
+                session.local_only()?;
                 let Some(value) = modes::OptionValue::of(&request.value) else {
                     return Err(errors::invalid_params("a config option's value is a value id or a boolean"));
                 };
@@ -290,6 +295,7 @@ impl AcpServer {
             // Legacy (removed from the schema; older clients' model picker).
             AcpRequest::SetModel(request) => {
                 let session = self.session(&request.session_id)?;
+                session.local_only()?;
                 let Some(next) = modes::parse_legacy_model(&self.shared.setup.config, &request.model_id) else {
                     return Err(errors::model_not_found());
                 };
@@ -315,9 +321,16 @@ impl AcpServer {
     ) -> Result<(), ErrorObject> {
         let share = self.shared.setup.share_dir.clone();
         let turn = request.meta.as_ref().and_then(|m| m.turn_index);
-        let (work_dir, forked) = match self.session(&request.session_id) {
-            Ok(open) => {
-                let Some(live) = open.live() else { return Err(errors::session_not_found()) };
+        let open = self.session(&request.session_id).ok().filter(|open| !open.is_attached() || open.is_running());
+        let (work_dir, forked) = match open {
+            Some(open) => {
+                let Some(live) = open.live() else {
+                    if !open.is_attached() {
+                        return Err(errors::session_not_found());
+                    }
+                    // Attached, and a turn runs on its host.
+                    return Err(errors::internal("a prompt is running in this session; fork it after the turn"));
+                };
                 let forked = live.fork(turn).await.map_err(|e| match e {
                     OpError::Busy => errors::internal("a prompt is running in this session; fork it after the turn"),
                     OpError::Failed(m) => errors::internal(m),
@@ -325,7 +338,8 @@ impl AcpServer {
                 })?;
                 (open.cwd.clone(), forked)
             }
-            Err(_) => {
+            // Stored, or hosted by another process and idle: forked from its folder.
+            None => {
                 let Some(source) = crate::session::store::stored_session(&share, &cwd, &request.session_id) else {
                     return Err(errors::session_not_found());
                 };
@@ -544,7 +558,9 @@ struct WithModels<T: serde::Serialize> {
 }
 
 fn with_models<T: serde::Serialize>(shared: &Shared, session: &AcpSession, response: T) -> WithModels<T> {
-    WithModels { response, models: modes::legacy_models(&shared.setup.config, &session.model_choice()) }
+    // An attached session's model is the host's: none is offered here.
+    let models = (!session.is_attached()).then(|| modes::legacy_models(&shared.setup.config, &session.model_choice()));
+    WithModels { response, models: models.flatten() }
 }
 
 /// Removes a stored session of any work dir (`session/delete`): unknown → `-32002`; one that a

@@ -223,6 +223,12 @@ impl Remote {
         }
     }
 
+    /// Detaches from the host (the front end is done with the session): the host sees this
+    /// connection end, as when the process exits; later calls answer [`RemoteError::Gone`].
+    pub fn detach(&self) {
+        self.inner.closed.cancel();
+    }
+
     /// Resolves when the host's stream ended.
     pub async fn closed(&self) {
         self.inner.closed.cancelled().await;

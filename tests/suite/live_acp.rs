@@ -122,3 +122,140 @@ fn a_wire_process_attaches_to_a_session_an_acp_client_has_open() {
     assert!(!socket.exists(), "the socket outlived session/close");
     assert!(wire.wait_exit(Duration::from_secs(20)).is_some(), "the attacher outlived its host");
 }
+
+fn approve(k: &mut Kiwi, card: &Value) {
+    k.send(json!({"jsonrpc": "2.0", "id": card["id"], "result": {"outcome": {"outcome": "selected", "optionId": "approve"}}}));
+}
+
+fn load(k: &mut Kiwi, id: &str, session: &str, work: &Path) -> (Vec<Value>, Value) {
+    k.call(id, "session/load", json!({"sessionId": session, "cwd": work, "mcpServers": []}))
+}
+
+#[test]
+fn an_acp_client_loads_a_session_a_wire_process_holds() {
+    let env = Env::new();
+    let work = env.work();
+    let ran = env.dir.path().join("ran.txt");
+    let config = env.scripted_config(&[
+        "text: first",
+        &shell("tc-1", &format!("echo one >> {}", ran.display())),
+        "text: done",
+        "text: from acp",
+        &shell("tc-2", "echo two"),
+        "text: host two",
+        "text: queued ran",
+        &shell("tc-3", "echo three"),
+    ]);
+    let mut host = env.spawn(&config, &["--session", "shared"]);
+    host.initialize();
+    let (_, first) = host.prompt("h0", json!("first"));
+    assert_eq!(first["result"]["status"], "finished", "{first}");
+
+    // The load attaches: the history as a load from disk replays it, then the answer.
+    let mut editor = acp(&env, &config);
+    let (history, loaded) = load(&mut editor, "load", "shared", &work);
+    assert_eq!(loaded["result"]["modes"]["currentModeId"], "default", "{loaded}");
+    assert_eq!(loaded["result"]["configOptions"], json!([]), "the host's options are set there: {loaded}");
+    assert!(loaded["result"].get("models").is_none(), "{loaded}");
+    assert_eq!(texts(&history, "user_message_chunk"), "first", "{history:?}");
+    assert_eq!(texts(&history, "agent_message_chunk"), "first", "{history:?}");
+    // Its options cannot be changed here.
+    let (_, refused) = editor.call("mode", "session/set_mode", json!({"sessionId": "shared", "modeId": "plan"}));
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(refused["error"]["data"]["error"].as_str().unwrap().contains("hosted by another process"), "{refused}");
+
+    // The host's turn: the editor sees its prompt and its permission request, and answers it.
+    host.send(json!({"jsonrpc": "2.0", "id": "h1", "method": "prompt", "params": {"user_input": "run it"}}));
+    let (before, card) = until(&mut editor, is_permission);
+    assert_eq!(texts(&before, "user_message_chunk"), "run it", "{before:?}");
+    let (_, asked) = host.until_request();
+    assert_eq!(asked["params"]["type"], "ApprovalRequest");
+    approve(&mut editor, &card);
+    let (_, answer) = host.until_response(&json!("h1"));
+    assert_eq!(answer["result"]["status"], "finished", "{answer}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "one\n", "the command ran once");
+    let (during, _) = until(&mut editor, |m| of_kind(std::slice::from_ref(m), "agent_message_chunk").len() == 1);
+    assert!(of_kind(&during, "tool_call_update").iter().any(|u| u["status"] == "completed"), "{during:?}");
+
+    // The editor's prompt runs on the host; the wire client sees it.
+    send_prompt(&mut editor, "a1", "shared", "hello from acp");
+    let (during, mine) = editor.until_response(&json!("a1"));
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+    assert!(texts(&during, "agent_message_chunk").ends_with("from acp"), "{during:?}");
+    assert!(texts(&during, "user_message_chunk").is_empty(), "its own prompt is not echoed: {during:?}");
+    let (_, begin) = until(&mut host, is_event("TurnBegin"));
+    assert_eq!(begin["params"]["payload"]["user_input"], "hello from acp", "{begin}");
+    until(&mut host, is_event("TurnEnd"));
+
+    // While the host's turn waits for its approval, the editor's prompt waits its turn.
+    host.send(json!({"jsonrpc": "2.0", "id": "h2", "method": "prompt", "params": {"user_input": "again"}}));
+    let (_, asked) = host.until_request();
+    let (_, card) = until(&mut editor, is_permission);
+    send_prompt(&mut editor, "a2", "shared", "queued");
+    let id = asked["id"].clone();
+    host.send(json!({"jsonrpc": "2.0", "id": id, "result": {"request_id": id, "response": "approve"}}));
+    let (_, answer) = host.until_response(&json!("h2"));
+    assert_eq!(answer["result"]["status"], "finished", "{answer}");
+    let (during, queued) = editor.until_response(&json!("a2"));
+    assert_eq!(queued["result"]["stopReason"], "end_turn", "{queued}");
+    assert!(texts(&during, "agent_message_chunk").ends_with("queued ran"), "{during:?}");
+    // The card the wire answered first: the editor's late answer changes nothing.
+    approve(&mut editor, &card);
+
+    // A cancel from the editor cancels the host's turn.
+    send_prompt(&mut editor, "a3", "shared", "cancel me");
+    until(&mut editor, is_permission);
+    editor.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "shared"}}));
+    let (_, cancelled) = editor.until_response(&json!("a3"));
+    assert_eq!(cancelled["result"]["stopReason"], "cancelled", "{cancelled}");
+    let (_, end) = until(&mut host, |m| m["method"] == "event" && m["params"]["type"] == "TurnEnd");
+    assert_eq!(end["params"]["type"], "TurnEnd");
+}
+
+#[test]
+fn when_the_host_exits_the_attached_session_ends_and_a_load_opens_it_here() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&["text: first", &shell("tc-1", "echo one")]);
+    let mut host = env.spawn(&config, &["--session", "shared"]);
+    host.initialize();
+    host.prompt("h0", json!("first"));
+    let mine = env.named_scripted_config("editor", &["text: taken over"], json!({}));
+    let mut editor = acp(&env, &mine);
+    let (_, loaded) = load(&mut editor, "load", "shared", &work);
+    assert!(loaded.get("result").is_some(), "{loaded}");
+
+    // The editor's prompt waits for an approval when the host exits: it ends cancelled.
+    send_prompt(&mut editor, "a1", "shared", "run it");
+    until(&mut editor, is_permission);
+    host.close_stdin();
+    assert!(host.wait_exit(Duration::from_secs(20)).is_some(), "the host did not exit");
+    let (_, cancelled) = editor.until_response(&json!("a1"));
+    assert_eq!(cancelled["result"]["stopReason"], "cancelled", "{cancelled}");
+
+    // Later prompts get a clear error (one sent before this process saw the host go may still
+    // end cancelled).
+    let mut refused = Value::Null;
+    for n in 0..200 {
+        let id = format!("later-{n}");
+        send_prompt(&mut editor, &id, "shared", "anyone?");
+        let (_, answer) = editor.until_response(&json!(id));
+        if answer.get("error").is_some() {
+            refused = answer;
+            break;
+        }
+        assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let reason = refused["error"]["data"]["error"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("host process exited"), "{refused}");
+
+    // Loaded again, the session is opened here (the lock is free) and takes prompts.
+    let (history, loaded) = load(&mut editor, "reload", "shared", &work);
+    assert!(loaded["result"].get("models").is_some(), "opened here: {loaded}");
+    assert_eq!(texts(&history, "user_message_chunk"), "firstrun it", "{history:?}");
+    send_prompt(&mut editor, "a2", "shared", "still there?");
+    let (during, answer) = editor.until_response(&json!("a2"));
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(texts(&during, "agent_message_chunk"), "taken over", "{during:?}");
+}
