@@ -60,7 +60,8 @@
 //! - [`acp`]: the Agent Client Protocol front end (`kiwi acp`): many sessions in one process,
 //!   events as `session/update`s, approvals as permission requests, history replay on load; one
 //!   dispatcher for any message transport, its sessions opened through a host (`acp::host`:
-//!   this process over stdio, the web server over `/api/acp`).
+//!   this process over stdio, hosting each on its `live.sock`; the web server over `/api/acp`),
+//!   or attached to a session another process hosts (`acp::attached`, over `wire::remote`).
 //! - [`print`]: the headless front ends: kimi's `--print`, Claude Code's stream-json dialect and
 //!   codex exec's JSONL dialect (`print::codex`), each a projection plus a run loop over the
 //!   same turn driver.

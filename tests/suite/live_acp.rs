@@ -113,7 +113,7 @@ fn a_wire_process_attaches_to_a_session_an_acp_client_has_open() {
     // A turn the wire starts runs in the ACP process; the editor sees its updates.
     let (_, mine) = wire.prompt("w1", json!("hello from the wire"));
     assert_eq!(mine["result"]["status"], "finished", "{mine}");
-    let (before, _) = until(&mut editor, |m| of_kind(std::slice::from_ref(m), "agent_message_chunk").first().is_some());
+    let (before, _) = until(&mut editor, |m| !of_kind(std::slice::from_ref(m), "agent_message_chunk").is_empty());
     assert_eq!(texts(&before, "user_message_chunk"), "hello from the wire", "{before:?}");
 
     // `session/close` stops the hosting: the socket goes and the attacher's stream ends.
