@@ -259,3 +259,58 @@ fn when_the_host_exits_the_attached_session_ends_and_a_load_opens_it_here() {
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(texts(&during, "agent_message_chunk"), "taken over", "{during:?}");
 }
+
+/// `session/resume` attaches too (no history, then the live updates); what would change the
+/// host's agent is refused with the reason; a fork of the idle hosted session is made from its
+/// folder; a directory outside the host's workspace is refused.
+#[test]
+fn a_resumed_attached_session_refuses_what_belongs_to_the_host() {
+    let env = Env::new();
+    let work = env.work();
+    let config = env.scripted_config(&["text: first", "text: second"]);
+    let mut host = env.spawn(&config, &["--session", "shared"]);
+    host.initialize();
+    host.prompt("h0", json!("first"));
+    let mut editor = acp(&env, &config);
+
+    let elsewhere = env.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let (_, outside) = editor.call(
+        "r0",
+        "session/resume",
+        json!({"sessionId": "shared", "cwd": work, "mcpServers": [], "additionalDirectories": [elsewhere]}),
+    );
+    assert_eq!(outside["error"]["code"], -32602, "{outside}");
+    assert!(outside["error"]["data"]["error"].as_str().unwrap().contains("not in its workspace"), "{outside}");
+
+    let (before, resumed) =
+        editor.call("r1", "session/resume", json!({"sessionId": "shared", "cwd": work, "mcpServers": []}));
+    assert_eq!(resumed["result"]["configOptions"], json!([]), "{resumed}");
+    assert!(of_kind(&before, "user_message_chunk").is_empty(), "resume replays nothing: {before:?}");
+
+    let hosted = |answer: &Value| {
+        answer["error"]["code"] == -32603
+            && answer["error"]["data"]["error"].as_str().is_some_and(|e| e.contains("hosted by another process"))
+    };
+    let (_, option) = editor.call(
+        "o",
+        "session/set_config_option",
+        json!({"sessionId": "shared", "configId": "thinking", "value": "on"}),
+    );
+    assert!(hosted(&option), "{option}");
+    let (_, model) = editor.call("m", "session/set_model", json!({"sessionId": "shared", "modelId": "scripted"}));
+    assert!(hosted(&model), "{model}");
+    let (_, undo) = editor.call("u", "_kiwi/undo", json!({"sessionId": "shared"}));
+    assert!(hosted(&undo), "{undo}");
+
+    let (_, forked) = editor.call("f", "session/fork", json!({"sessionId": "shared", "cwd": work, "mcpServers": []}));
+    let fork = forked["result"]["sessionId"].as_str().expect("a forked session").to_string();
+    assert_ne!(fork, "shared");
+
+    // The host's next turn reaches the resumed session live.
+    let (_, second) = host.prompt("h1", json!("second"));
+    assert_eq!(second["result"]["status"], "finished", "{second}");
+    let (before, chunk) = until(&mut editor, |m| !of_kind(std::slice::from_ref(m), "agent_message_chunk").is_empty());
+    assert_eq!(texts(&before, "user_message_chunk"), "second", "{before:?}");
+    assert_eq!(chunk["params"]["update"]["content"]["text"], "second");
+}
