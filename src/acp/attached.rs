@@ -35,6 +35,8 @@ pub struct Attached {
     in_flight: AtomicBool,
     /// The host went away (or this client closed the session).
     gone: AtomicBool,
+    /// Nothing more happens here: the session was closed, or taking it over failed.
+    over: AtomicBool,
 }
 
 impl Attached {
@@ -51,6 +53,7 @@ impl Attached {
             gate,
             in_flight: AtomicBool::new(false),
             gone: AtomicBool::new(false),
+            over: AtomicBool::new(false),
         })
     }
 
@@ -92,7 +95,23 @@ impl Attached {
     /// `session/close` or the client went away: this process detaches; the host goes on.
     pub fn detach(&self) {
         self.end();
+        self.give_up();
         self.remote.detach();
+    }
+
+    /// Waits until the host's stream ended; `true` when the host went away (not this client).
+    pub async fn host_went(&self) -> bool {
+        self.remote.closed().await;
+        self.end()
+    }
+
+    /// The session is over here (closed, or not taken over): prompts are refused.
+    pub fn give_up(&self) {
+        self.over.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_over(&self) -> bool {
+        self.over.load(Ordering::SeqCst)
     }
 
     pub fn is_gone(&self) -> bool {

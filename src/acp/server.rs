@@ -467,7 +467,51 @@ impl AcpServer {
         let mcp = mcp_servers::config_document(servers).map_err(errors::invalid_params)?;
         let session = AcpSession::open(&self.shared, cwd, choice, mcp.into_iter().collect(), dirs.to_vec()).await?;
         lock(&self.sessions).insert(session.id.clone(), session.clone());
+        self.watch_host(&session);
         Ok(session)
+    }
+
+    /// When the host of an attached session goes away, this process takes the session over
+    /// (`docs/host.md` §3): it opens it again, which hosts it here once the lock is free, or
+    /// attaches to whichever process took it first. The client keeps its session id; prompts
+    /// queued meanwhile run there. Nothing happens for a session the client closed.
+    fn watch_host(self: &Arc<Self>, session: &Arc<AcpSession>) {
+        if !session.is_attached() {
+            return;
+        }
+        let (server, watched) = (Arc::downgrade(self), session.clone());
+        tokio::spawn(async move {
+            if !watched.host_went().await {
+                return;
+            }
+            match server.upgrade() {
+                Some(server) => server.take_over(watched).await,
+                None => watched.give_up().await,
+            }
+        });
+    }
+
+    async fn take_over(self: &Arc<Self>, old: Arc<AcpSession>) {
+        let current = lock(&self.sessions).get(&old.id).is_some_and(|s| Arc::ptr_eq(s, &old));
+        if !current {
+            old.give_up().await;
+            return;
+        }
+        // The client's MCP servers were not used while attached; the session's config's are.
+        match self.open(&old.cwd, SessionChoice::Id(old.id.clone()), &[], &[]).await {
+            Ok(new) => {
+                tracing::info!("took session {} over from its host", new.id);
+                new.options_sent();
+                new.answered();
+                new.adopt_queue(&old);
+                self.announce_commands(&new).await;
+                new.pump();
+            }
+            Err(e) => {
+                tracing::warn!("cannot take session {} over: {}", old.id, e.message);
+                old.give_up().await;
+            }
+        }
     }
 
     /// An open session by id, or the stored one opened now (`-32602` when there is none).

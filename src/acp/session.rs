@@ -207,7 +207,6 @@ impl AcpSession {
             }
         };
         tracing::info!("session {id} is hosted by another process; attached to it");
-        let remote = link.remote().clone();
         let session = Arc::new(Self {
             id,
             cwd: cwd.to_path_buf(),
@@ -221,28 +220,38 @@ impl AcpSession {
             announced: Mutex::new(Announced { title: state.custom_title, options: None }),
         });
         projection.watch(&session);
-        // When the host goes away, the session ends here (`docs/acp.md` §4.18).
-        let watched = Arc::downgrade(&session);
-        tokio::spawn(async move {
-            remote.closed().await;
-            if let Some(session) = watched.upgrade() {
-                session.host_gone().await;
-            }
-        });
         Some(Ok(session))
     }
 
-    /// The host of an attached session went away: a prompt on its way there ends `cancelled`
-    /// (the host cancelled its turn), the queued ones too; later ones get a clear error.
-    async fn host_gone(&self) {
-        let Runs::Remote { link, projection, .. } = &self.runs else { return };
-        if !link.end() {
-            return;
+    /// Waits until an attached session's link ends; `true` when its host went away (`false`
+    /// at once for a session of this process, and when this client closed it). A prompt on its way there then ends `cancelled`
+    /// (the host cancelled its turn); prompts queued meanwhile wait for the take-over.
+    pub async fn host_went(&self) -> bool {
+        let Runs::Remote { link, .. } = &self.runs else { return false };
+        let went = link.host_went().await;
+        if went {
+            tracing::info!("the host of session {} went away", self.id);
         }
-        tracing::info!("the host of session {} went away", self.id);
+        went
+    }
+
+    /// Taking the session over failed: its queued prompts end `cancelled`, later ones get a
+    /// clear error.
+    pub async fn give_up(&self) {
+        let Runs::Remote { link, projection, .. } = &self.runs else { return };
+        link.give_up();
         for id in self.take_queued() {
             projection.turn_ended(TurnTag::new(id), Ok(TurnOutcome::Cancelled)).await;
         }
+    }
+
+    /// The prompts queued in `old` (the session this one took over), in order, before any of
+    /// this session's.
+    pub fn adopt_queue(&self, old: &AcpSession) {
+        let mut taken: std::collections::VecDeque<_> = lock(&old.queue).drain(..).collect();
+        let mut queue = lock(&self.queue);
+        taken.extend(queue.drain(..));
+        *queue = taken;
     }
 
     /// The client has the answer that opened the session: an attached session's live updates
@@ -303,9 +312,9 @@ impl AcpSession {
     /// Why the session cannot take a request that needs it open.
     fn not_open(&self) -> ErrorObject {
         match &self.runs {
-            Runs::Remote { link, .. } if link.is_gone() => {
-                errors::internal("the session's host process exited; load the session again to continue it here")
-            }
+            Runs::Remote { link, .. } if link.is_gone() => errors::internal(
+                "the session's host process exited and the session could not be opened here; load it again",
+            ),
             Runs::Remote { .. } => errors::internal("the session is hosted by another process; change it there"),
             Runs::Local(_) => errors::session_not_found(),
         }
@@ -494,7 +503,9 @@ impl AcpSession {
 
     /// Starts `input` now, or queues it behind the running turn (`docs/acp.md` §4.12).
     pub fn prompt(&self, input: UserInput, id: RequestId) -> Result<(), ErrorObject> {
-        if !self.is_open() {
+        // While the session is being taken over from a host that went away, prompts wait.
+        let handing_over = matches!(&self.runs, Runs::Remote { link, .. } if !link.is_over());
+        if !self.is_open() && !handing_over {
             return Err(self.not_open());
         }
         lock(&self.queue).push_back((input, id));

@@ -213,7 +213,7 @@ fn an_acp_client_loads_a_session_a_wire_process_holds() {
 }
 
 #[test]
-fn when_the_host_exits_the_attached_session_ends_and_a_load_opens_it_here() {
+fn when_the_host_exits_the_acp_process_takes_the_session_over() {
     let env = Env::new();
     let work = env.work();
     let config = env.scripted_config(&["text: first", &shell("tc-1", "echo one")]);
@@ -233,31 +233,29 @@ fn when_the_host_exits_the_attached_session_ends_and_a_load_opens_it_here() {
     let (_, cancelled) = editor.until_response(&json!("a1"));
     assert_eq!(cancelled["result"]["stopReason"], "cancelled", "{cancelled}");
 
-    // Later prompts get a clear error (one sent before this process saw the host go may still
-    // end cancelled).
-    let mut refused = Value::Null;
-    for n in 0..200 {
+    // The session goes on in the editor's process, which now hosts it: a prompt runs there (one
+    // sent before this process saw the host go may still end cancelled), without a protocol
+    // error.
+    let socket = env.session_dir("shared").join("live.sock");
+    let mut during = Vec::new();
+    for n in 0..100 {
         let id = format!("later-{n}");
-        send_prompt(&mut editor, &id, "shared", "anyone?");
-        let (_, answer) = editor.until_response(&json!(id));
-        if answer.get("error").is_some() {
-            refused = answer;
+        send_prompt(&mut editor, &id, "shared", "still there?");
+        let (before, answer) = editor.until_response(&json!(id));
+        assert!(answer.get("error").is_none(), "{answer}");
+        if answer["result"]["stopReason"] == "end_turn" {
+            during = before;
             break;
         }
         assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let reason = refused["error"]["data"]["error"].as_str().unwrap_or_default().to_string();
-    assert!(reason.contains("host process exited"), "{refused}");
-
-    // Loaded again, the session is opened here (the lock is free) and takes prompts.
-    let (history, loaded) = load(&mut editor, "reload", "shared", &work);
-    assert!(loaded["result"].get("models").is_some(), "opened here: {loaded}");
-    assert_eq!(texts(&history, "user_message_chunk"), "firstrun it", "{history:?}");
-    send_prompt(&mut editor, "a2", "shared", "still there?");
-    let (during, answer) = editor.until_response(&json!("a2"));
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(texts(&during, "agent_message_chunk"), "taken over", "{during:?}");
+    assert!(socket.exists(), "the editor's process does not host the session");
+    // A wire process attaches to it there.
+    let mut wire = env.spawn(&config, &["--session", "shared"]);
+    let (_, replayed) = wire.call("r", "replay", json!({}));
+    assert_eq!(replayed["result"]["status"], "finished", "{replayed}");
 }
 
 /// `session/resume` attaches too (no history, then the live updates); what would change the
