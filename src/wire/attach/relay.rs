@@ -53,12 +53,18 @@ pub struct Relay<'a> {
     turns: u32,
     /// The id under which the client's `initialize` goes to the host.
     internal: RequestId,
+    /// The client has sent a message (normally `initialize`): until then the host's frames wait.
+    spoke: bool,
 }
+
+/// Host frames held for a client that has not sent its first message yet; past this many they
+/// go out anyway (a client that never speaks still gets the stream).
+const HOLD_FRAMES: usize = 1024;
 
 impl<'a> Relay<'a> {
     pub fn new(setup: &'a AgentSetup, target: &'a Target, version: String) -> Self {
         let internal = RequestId::Str(format!("kiwi-attach-{}", uuid::Uuid::new_v4()));
-        Self { setup, target, version, initialize: None, outstanding: Vec::new(), turns: 0, internal }
+        Self { setup, target, version, initialize: None, outstanding: Vec::new(), turns: 0, internal, spoke: false }
     }
 
     /// Relays between `lines` / `client` and the host on `host` (already past its first byte)
@@ -91,11 +97,18 @@ impl<'a> Relay<'a> {
         let mut client_open = true;
         let mut in_history = true;
         let mut line = Vec::new();
+        // The requests still waiting in the host come right after the history; a client that
+        // attached gets them after its `initialize` is answered (`docs/host.md`).
+        let mut held = Vec::new();
         loop {
             tokio::select! {
                 () = client_closed.cancelled() => return Ended::ClientGone,
                 item = lines.recv(), if client_open => match item {
-                    Some(item) => self.from_client(item, &mut to_host, client).await,
+                    Some(item) => {
+                        self.from_client(item, &mut to_host, client).await;
+                        self.spoke = true;
+                        self.release(&mut held, client).await;
+                    }
                     None => {
                         // The client left: the host detaches this connection and ends its stream.
                         client_open = false;
@@ -105,25 +118,39 @@ impl<'a> Relay<'a> {
                 // `read_until` keeps what it read when another branch wins; `line` is cleared
                 // only once it holds a whole frame.
                 read = from_host.read_until(b'\n', &mut line) => {
-                    match read {
-                        Ok(0) => return if client_open { Ended::HostGone } else { Ended::ClientGone },
+                    let ended = match read {
+                        Ok(0) => true,
                         Err(e) => {
                             tracing::info!("the session's host stream failed: {e}");
-                            return if client_open { Ended::HostGone } else { Ended::ClientGone };
+                            true
                         }
-                        Ok(_) => {}
+                        Ok(_) => false,
+                    };
+                    if ended {
+                        self.release(&mut held, client).await;
+                        return if client_open { Ended::HostGone } else { Ended::ClientGone };
                     }
                     // A torn last frame of a killed host is not passed on.
                     if line.ends_with(b"\n") {
                         if in_history {
                             in_history = !is_history_complete(&line);
+                        } else if !self.spoke && held.len() < HOLD_FRAMES {
+                            held.push(std::mem::take(&mut line));
                         } else {
+                            self.release(&mut held, client).await;
                             self.from_host(&line, client).await;
                         }
                     }
                     line.clear();
                 }
             }
+        }
+    }
+
+    /// Passes on the host frames held for a client that had not spoken yet.
+    async fn release(&mut self, held: &mut Vec<Vec<u8>>, client: &Outbound) {
+        for line in std::mem::take(held) {
+            self.from_host(&line, client).await;
         }
     }
 
