@@ -55,7 +55,8 @@
 //! - [`wire`]: the Kimi Wire front end: method table, the one wire handler every transport
 //!   (stdio, a browser socket, a session's `live.sock`) runs with its own rules, projection,
 //!   history frames, serving; hosting a session on its socket (`wire::host`) and attaching a
-//!   second process's client to it (`wire::attach`, `docs/host.md`).
+//!   second process's client to it, taking the session over when its host goes away
+//!   (`wire::attach`, `docs/host.md`).
 //! - [`acp`]: the Agent Client Protocol front end (`kiwi acp`): many sessions in one process,
 //!   events as `session/update`s, approvals as permission requests, history replay on load; one
 //!   dispatcher for any message transport, its sessions opened through a host (`acp::host`:

@@ -2,15 +2,18 @@
 //! `<session dir>/live.sock`, and a second `kiwi --wire -S` on the same session attaches to it
 //! instead of failing: approvals reach both (first answer wins, the command runs once), both see
 //! the turn end, a prompt while the other's turn runs is refused, the attacher's external tools
-//! are rejected with the reason, and its `replay` returns the history up to its attach. The socket is owner-only in an owner-only folder, a stale file
-//! is replaced, and the file goes when the host exits.
+//! are rejected with the reason, its `initialize` is answered from its own config, and its
+//! `replay` returns the history up to its attach. The socket is owner-only in an owner-only
+//! folder, a stale file is replaced, and the file goes when the host exits. When the host goes
+//! away (its client left, or `kill -9`), an attacher takes the session over or attaches to the
+//! one that did, and its client goes on without an error frame.
 
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Env, Kiwi, wait_until};
+use crate::common::{Env, Kiwi, types, wait_until};
 
 fn shell(command: &str) -> String {
     let args = json!({"command": command}).to_string();
@@ -331,6 +334,47 @@ fn the_attachers_initialize_is_its_own_and_answered_during_a_turn() {
     let mut stdio = env.spawn(&config, &["--session", "elsewhere", "--skills-dir", skills_dir]);
     let (_, reference) = stdio.call("init", "initialize", params);
     assert_eq!(answer["result"], reference["result"]);
-    // The host's turn is still waiting.
-    attached.until_request();
+    // The host's turn is still waiting: its approval reaches the attacher after that answer.
+    let (_, asked) = attached.until_request();
+    assert_eq!(asked["params"]["type"], "ApprovalRequest", "{asked}");
+    // Bad params get the stdio server's error, and the connection goes on.
+    let bad = json!({"protocol_version": 5});
+    let (_, refused) = attached.call("bad", "initialize", bad.clone());
+    let (_, reference) = stdio.call("bad", "initialize", bad);
+    assert_eq!(refused["error"], reference["error"]);
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+}
+
+/// What the attacher's client negotiated reaches the host (its `tool_output` grant, per
+/// connection), and after a take-over this process applies that `initialize` again, silently.
+#[test]
+fn the_attachers_extensions_hold_in_the_host_and_after_a_take_over() {
+    let running = |id: &str| {
+        let args = json!({"command": "echo one; echo two"}).to_string();
+        format!("tool_call: {}", json!({"id": id, "name": "Shell", "arguments": args}))
+    };
+    let env = Env::new();
+    let host_config = env.named_scripted_config("host", &[running("tc-1"), "text: done".into()], json!({}));
+    let mine = env.named_scripted_config("mine", &[running("tc-2"), "text: done".into()], json!({}));
+    let mut host = env.spawn(&host_config, &["--yolo", "--session", "out"]);
+    host.initialize();
+    let mut attached = env.spawn(&mine, &["--yolo", "--session", "out"]);
+    let (_, init) =
+        attached.call("init", "initialize", json!({"protocol_version": "1.10", "extensions": ["tool_output"]}));
+    assert_eq!(init["result"]["extensions"], json!(["tool_output"]), "{init}");
+    let (events, r) = attached.prompt("a1", json!("go"));
+    assert_eq!(r["result"]["status"], "finished", "{r}");
+    assert!(events.iter().any(|e| e["params"]["type"] == "ToolOutput"), "{:?}", types(&events));
+    let hosts = until_event(&mut host, "TurnEnd");
+    assert!(!hosts.iter().any(|e| e["params"]["type"] == "ToolOutput"), "{:?}", types(&hosts));
+
+    host.close_stdin();
+    assert!(host.wait_exit(Duration::from_secs(20)).is_some());
+    let (events, r) = attached.prompt("a2", json!("again"));
+    assert_eq!(r["result"]["status"], "finished", "{r}");
+    assert!(events.iter().any(|e| e["params"]["payload"]["tool_call_id"] == "tc-2"), "{:?}", types(&events));
+    assert!(events.iter().any(|e| e["params"]["type"] == "ToolOutput"), "{:?}", types(&events));
+    let answers = attached.seen.iter().filter(|m| m.get("method").is_none() && m["id"] == "init").count();
+    assert_eq!(answers, 1, "the initialize was answered again");
+    no_errors(&attached);
 }
