@@ -378,3 +378,33 @@ fn the_attachers_extensions_hold_in_the_host_and_after_a_take_over() {
     assert_eq!(answers, 1, "the initialize was answered again");
     no_errors(&attached);
 }
+
+/// An attacher that leaves (EOF, or SIGTERM: exit 0 as a wire server) changes nothing for the
+/// host and the other attachers.
+#[test]
+fn an_attacher_that_leaves_changes_nothing_for_the_others() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: one", "text: two"]);
+    let mut host = env.spawn(&config, &["--session", "shared"]);
+    host.initialize();
+    let mut stays = env.spawn(&config, &["--session", "shared"]);
+    stays.call("init", "initialize", json!({"protocol_version": "1.10"}));
+    let mut leaves = env.spawn(&config, &["--session", "shared"]);
+    leaves.call("init", "initialize", json!({"protocol_version": "1.10"}));
+    let mut signalled = env.spawn(&config, &["--session", "shared"]);
+    signalled.call("init", "initialize", json!({"protocol_version": "1.10"}));
+
+    leaves.close_stdin();
+    assert!(leaves.wait_exit(Duration::from_secs(20)).expect("exits at EOF").success());
+    // SAFETY: a signal to a child of this test.
+    assert_eq!(unsafe { libc::kill(signalled.child.id() as i32, libc::SIGTERM) }, 0);
+    assert!(signalled.wait_exit(Duration::from_secs(20)).expect("exits after SIGTERM").success());
+    let (_, r) = host.prompt("p1", json!("one"));
+    assert_eq!(r["result"]["status"], "finished", "{r}");
+    let seen = until_event(&mut stays, "TurnEnd");
+    assert_eq!(texts(&seen), ["one"]);
+    let (_, r) = stays.prompt("s1", json!("two"));
+    assert_eq!(r["result"]["status"], "finished", "{r}");
+    until_event(&mut host, "TurnEnd");
+    no_errors(&stays);
+}

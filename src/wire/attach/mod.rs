@@ -20,6 +20,8 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use tokio_util::sync::CancellationToken;
+
 use self::handoff::{Next, Shared, held_by_another, next_host};
 use self::relay::{Ended, Relay};
 use super::host::socket_path;
@@ -115,10 +117,25 @@ where
     let mut lines = spawn_reader(input, options.max_line_bytes);
     let mut relay = Relay::new(setup, &target, options.version.clone());
     let mut host = host;
+    // SIGTERM / SIGINT end the relay as EOF does (exit 0, the host goes on).
+    let signalled = CancellationToken::new();
+    runtime.spawn(cancel_on_signal(signalled.clone()));
     loop {
         let (client, writer) = spawn_writer(out.clone());
         let ended = runtime.block_on(async {
-            let ended = relay.run(host, &mut lines, &client, &writer.closed).await;
+            let stop = CancellationToken::new();
+            let watch = {
+                let (stop, signalled, closed) = (stop.clone(), signalled.clone(), writer.closed.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = signalled.cancelled() => {}
+                        () = closed.cancelled() => {}
+                    }
+                    stop.cancel();
+                })
+            };
+            let ended = relay.run(host, &mut lines, &client, &stop).await;
+            watch.abort();
             if ended == Ended::HostGone {
                 relay.host_gone(&client).await;
             }
@@ -163,4 +180,19 @@ where
             }
         };
     }
+}
+
+/// Cancels `token` on SIGTERM or SIGINT (the process then exits 0, as a wire server does).
+async fn cancel_on_signal(token: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("signal received; leaving the session's host");
+    token.cancel();
 }

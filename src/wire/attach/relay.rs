@@ -68,14 +68,14 @@ impl<'a> Relay<'a> {
     }
 
     /// Relays between `lines` / `client` and the host on `host` (already past its first byte)
-    /// until one side ends. A new host is first told the client's last `initialize` and given
+    /// until one side ends (`stop`: the client's output is gone, or a signal came). A new host is first told the client's last `initialize` and given
     /// the requests the old host never answered.
     pub async fn run(
         &mut self,
         host: std::io::BufReader<std::os::unix::net::UnixStream>,
         lines: &mut Inbound,
         client: &Outbound,
-        client_closed: &CancellationToken,
+        stop: &CancellationToken,
     ) -> Ended {
         let ahead = host.buffer().to_vec();
         let stream = host.into_inner();
@@ -102,7 +102,7 @@ impl<'a> Relay<'a> {
         let mut held = Vec::new();
         loop {
             tokio::select! {
-                () = client_closed.cancelled() => return Ended::ClientGone,
+                () = stop.cancelled() => return Ended::ClientGone,
                 item = lines.recv(), if client_open => match item {
                     Some(item) => {
                         self.from_client(item, &mut to_host, client).await;
