@@ -105,7 +105,7 @@ impl<'a> Relay<'a> {
                 () = stop.cancelled() => return Ended::ClientGone,
                 item = lines.recv(), if client_open => match item {
                     Some(item) => {
-                        self.from_client(item, &mut to_host, client).await;
+                        self.client_message(item, &mut to_host, client).await;
                         self.spoke = true;
                         self.release(&mut held, client).await;
                     }
@@ -138,7 +138,7 @@ impl<'a> Relay<'a> {
                             held.push(std::mem::take(&mut line));
                         } else {
                             self.release(&mut held, client).await;
-                            self.from_host(&line, client).await;
+                            self.host_frame(&line, client).await;
                         }
                     }
                     line.clear();
@@ -150,11 +150,11 @@ impl<'a> Relay<'a> {
     /// Passes on the host frames held for a client that had not spoken yet.
     async fn release(&mut self, held: &mut Vec<Vec<u8>>, client: &Outbound) {
         for line in std::mem::take(held) {
-            self.from_host(&line, client).await;
+            self.host_frame(&line, client).await;
         }
     }
 
-    async fn from_client(&mut self, item: Incoming, to_host: &mut OwnedWriteHalf, client: &Outbound) {
+    async fn client_message(&mut self, item: Incoming, to_host: &mut OwnedWriteHalf, client: &Outbound) {
         let frame = match item {
             Incoming::Request { id, method, params } if method == "initialize" => {
                 match ClientRequest::parse(&method, params.clone()) {
@@ -183,7 +183,7 @@ impl<'a> Relay<'a> {
         send(to_host, &frame).await;
     }
 
-    async fn from_host(&mut self, line: &[u8], client: &Outbound) {
+    async fn host_frame(&mut self, line: &[u8], client: &Outbound) {
         if let Ok(head) = serde_json::from_slice::<Head>(line) {
             match (head.method.as_deref(), head.id) {
                 (Some("session_status"), _) => return,
