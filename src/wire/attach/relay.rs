@@ -184,28 +184,21 @@ impl<'a> Relay<'a> {
     }
 
     async fn host_frame(&mut self, line: &[u8], client: &Outbound) {
-        if let Ok(head) = serde_json::from_slice::<Head>(line) {
-            match (head.method.as_deref(), head.id) {
-                (Some("session_status"), _) => return,
-                (Some("event"), _) => match head.params.and_then(|p| p.kind).as_deref() {
-                    Some("TurnBegin") => self.turns += 1,
-                    Some("TurnEnd") => self.turns = self.turns.saturating_sub(1),
-                    _ => {}
-                },
-                (None, Some(id)) => {
-                    if id == self.internal {
-                        return;
-                    }
-                    if let Some(at) = self.outstanding.iter().position(|r| r.id == id) {
-                        let answered = self.outstanding.remove(at);
-                        if is_prompt(&answered.method) {
-                            // Its turn is over, whatever nested turns left unbalanced.
-                            self.turns = 0;
-                        }
+        match sort(line) {
+            HostFrame::NotForWire => return,
+            HostFrame::TurnBegin => self.turns += 1,
+            HostFrame::TurnEnd => self.turns = self.turns.saturating_sub(1),
+            HostFrame::Answer(id) if id == self.internal => return,
+            HostFrame::Answer(id) => {
+                if let Some(at) = self.outstanding.iter().position(|r| r.id == id) {
+                    let answered = self.outstanding.remove(at);
+                    if is_prompt(&answered.method) {
+                        // Its turn is over, whatever nested turns left unbalanced.
+                        self.turns = 0;
                     }
                 }
-                _ => {}
             }
+            HostFrame::Other => {}
         }
         client.send_raw(line.to_vec()).await;
     }
@@ -300,6 +293,32 @@ fn response(id: &RequestId, outcome: Result<Value, crate::rpc::ErrorObject>) -> 
     frame(object)
 }
 
+/// What a host frame is to the relay.
+#[derive(Debug, PartialEq)]
+enum HostFrame {
+    /// `session_status`: the session socket's, never a wire 1.10 frame.
+    NotForWire,
+    TurnBegin,
+    TurnEnd,
+    /// A response to the request with this id.
+    Answer(RequestId),
+    Other,
+}
+
+fn sort(line: &[u8]) -> HostFrame {
+    let Ok(head) = serde_json::from_slice::<Head>(line) else { return HostFrame::Other };
+    match (head.method.as_deref(), head.id) {
+        (Some("session_status"), _) => HostFrame::NotForWire,
+        (Some("event"), _) => match head.params.and_then(|p| p.kind).as_deref() {
+            Some("TurnBegin") => HostFrame::TurnBegin,
+            Some("TurnEnd") => HostFrame::TurnEnd,
+            _ => HostFrame::Other,
+        },
+        (None, Some(id)) => HostFrame::Answer(id),
+        _ => HostFrame::Other,
+    }
+}
+
 /// What the relay reads of a host frame.
 #[derive(Deserialize)]
 struct Head<'a> {
@@ -335,6 +354,34 @@ mod tests {
         assert!(is_history_complete(br#"{"jsonrpc":"2.0","method":"history_complete","id":"x"}"#));
         assert!(!is_history_complete(br#"{"jsonrpc":"2.0","method":"event","params":{}}"#));
         assert!(!is_history_complete(b"not json"));
+    }
+
+    #[test]
+    fn host_frames_are_sorted_by_what_the_relay_does_with_them() {
+        let status = br#"{"jsonrpc":"2.0","method":"session_status","params":{"session_id":"s","state":"busy"}}"#;
+        assert_eq!(sort(status), HostFrame::NotForWire);
+        assert_eq!(
+            sort(br#"{"jsonrpc":"2.0","method":"event","params":{"type":"TurnBegin","payload":{"user_input":"x"}}}"#),
+            HostFrame::TurnBegin
+        );
+        assert_eq!(
+            sort(br#"{"jsonrpc":"2.0","method":"event","params":{"type":"TurnEnd","payload":{}}}"#),
+            HostFrame::TurnEnd
+        );
+        assert_eq!(
+            sort(br#"{"jsonrpc":"2.0","id":3,"result":{"status":"finished"}}"#),
+            HostFrame::Answer(RequestId::Int(3))
+        );
+        assert_eq!(
+            sort(br#"{"jsonrpc":"2.0","id":"x","error":{"code":-32000,"message":"busy"}}"#),
+            HostFrame::Answer(RequestId::Str("x".into()))
+        );
+        // A request of the host carries an id too; it is passed on as it is.
+        assert_eq!(
+            sort(br#"{"jsonrpc":"2.0","id":"a","method":"request","params":{"type":"ApprovalRequest"}}"#),
+            HostFrame::Other
+        );
+        assert_eq!(sort(b"not json"), HostFrame::Other);
     }
 
     #[test]
