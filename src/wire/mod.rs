@@ -18,3 +18,4 @@ pub mod replay;
 pub mod schema;
 pub mod serve;
 pub mod server;
+pub mod status;
