@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::queue::{CLOSE_SESSION_GONE, CLOSE_SHUTDOWN, SESSION_GONE_REASON};
 use crate::session::store::lock_folder;
-use crate::wire::host::socket_path;
+use crate::wire::host::Address;
 use crate::wire::status::{SessionStatus, State};
 
 /// How long the host may take to send its first frame (a host that refuses the peer closes the
@@ -44,7 +44,7 @@ pub struct Host {
 /// socket cannot be reached or the host closes the connection without a frame (a stale file,
 /// a refused peer).
 pub async fn connect(dir: &Path) -> std::io::Result<Host> {
-    let stream = UnixStream::connect(socket_path(dir)).await?;
+    let stream = UnixStream::connect(Address::of(dir)?.path()).await?;
     let (read, to_host) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     match tokio::time::timeout(FIRST_FRAME, lines.next_line()).await {

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use super::host::socket_path;
 use crate::session::store::{Metadata, SessionChoice, lock_folder, sessions_dir};
 
 /// How long an opener whose host cannot be reached waits for the lock.
@@ -44,7 +43,7 @@ const FIRST_FRAME: Duration = Duration::from_secs(2);
 /// Connects to the host of the session in `dir` and waits for its first frame: a peer the host
 /// refuses is closed without a byte, and counts as a host that cannot be reached.
 pub fn connect(dir: &Path) -> std::io::Result<BufReader<UnixStream>> {
-    let stream = UnixStream::connect(socket_path(dir))?;
+    let stream = UnixStream::connect(super::host::Address::of(dir)?.path())?;
     stream.set_read_timeout(Some(FIRST_FRAME))?;
     let mut reader = BufReader::new(stream);
     if reader.fill_buf()?.is_empty() {

@@ -48,6 +48,35 @@ pub fn socket_path(dir: &Path) -> PathBuf {
     dir.join(SOCKET_NAME)
 }
 
+/// The longest socket path the kernel takes (`sun_path`, 108 bytes on Linux, with its NUL).
+const SUN_PATH: usize = 107;
+
+/// A session's socket as an address to bind or connect to. A session folder can be deeper than
+/// `sun_path` allows (a long home, a UUID session id: `…/sessions/<md5>/<uuid>/live.sock`);
+/// such a socket is reached through `/proc/self/fd/<the folder>/live.sock`, the folder held
+/// open while the address lives.
+pub struct Address {
+    path: PathBuf,
+    _folder: Option<std::fs::File>,
+}
+
+impl Address {
+    pub fn of(dir: &Path) -> std::io::Result<Self> {
+        let path = socket_path(dir);
+        if path.as_os_str().len() <= SUN_PATH || !Path::new("/proc/self/fd").is_dir() {
+            return Ok(Self { path, _folder: None });
+        }
+        let folder = std::fs::File::open(dir)?;
+        let path =
+            PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&folder))).join(SOCKET_NAME);
+        Ok(Self { path, _folder: Some(folder) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// A session served on its socket; the file goes when this is dropped.
 pub struct Hosting {
     path: PathBuf,
@@ -96,7 +125,7 @@ pub fn serve_with(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let listener = UnixListener::bind(&path)?;
+    let listener = UnixListener::bind(Address::of(dir)?.path())?;
     // The folder is already owner-only, so no one else can reach the file before this.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     let stop = CancellationToken::new();
@@ -331,4 +360,24 @@ impl Projection for TurnWatch {
 async fn line(out: &mut BufWriter<tokio::net::unix::OwnedWriteHalf>, frame: &str) -> std::io::Result<()> {
     out.write_all(frame.as_bytes()).await?;
     out.write_all(b"\n").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deep_folder_is_reached_through_its_descriptor() {
+        let root = tempfile::tempdir().unwrap();
+        let deep = root.path().join("d".repeat(100)).join("e".repeat(40));
+        std::fs::create_dir_all(&deep).unwrap();
+        let address = Address::of(&deep).unwrap();
+        assert!(address.path().as_os_str().len() <= SUN_PATH, "{}", address.path().display());
+        let listener = std::os::unix::net::UnixListener::bind(address.path()).unwrap();
+        assert!(socket_path(&deep).exists(), "the socket is made in the folder itself");
+        let _client = std::os::unix::net::UnixStream::connect(Address::of(&deep).unwrap().path()).unwrap();
+        assert!(listener.accept().is_ok());
+        let short = Address::of(root.path()).unwrap();
+        assert_eq!(short.path(), socket_path(root.path()));
+    }
 }
