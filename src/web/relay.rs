@@ -1,4 +1,4 @@
-//! A browser socket on a session another kiwi process hosts (`docs/web.md` §3.8,
+//! A browser socket on a session another kiwi process hosts (`docs/web.md` §3.6,
 //! `docs/host.md`): instead of opening the session (its lock is held elsewhere), the socket is
 //! relayed to the host's `<session dir>/live.sock`, whose frames are the session WebSocket
 //! protocol already (history, `history_complete`, live frames, the requests still waiting,

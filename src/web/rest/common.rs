@@ -33,7 +33,7 @@ pub fn not_busy(state: &AppState, id: &str) -> Result<(), ApiError> {
     if state.is_busy(id) { Err(ApiError::busy()) } else { Ok(()) }
 }
 
-/// The 409 of a change that needs the session idle here (`docs/web.md` §3.8): another process
+/// The 409 of a change that needs the session idle here (`docs/web.md` §3.6): another process
 /// hosts it.
 pub const HOSTED_ELSEWHERE: &str = "Session is hosted by another process";
 /// The 409 of such a change on a session this server hosts while other processes are attached.

@@ -74,7 +74,7 @@ async fn read(State(state): State<AppState>) -> Result<Response, ApiError> {
 #[utoipa::path(patch, path = "/api/config/", tag = "config",
     request_body(content = ConfigPatch, content_type = "application/json"),
     responses((status = 200, description = "Edited in place; running sessions restarted unless asked not to.", body = ConfigPatched),
-        (status = 400, description = "Model not found in config.", body = Detail), (status = 409, description = "Session has clients in other processes: a session the restart would close has other kiwi processes attached (kiwi, `docs/web.md` §3.8); nothing is changed.", body = Detail), (status = 403, description = "Sensitive config APIs are disabled in this mode.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
+        (status = 400, description = "Model not found in config.", body = Detail), (status = 409, description = "Session has clients in other processes: a session the restart would close has other kiwi processes attached (kiwi, `docs/web.md` §3.6); nothing is changed.", body = Detail), (status = 403, description = "Sensitive config APIs are disabled in this mode.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `PATCH /api/config/`.
 async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     let body: Value = common::optional_body(&bytes)?;

@@ -142,7 +142,7 @@ async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> Resul
 #[utoipa::path(patch, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
     request_body(content = UpdateSession, content_type = "application/json"),
     responses((status = 200, description = "The session (`is_running: false`, `status: null`).", body = Session),
-        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 409, description = "Archiving (`archived` given): Session is hosted by another process / Session has clients in other processes (kiwi, `docs/web.md` §3.8).", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
+        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 409, description = "Archiving (`archived` given): Session is hosted by another process / Session has clients in other processes (kiwi, `docs/web.md` §3.6).", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `PATCH /api/sessions/{id}`: rename and/or archive.
 async fn update(State(state): State<AppState>, Path(id): Path<String>, bytes: Bytes) -> Result<Response, ApiError> {
     common::check_id(&id)?;
@@ -189,7 +189,7 @@ async fn update(State(state): State<AppState>, Path(id): Path<String>, bytes: By
 
 #[utoipa::path(delete, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
     responses((status = 200, description = "Deleted: `null`. The session's sockets hear `stopped` and close.", body = Option<Detail>),
-        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 409, description = "Session is hosted by another process / Session has clients in other processes (kiwi, `docs/web.md` §3.8).", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
+        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 409, description = "Session is hosted by another process / Session has clients in other processes (kiwi, `docs/web.md` §3.6).", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `DELETE /api/sessions/{id}`.
 async fn remove(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let info = session(&state, &id).await?;
