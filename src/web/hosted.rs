@@ -271,11 +271,16 @@ impl Hosting {
         outcome
     }
 
-    /// Closes every socket with `code` (server shutdown: 1012). The sessions themselves are
-    /// closed by the process shell with every other live session.
+    /// Closes every socket with `code` (server shutdown: 1012) and stops serving every session
+    /// on its `live.sock`. The sessions themselves are closed by the process shell with every
+    /// other live session.
     pub fn close_all_sockets(&self, code: u16, reason: &str) {
         self.inner.closing.cancel();
         for hosted in self.all() {
+            // Attached processes see their stream end; the `live.sock` files go.
+            if let Some(worker) = lock(&hosted.worker).as_mut() {
+                drop(worker.socket.take());
+            }
             for client in hosted.clients() {
                 client.out.close(code, reason);
             }
