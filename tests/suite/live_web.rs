@@ -93,6 +93,15 @@ fn a_browser_joins_a_session_a_wire_process_hosts() {
     assert_eq!(delete(&server, &id), (409, hosted_elsewhere.clone()));
     assert_eq!(archive(&server, &id), (409, hosted_elsewhere));
 
+    // Frames go to the host as lines: one with line breaks is re-encoded on one line, and a
+    // malformed one is answered by the host (to this socket only) with the socket kept.
+    browser.send_text("{\n  \"jsonrpc\": \"2.0\",\n  \"id\": \"i1\",\n  \"method\": \"initialize\",\n  \"params\": {\"protocol_version\": \"1.10\"}\n}");
+    let (_, init) = browser.until(|m| m["id"] == "i1");
+    assert!(init["result"].is_object(), "{init}");
+    browser.send_text("not json\nat all");
+    let (_, malformed) = browser.until(|m| m.get("error").is_some());
+    assert_eq!(malformed["error"]["code"], -32700, "{malformed}");
+
     // A wire-started turn: its approval reaches the browser, which answers it.
     host.send(json!({"jsonrpc": "2.0", "id": "p1", "method": "prompt", "params": {"user_input": "run it"}}));
     let (_, asked_host) = host.until_request();
@@ -171,6 +180,14 @@ fn a_wire_process_attaches_to_a_session_kiwi_web_hosts() {
         Some(r#"{"default_thinking": true}"#),
     );
     assert_eq!((patch.status, patch.json()), (409, other_clients));
+
+    // The API document lists the 409s.
+    let (_, document) = server.get_json("/openapi.json");
+    for (path, method) in
+        [("/api/sessions/{session_id}", "delete"), ("/api/sessions/{session_id}", "patch"), ("/api/config/", "patch")]
+    {
+        assert!(document["paths"][path][method]["responses"]["409"].is_object(), "{method} {path}");
+    }
 
     // The browser's turn reaches the attached process; its approval answer wins.
     prompt(&mut browser, "p1", "run it");
