@@ -281,3 +281,31 @@ fn session_status_on_live_sock_after_history_complete_and_on_each_change() {
     let (_, raw_idle) = raw_until(&mut raw, |m| m["method"] == "session_status");
     assert_eq!(status(&raw_idle).0, "idle");
 }
+
+#[test]
+fn a_host_that_cannot_be_reached_keeps_todays_error() {
+    let home = Home::new();
+    home.scripted(&[]);
+    let id = home.new_session();
+    let dir = home.session_dir(&id);
+    let server = home.serve(&[]);
+    // This test process holds the session's lock and serves nothing: a stale file is all there is.
+    let folder = std::fs::File::open(&dir).unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&folder), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0);
+    std::fs::write(dir.join("live.sock"), "").unwrap();
+    let mut browser = server.ws(&id, "", &[]).unwrap();
+    let (state, reason, _) = status(&browser.next());
+    assert_eq!((state.as_str(), reason.as_str()), ("error", "initialization_failed"));
+    assert_eq!(browser.seen[0]["params"]["detail"], format!("Session {id} is in use by another process"));
+    assert_eq!(browser.until_closed().0, 1005, "closed without a code, as for a session that cannot start");
+    assert_eq!(delete(&server, &id), (409, json!({"detail": "Session is hosted by another process"})));
+    // The lock is free again: the next socket opens the session here, and the stale file is
+    // replaced by the server's socket.
+    drop(folder);
+    let (_, history) = server.join(&id);
+    assert!(history.is_empty(), "{history:?}");
+    use std::os::unix::fs::FileTypeExt as _;
+    assert!(std::fs::metadata(dir.join("live.sock")).unwrap().file_type().is_socket());
+}
