@@ -32,6 +32,9 @@ use crate::wire::status::{SessionStatus, State};
 const FIRST_FRAME: Duration = Duration::from_secs(2);
 /// How long one frame to the browser may take; a browser that stops reading is dropped then.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A browser is pinged this often; one that sent nothing (no pong) since the last ping is
+/// dropped, as on a socket this server serves itself (`docs/web.md` §3.5).
+const PING_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A connection to a session's host, its first frame read.
 pub struct Host {
@@ -83,15 +86,30 @@ pub async fn run(
     let Host { first, mut lines, mut to_host } = host;
     let mut seq = 0;
     let mut next = Some(first);
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut answered = true;
     tracing::info!("a client joined; relaying to the process that hosts the session");
     loop {
         if let Some(frame) = next.take() {
             seq = status_seq(&frame).unwrap_or(seq);
-            if !to_browser(&mut sink, Message::Text(frame.into())).await {
+            // Frames the host sent together (the history) go out with one flush.
+            let more = !lines.get_ref().buffer().is_empty();
+            let message = Message::Text(frame.into());
+            let sent = async {
+                sink.feed(message).await?;
+                if more { Ok(()) } else { sink.flush().await }
+            };
+            if !matches!(tokio::time::timeout(WRITE_TIMEOUT, sent).await, Ok(Ok(()))) {
                 break;
             }
         }
         tokio::select! {
+            _ = ping.tick() => {
+                if !std::mem::take(&mut answered) || !to_browser(&mut sink, Message::Ping(Default::default())).await {
+                    tracing::info!("a WebSocket client stopped answering; closing it");
+                    break;
+                }
+            }
             () = closing.cancelled() => {
                 let close = CloseFrame { code: CLOSE_SHUTDOWN, reason: Utf8Bytes::from_static("Server shutting down") };
                 let _ = to_browser(&mut sink, Message::Close(Some(close))).await;
@@ -104,7 +122,7 @@ pub async fn run(
                     break;
                 }
             },
-            message = stream.next() => match message {
+            message = stream.next() => match message.inspect(|m| answered |= m.is_ok()) {
                 Some(Ok(Message::Text(text))) => {
                     let mut line = one_line(text.as_str());
                     line.push('\n');
