@@ -339,11 +339,9 @@ impl Projection for TurnWatch {
         Box::pin(async {})
     }
 
-    // Never answers: the clients do. Dropping the sender tells the fan-out so at once.
-    #[allow(clippy::async_yields_async)]
+    // Never answers: the clients do.
     fn request(&self, _request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
-        let (_, answer) = oneshot::channel();
-        Box::pin(async move { answer })
+        unanswered()
     }
 
     fn turn_ended(&self, _tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {
@@ -355,6 +353,14 @@ impl Projection for TurnWatch {
         self.ended(result);
         Box::pin(async {})
     }
+}
+
+/// The answer of a subscriber that only watches (never answers a request): the sender is
+/// dropped at once, which tells the fan-out so, and the other clients answer.
+#[allow(clippy::async_yields_async)]
+pub fn unanswered() -> BoxFuture<'static, oneshot::Receiver<ClientAnswer>> {
+    let (_, answer) = oneshot::channel();
+    Box::pin(async move { answer })
 }
 
 async fn line(out: &mut BufWriter<tokio::net::unix::OwnedWriteHalf>, frame: &str) -> std::io::Result<()> {
