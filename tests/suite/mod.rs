@@ -13,6 +13,7 @@ mod layout;
 mod live_host;
 mod live_lifecycle;
 mod live_session;
+mod live_web;
 mod mcp_commands;
 mod mcp_oauth;
 mod mcp_sse;

@@ -10,6 +10,7 @@ use tokio::net::UnixListener;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use super::*;
+use crate::wire::host::socket_path;
 use crate::soul::TurnTag;
 
 /// Records what reaches it; answers approvals with `approve`, questions as unanswerable, or,
