@@ -497,6 +497,15 @@ impl AcpServer {
             old.give_up().await;
             return;
         }
+        // As a wire attacher does: until the old host released the lock or a new host serves.
+        if let Some(dir) = old.hosted_dir() {
+            let next = tokio::task::spawn_blocking(move || crate::wire::attach::handoff::next_host(&dir)).await;
+            if matches!(next, Ok(crate::wire::attach::handoff::Next::GaveUp) | Err(_)) {
+                tracing::warn!("cannot take session {} over: neither its lock nor a new host came", old.id);
+                old.give_up().await;
+                return;
+            }
+        }
         // The client's MCP servers were not used while attached; the session's config's are.
         match self.open(&old.cwd, SessionChoice::Id(old.id.clone()), &[], &[]).await {
             Ok(new) => {

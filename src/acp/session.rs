@@ -235,6 +235,14 @@ impl AcpSession {
         went
     }
 
+    /// The folder of an attached session (`None` for a session of this process).
+    pub fn hosted_dir(&self) -> Option<PathBuf> {
+        match &self.runs {
+            Runs::Remote { link, .. } => Some(link.dir.clone()),
+            Runs::Local(_) => None,
+        }
+    }
+
     /// Taking the session over failed: its queued prompts end `cancelled`, later ones get a
     /// clear error.
     pub async fn give_up(&self) {

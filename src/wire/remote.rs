@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::errors::WireError;
-use super::host::socket_path;
+use super::host::Address;
 use super::params::{ApprovalReply, HookReply, PromptResult, QuestionReply};
 use crate::llm::ChatError;
 use crate::protocol::{ApprovalDecision, Event, Request, ToolResult, UserInput, WireMessage};
@@ -142,7 +142,7 @@ impl Remote {
     /// (a peer the host refuses gets none), says what this client can answer, and returns the
     /// session's history up to the attach seam. Live messages then reach `projection`.
     pub async fn attach(dir: &Path, projection: Arc<dyn Projection>) -> std::io::Result<(Remote, RemoteHistory)> {
-        let stream = UnixStream::connect(socket_path(dir)).await?;
+        let stream = UnixStream::connect(Address::of(dir)?.path()).await?;
         let (read, write) = stream.into_split();
         let mut reader = BufReader::new(read);
         let first = match tokio::time::timeout(FIRST_FRAME, reader.fill_buf()).await {

@@ -79,8 +79,7 @@ fn a_wire_process_attaches_to_a_session_an_acp_client_has_open() {
     let ran = env.dir.path().join("ran.txt");
     let command = format!("echo ran >> {}", ran.display());
     let config = env.scripted_config(&[&shell("tc-1", &command), "text: done", "text: from the wire"]);
-    // A stored session with a short id (a UUID's folder path is too long for a socket in the
-    // test's temp dir), loaded by the editor: the ACP process holds and hosts it.
+    // A stored session loaded by the editor: the ACP process holds and hosts it.
     let session = "acp-host".to_string();
     store_session(&env, &session);
     let mut editor = acp(&env, &config);

@@ -14,6 +14,7 @@ mod live_acp;
 mod live_host;
 mod live_lifecycle;
 mod live_session;
+mod live_web;
 mod mcp_commands;
 mod mcp_oauth;
 mod mcp_sse;
