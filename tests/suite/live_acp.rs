@@ -1,7 +1,8 @@
 //! One session, ACP and the wire in two processes (`docs/host.md`, `docs/acp.md` §4.18): a
 //! `kiwi acp` session is hosted on its folder's `live.sock`, so a `kiwi --wire -S` attaches to it
-//! (sees the ACP-started turn, answers its approval first); and `session/load` / `session/resume`
-//! of a session a running `kiwi --wire` holds attach to that host instead of failing.
+//! (sees the ACP-started turn, answers its approval first, takes the session over at
+//! `session/close`); and `session/load` / `session/resume` of a session a running `kiwi --wire`
+//! holds attach to that host instead of failing (and take it over when the host exits).
 
 use std::path::Path;
 use std::time::Duration;
@@ -88,7 +89,8 @@ fn a_wire_process_attaches_to_a_session_an_acp_client_has_open() {
     let socket = env.session_dir(&session).join("live.sock");
     assert!(socket.exists(), "the ACP session is not hosted");
 
-    let mut wire = env.spawn(&config, &["--session", &session]);
+    let own = env.named_scripted_config("wire", &["text: the wire's own"], json!({}));
+    let mut wire = env.spawn(&own, &["--session", &session]);
     let (_, init) = wire.call("init", "initialize", json!({"protocol_version": "1.10"}));
     assert_eq!(init["result"]["protocol_version"], "1.10", "{init}");
 
@@ -115,11 +117,30 @@ fn a_wire_process_attaches_to_a_session_an_acp_client_has_open() {
     let (before, _) = until(&mut editor, |m| !of_kind(std::slice::from_ref(m), "agent_message_chunk").is_empty());
     assert_eq!(texts(&before, "user_message_chunk"), "hello from the wire", "{before:?}");
 
-    // `session/close` stops the hosting: the socket goes and the attacher's stream ends.
+    // `session/close` stops the hosting: the attacher's stream ends and it takes the session
+    // over, serving its client's next prompt itself.
     let (_, closed) = editor.call("close", "session/close", json!({"sessionId": session}));
     assert!(closed.get("result").is_some(), "{closed}");
-    assert!(!socket.exists(), "the socket outlived session/close");
-    assert!(wire.wait_exit(Duration::from_secs(20)).is_some(), "the attacher outlived its host");
+    // (A prompt that crosses the host's exit ends cancelled.)
+    let mut finished = false;
+    for n in 0..100 {
+        let (_, next) = wire.prompt(&format!("w{n}"), json!("mine now"));
+        if next["result"]["status"] == "finished" {
+            finished = true;
+            break;
+        }
+        assert_eq!(next["result"]["status"], "cancelled", "{next}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(finished, "the wire process never ran its prompt");
+    let text: String = wire
+        .seen
+        .iter()
+        .filter(|m| m["params"]["type"] == "ContentPart")
+        .map(|m| m["params"]["payload"]["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(text.ends_with("the wire's own"), "{text}");
+    assert!(socket.exists(), "the wire process does not host the session");
 }
 
 fn approve(k: &mut Kiwi, card: &Value) {
