@@ -62,8 +62,9 @@ pub enum RemoteError {
     Rpc { code: i64, message: String },
 }
 
-/// A hosted session this process is attached to. Cheap to clone; the connection closes when
-/// the last clone is dropped or the host goes away.
+/// A hosted session this process is attached to. Cheap to clone; the connection lasts until
+/// [`Remote::detach`] or the host goes away (the task reading the host's frames holds a clone,
+/// so dropping the front end's does not end it).
 #[derive(Clone)]
 pub struct Remote {
     inner: Arc<Inner>,
