@@ -1,0 +1,405 @@
+//! What hosting a session on `live.sock` costs (`docs/host.md`, spec host.md §6), measured
+//! against the real binary: `cargo bench --bench host-bench`.
+//!
+//! 1. attach: a raw `UnixStream` client connecting to a `kiwi --wire` host of a 1,000-event
+//!    session, connect → `history_complete` (target ≤ 20 ms; median and best of 50);
+//! 2. live latency: the host's own stdio client and one attached socket client read the same
+//!    events; for each event, when the socket client read it minus when the stdio client read
+//!    it (target ≤ 1 ms), over 30 one-part turns and one turn of 2,000 parts;
+//! 3. memory: the host's RSS with 0 and with 100 attached socket clients, per client (target
+//!    ≤ 50 KB), idle and after a 1,000-part turn reached them all (`web-bench` measures a
+//!    browser socket the same way);
+//! 4. replay throughput: the one history replay (`live::History::stream` with
+//!    `wire::replay::history_frame`) over a 100,000-event `wire.jsonl` on disk, in this process
+//!    (target ≥ 1.5 M events/s); the same records through the current-schema path of the wire
+//!    `replay` (`session::wire_read::parse` + `wire::frames::event_frame`) for comparison; and
+//!    a socket client attaching to a 100,000-event session, end to end.
+//!
+//! Numbers go to stdout, one line each; nothing asserts on timings. `HOST_BENCH_ONLY=attach`,
+//! `latency`, `memory` or `replay` runs one section.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Env;
+use serde_json::json;
+
+fn main() {
+    let only = std::env::var("HOST_BENCH_ONLY").unwrap_or_default();
+    let run = |name: &str| only.is_empty() || only == name;
+    if run("attach") {
+        attach();
+    }
+    if run("latency") {
+        latency();
+    }
+    if run("memory") {
+        memory();
+    }
+    if run("replay") {
+        replay_in_process();
+        replay_over_socket();
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The text of a `wire.jsonl` holding one turn of `events` records (text and thinking parts),
+/// in the spacing kiwi writes.
+fn recorded_wire(events: usize) -> String {
+    let mut text = String::from("{\"type\": \"metadata\", \"protocol_version\": \"1.10\"}\n");
+    text.push_str(
+        "{\"timestamp\": 1.0, \"message\": {\"type\": \"TurnBegin\", \"payload\": {\"user_input\": \"go\"}}}\n",
+    );
+    for n in 0..events - 2 {
+        let body = if n % 2 == 0 {
+            format!("{{\"type\": \"text\", \"text\": \"part {n} of a long answer\"}}")
+        } else {
+            format!("{{\"type\": \"think\", \"think\": \"thought {n}\", \"encrypted\": null}}")
+        };
+        text.push_str(&format!(
+            "{{\"timestamp\": 1.5, \"message\": {{\"type\": \"ContentPart\", \"payload\": {body}}}}}\n"
+        ));
+    }
+    text.push_str("{\"timestamp\": 2.0, \"message\": {\"type\": \"TurnEnd\", \"payload\": {}}}\n");
+    text
+}
+
+/// A `kiwi --wire` host of session `id`, its stdio client raw (lines as bytes, unparsed).
+struct Host {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    socket: PathBuf,
+}
+
+impl Host {
+    /// Starts the host on `env`'s session `id` (whose `wire.jsonl`, if any, is already written),
+    /// answers its `initialize` and waits for its socket.
+    fn start(env: &Env, config: &Path, id: &str) -> Self {
+        let mut child = env
+            .command(config, &["--session", id])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kiwi");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
+        let mut host = Host { child, stdin, stdout, socket: env.session_dir(id).join("live.sock") };
+        host.call("init", "initialize", json!({"protocol_version": "1.10"}));
+        let ready = common::wait_until(Duration::from_secs(20), || UnixStream::connect(&host.socket).is_ok());
+        assert!(ready, "the host serves no {}", host.socket.display());
+        host
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn send(&mut self, message: serde_json::Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends a request and reads up to its answer; every line read on the way, each with when it
+    /// was read.
+    fn call(&mut self, id: &str, method: &str, params: serde_json::Value) -> Vec<(Instant, String)> {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let answer = format!(r#""id":"{id}""#);
+        let mut lines = Vec::new();
+        loop {
+            let line = read_line(&mut self.stdout).expect("the host's stdout ended");
+            let at = Instant::now();
+            let done = line.contains(&answer) && !line.contains(r#""method""#);
+            lines.push((at, line));
+            if done {
+                return lines;
+            }
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn read_line(reader: &mut impl std::io::BufRead) -> Option<String> {
+    let mut line = String::new();
+    match reader.read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line),
+    }
+}
+
+/// Connects to `socket` and reads to `history_complete`: the history frames and the reader.
+fn attach_to(socket: &Path) -> (usize, BufReader<UnixStream>) {
+    let stream = UnixStream::connect(socket).expect("connect live.sock");
+    let mut reader = BufReader::with_capacity(64 * 1024, stream);
+    let mut frames = 0;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).expect("read live.sock");
+        assert!(n > 0, "live.sock closed before history_complete after {frames} frames");
+        if line.windows(18).any(|w| w == b"\"history_complete\"") {
+            return (frames, reader);
+        }
+        frames += 1;
+    }
+}
+
+/// A host of a recorded session of `events` events.
+fn recorded_host(events: usize, scripts: &[String]) -> (Env, Host) {
+    let env = Env::new();
+    let dir = env.session_dir("bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("wire.jsonl"), recorded_wire(events)).unwrap();
+    let config = env.named_scripted_config("config", scripts, json!({}));
+    let host = Host::start(&env, &config, "bench");
+    (env, host)
+}
+
+fn attach() {
+    let events = 1_000;
+    let (_env, host) = recorded_host(events, &[]);
+    // The first attach warms the page cache and the host's allocator.
+    drop(attach_to(&host.socket));
+    let rounds = 50;
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let started = Instant::now();
+            let (frames, reader) = attach_to(&host.socket);
+            let took = started.elapsed();
+            assert_eq!(frames, events);
+            drop(reader);
+            took
+        })
+        .collect();
+    times.sort();
+    println!(
+        "attach: a {events}-event session over live.sock, connect -> history_complete: median {:.2} ms, best {:.2} ms, worst {:.2} ms ({rounds} attaches; target <= 20 ms)",
+        ms(times[rounds / 2]),
+        ms(times[0]),
+        ms(times[rounds - 1])
+    );
+}
+
+/// The `type` of an event frame's payload (`"params":{"type":"…"` in either client's framing).
+fn event_type(line: &str) -> Option<&str> {
+    if !line.contains(r#""method":"event""#) {
+        return None;
+    }
+    let at = line.find(r#""params":{"type":""#)? + r#""params":{"type":""#.len();
+    line[at..].split('"').next()
+}
+
+/// Events read by the attached client, each with when it was read, until `turn_ends` turns
+/// ended.
+fn read_events(mut reader: BufReader<UnixStream>, turn_ends: usize) -> Vec<(Instant, String)> {
+    let mut seen = Vec::new();
+    let mut ended = 0;
+    while ended < turn_ends {
+        let Some(line) = read_line(&mut reader) else { break };
+        let at = Instant::now();
+        if let Some(kind) = event_type(&line) {
+            ended += usize::from(kind == "TurnEnd");
+            seen.push((at, kind.to_string()));
+        }
+    }
+    seen
+}
+
+fn latency() {
+    let turns = 30;
+    let burst = 2_000;
+    let mut scripts: Vec<String> = (0..turns).map(|n| format!("text: reply {n}")).collect();
+    scripts.push((0..burst).map(|n| format!("text: part {n}\n")).collect());
+    let (_env, mut host) = recorded_host(10, &scripts);
+    let (_, reader) = attach_to(&host.socket);
+    let attached = std::thread::spawn(move || read_events(reader, turns + 1));
+    let events = |lines: Vec<(Instant, String)>| -> Vec<(Instant, String)> {
+        lines.into_iter().filter_map(|(at, line)| event_type(&line).map(|kind| (at, kind.to_string()))).collect()
+    };
+    let mut host_events = Vec::new();
+    for n in 0..turns {
+        host_events.extend(events(host.call(&format!("p{n}"), "prompt", json!({"user_input": "go"}))));
+    }
+    let singles = host_events.len();
+    host_events.extend(events(host.call("burst", "prompt", json!({"user_input": "go"}))));
+    let seen = attached.join().unwrap();
+    assert_eq!(seen.len(), host_events.len(), "the attached client saw a different number of events");
+    let deltas_us = |range: std::ops::Range<usize>| -> Vec<f64> {
+        let mut d: Vec<f64> = range
+            .map(|i| {
+                assert_eq!(seen[i].1, host_events[i].1, "event {i} differs");
+                let (a, h) = (seen[i].0, host_events[i].0);
+                if a >= h { (a - h).as_secs_f64() * 1e6 } else { -((h - a).as_secs_f64() * 1e6) }
+            })
+            .collect();
+        d.sort_by(f64::total_cmp);
+        d
+    };
+    let line = |what: &str, d: Vec<f64>| {
+        let p = |q: f64| d[((d.len() - 1) as f64 * q) as usize];
+        println!(
+            "latency, {what}: attached minus the host's own client: median {:.0} us, p90 {:.0} us, p99 {:.0} us, max {:.0} us ({} events; target <= 1 ms)",
+            p(0.5),
+            p(0.9),
+            p(0.99),
+            d[d.len() - 1],
+            d.len()
+        );
+    };
+    line(&format!("{turns} one-part turns"), deltas_us(0..singles));
+    line(&format!("one turn of {burst} parts"), deltas_us(singles..host_events.len()));
+}
+
+fn memory() {
+    let clients = 100;
+    let parts = 1_000;
+    let script: String = (0..parts).map(|n| format!("text: part {n} of the answer\n")).collect();
+    let (_env, mut host) = recorded_host(1_000, &[script]);
+    // One client attaches and leaves first, so the baseline holds what every connection shares.
+    drop(attach_to(&host.socket));
+    std::thread::sleep(Duration::from_millis(300));
+    let before = rss_kb(host.pid());
+    let mut readers: Vec<BufReader<UnixStream>> = (0..clients).map(|_| attach_to(&host.socket).1).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let idle = rss_kb(host.pid());
+    // A turn every client reads in full.
+    let counters: Vec<_> = readers
+        .drain(..)
+        .map(|reader| {
+            std::thread::spawn(move || {
+                let mut reader = reader;
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    if reader.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
+                        return None;
+                    }
+                    if line.windows(9).any(|w| w == b"\"TurnEnd\"") {
+                        return Some(reader);
+                    }
+                }
+            })
+        })
+        .collect();
+    host.call("p", "prompt", json!({"user_input": "go"}));
+    let readers: Vec<_> = counters.into_iter().map(|c| c.join().unwrap().expect("a client lost the turn")).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let after_turn = rss_kb(host.pid());
+    let per = |kb: u64| kb.saturating_sub(before) as f64 / clients as f64;
+    println!(
+        "memory: {clients} live.sock clients: host RSS {before} KB -> {idle} KB idle: {:.1} KB per client; after a {parts}-part turn to all: {after_turn} KB: {:.1} KB per client (target <= 50 KB)",
+        per(idle),
+        per(after_turn)
+    );
+    drop(readers);
+}
+
+/// The one history replay in this process: events/s of `history_frame` frames streamed from a
+/// 100,000-event file, best of 5; and the current-schema path of the wire `replay`.
+fn replay_in_process() {
+    let events = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wire.jsonl");
+    std::fs::write(&path, recorded_wire(events)).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let best = |label: &str, run: &dyn Fn() -> (usize, usize)| {
+        let mut best = f64::MAX;
+        let mut bytes = 0;
+        for _ in 0..5 {
+            let started = Instant::now();
+            let (frames, out) = run();
+            let took = started.elapsed().as_secs_f64();
+            assert_eq!(frames, events, "{label}");
+            bytes = out;
+            best = best.min(took);
+        }
+        println!(
+            "replay, {label}: {events} events from disk in {:.1} ms: {:.2} M events/s, {:.0} MB/s out (best of 5; target >= 1.5 M events/s)",
+            best * 1000.0,
+            events as f64 / best / 1e6,
+            bytes as f64 / best / 1e6
+        );
+    };
+    best("as stored (live::history + history_frame)", &|| {
+        runtime.block_on(async {
+            let mut batches = kiwi::live::History::whole(path.clone())
+                .stream(kiwi::wire::replay::BATCH, kiwi::wire::replay::history_frame);
+            let (mut frames, mut bytes) = (0, 0);
+            while let Some(batch) = batches.next().await {
+                for frame in batch.unwrap() {
+                    frames += 1;
+                    bytes += frame.len() + 1;
+                }
+            }
+            (frames, bytes)
+        })
+    });
+    best("current schema (live::history + wire_read::parse + event_frame)", &|| {
+        runtime.block_on(async {
+            let mut batches = kiwi::live::History::whole(path.clone()).stream(kiwi::wire::replay::BATCH, |line| {
+                match kiwi::session::wire_read::parse(line)? {
+                    kiwi::protocol::WireMessage::Event(event) => Some(kiwi::wire::frames::event_frame(&event)),
+                    kiwi::protocol::WireMessage::Request(_) => None,
+                }
+            });
+            let (mut frames, mut bytes) = (0, 0);
+            while let Some(batch) = batches.next().await {
+                for frame in batch.unwrap() {
+                    frames += 1;
+                    bytes += frame.len() + 1;
+                }
+            }
+            (frames, bytes)
+        })
+    });
+}
+
+/// A socket client attaching to a 100,000-event session: events/s up to `history_complete`,
+/// read without parsing (a relay), best of 5.
+fn replay_over_socket() {
+    let events = 100_000;
+    let (_env, host) = recorded_host(events, &[]);
+    drop(attach_to(&host.socket));
+    let mut best = f64::MAX;
+    let mut buf = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let (frames, mut reader) = attach_to(&host.socket);
+        best = best.min(started.elapsed().as_secs_f64());
+        assert_eq!(frames, events);
+        buf.clear();
+        let _ = reader.get_mut().set_nonblocking(true);
+        let _ = reader.read_to_end(&mut buf);
+    }
+    println!(
+        "replay over live.sock: {events} events, connect -> history_complete in {:.1} ms: {:.2} M events/s (best of 5)",
+        best * 1000.0,
+        events as f64 / best / 1e6
+    );
+}
