@@ -11,6 +11,7 @@ mod config_diagnostics;
 mod cost;
 mod layout;
 mod live_host;
+mod live_host_guards;
 mod live_lifecycle;
 mod live_session;
 mod mcp_commands;
