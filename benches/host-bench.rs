@@ -7,7 +7,8 @@
 //!    events; for each event, when the socket client read it minus when the stdio client read
 //!    it (target ≤ 1 ms), over 30 one-part turns and one turn of 2,000 parts;
 //! 3. memory: the host's RSS with 0 and with 100 attached socket clients, per client (target
-//!    ≤ 50 KB), idle and after a 1,000-part turn reached them all (`web-bench` measures a
+//!    ≤ 50 KB; the baseline after one turn to one client), idle and after a 1,000-part turn
+//!    reached them all (`web-bench` measures a
 //!    browser socket the same way);
 //! 4. replay throughput: the one history replay (`live::History::stream` with
 //!    `wire::replay::history_frame`) over a 100,000-event `wire.jsonl` on disk, in this process
@@ -16,7 +17,8 @@
 //!    a socket client attaching to a 100,000-event session, end to end.
 //!
 //! Numbers go to stdout, one line each; nothing asserts on timings. `HOST_BENCH_ONLY=attach`,
-//! `latency`, `memory` or `replay` runs one section.
+//! `latency`, `memory` or `replay` runs one section; `KIWI_BIN=path` measures another build of
+//! kiwi (sections 1-3 and the socket replay of 4).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -95,8 +97,7 @@ impl Host {
     /// Starts the host on `env`'s session `id` (whose `wire.jsonl`, if any, is already written),
     /// answers its `initialize` and waits for its socket.
     fn start(env: &Env, config: &Path, id: &str) -> Self {
-        let mut child = env
-            .command(config, &["--session", id])
+        let mut child = common::with_kiwi_bin(env.command(config, &["--session", id]))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -163,6 +164,13 @@ fn attach_to(socket: &Path) -> (usize, BufReader<UnixStream>) {
         line.clear();
         let n = reader.read_until(b'\n', &mut line).expect("read live.sock");
         assert!(n > 0, "live.sock closed before history_complete after {frames} frames");
+        // History frames are told apart by their start (a compare, cheap even in a debug build).
+        if line.starts_with(br#"{"jsonrpc":"2.0","method":"event""#)
+            || line.starts_with(br#"{"jsonrpc":"2.0","method":"request""#)
+        {
+            frames += 1;
+            continue;
+        }
         if line.windows(18).any(|w| w == b"\"history_complete\"") {
             return (frames, reader);
         }
@@ -276,37 +284,38 @@ fn latency() {
     line(&format!("one turn of {burst} parts"), deltas_us(singles..host_events.len()));
 }
 
+/// Reads until a `TurnEnd` event; `None` when the connection closed first.
+fn until_turn_end(mut reader: BufReader<UnixStream>) -> Option<BufReader<UnixStream>> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line.len() < 200 && line.windows(9).any(|w| w == b"\"TurnEnd\"") {
+            return Some(reader);
+        }
+    }
+}
+
 fn memory() {
     let clients = 100;
     let parts = 1_000;
     let script: String = (0..parts).map(|n| format!("text: part {n} of the answer\n")).collect();
-    let (_env, mut host) = recorded_host(1_000, &[script]);
-    // One client attaches and leaves first, so the baseline holds what every connection shares.
-    drop(attach_to(&host.socket));
-    std::thread::sleep(Duration::from_millis(300));
+    let (_env, mut host) = recorded_host(1_000, &[script.clone(), script]);
+    // The baseline holds what every connection and every turn shares: one client attached, a
+    // turn run to it, the client gone.
+    let (_, warm) = attach_to(&host.socket);
+    let warm = std::thread::spawn(move || until_turn_end(warm));
+    host.call("warm", "prompt", json!({"user_input": "go"}));
+    drop(warm.join().unwrap().expect("the warm-up client lost the turn"));
+    std::thread::sleep(Duration::from_millis(500));
     let before = rss_kb(host.pid());
-    let mut readers: Vec<BufReader<UnixStream>> = (0..clients).map(|_| attach_to(&host.socket).1).collect();
+    let readers: Vec<BufReader<UnixStream>> = (0..clients).map(|_| attach_to(&host.socket).1).collect();
     std::thread::sleep(Duration::from_millis(500));
     let idle = rss_kb(host.pid());
-    // A turn every client reads in full.
-    let counters: Vec<_> = readers
-        .drain(..)
-        .map(|reader| {
-            std::thread::spawn(move || {
-                let mut reader = reader;
-                let mut line = Vec::new();
-                loop {
-                    line.clear();
-                    if reader.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
-                        return None;
-                    }
-                    if line.windows(9).any(|w| w == b"\"TurnEnd\"") {
-                        return Some(reader);
-                    }
-                }
-            })
-        })
-        .collect();
+    // The same turn, read in full by every client.
+    let counters: Vec<_> = readers.into_iter().map(|r| std::thread::spawn(move || until_turn_end(r))).collect();
     host.call("p", "prompt", json!({"user_input": "go"}));
     let readers: Vec<_> = counters.into_iter().map(|c| c.join().unwrap().expect("a client lost the turn")).collect();
     std::thread::sleep(Duration::from_millis(500));
