@@ -22,6 +22,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod kit;
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
@@ -30,6 +31,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Env;
+use kiwi::wire::replay::{BATCH, history_frame};
 use serde_json::json;
 
 fn main() {
@@ -52,37 +54,6 @@ fn main() {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The text of a `wire.jsonl` holding one turn of `events` records (text and thinking parts),
-/// in the spacing kiwi writes.
-fn recorded_wire(events: usize) -> String {
-    let mut text = String::from("{\"type\": \"metadata\", \"protocol_version\": \"1.10\"}\n");
-    text.push_str(
-        "{\"timestamp\": 1.0, \"message\": {\"type\": \"TurnBegin\", \"payload\": {\"user_input\": \"go\"}}}\n",
-    );
-    for n in 0..events - 2 {
-        let body = if n % 2 == 0 {
-            format!("{{\"type\": \"text\", \"text\": \"part {n} of a long answer\"}}")
-        } else {
-            format!("{{\"type\": \"think\", \"think\": \"thought {n}\", \"encrypted\": null}}")
-        };
-        text.push_str(&format!(
-            "{{\"timestamp\": 1.5, \"message\": {{\"type\": \"ContentPart\", \"payload\": {body}}}}}\n"
-        ));
-    }
-    text.push_str("{\"timestamp\": 2.0, \"message\": {\"type\": \"TurnEnd\", \"payload\": {}}}\n");
-    text
 }
 
 /// A `kiwi --wire` host of session `id`, its stdio client raw (lines as bytes, unparsed).
@@ -112,8 +83,8 @@ impl Host {
         host
     }
 
-    fn pid(&self) -> u32 {
-        self.child.id()
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
     }
 
     fn send(&mut self, message: serde_json::Value) {
@@ -183,7 +154,7 @@ fn recorded_host(events: usize, scripts: &[String]) -> (Env, Host) {
     let env = Env::new();
     let dir = env.session_dir("bench");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("wire.jsonl"), recorded_wire(events)).unwrap();
+    std::fs::write(dir.join("wire.jsonl"), kit::recorded_wire(events)).unwrap();
     let config = env.named_scripted_config("config", scripts, json!({}));
     let host = Host::start(&env, &config, "bench");
     (env, host)
@@ -310,16 +281,16 @@ fn memory() {
     host.call("warm", "prompt", json!({"user_input": "go"}));
     drop(warm.join().unwrap().expect("the warm-up client lost the turn"));
     std::thread::sleep(Duration::from_millis(500));
-    let before = rss_kb(host.pid());
+    let before = kit::rss_kb(host.pid());
     let readers: Vec<BufReader<UnixStream>> = (0..clients).map(|_| attach_to(&host.socket).1).collect();
     std::thread::sleep(Duration::from_millis(500));
-    let idle = rss_kb(host.pid());
+    let idle = kit::rss_kb(host.pid());
     // The same turn, read in full by every client.
     let counters: Vec<_> = readers.into_iter().map(|r| std::thread::spawn(move || until_turn_end(r))).collect();
     host.call("p", "prompt", json!({"user_input": "go"}));
     let readers: Vec<_> = counters.into_iter().map(|c| c.join().unwrap().expect("a client lost the turn")).collect();
     std::thread::sleep(Duration::from_millis(500));
-    let after_turn = rss_kb(host.pid());
+    let after_turn = kit::rss_kb(host.pid());
     let per = |kb: u64| kb.saturating_sub(before) as f64 / clients as f64;
     println!(
         "memory: {clients} live.sock clients: host RSS {before} KB -> {idle} KB idle: {:.1} KB per client; after a {parts}-part turn to all: {after_turn} KB: {:.1} KB per client (target <= 50 KB)",
@@ -335,7 +306,7 @@ fn replay_in_process() {
     let events = 100_000;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wire.jsonl");
-    std::fs::write(&path, recorded_wire(events)).unwrap();
+    std::fs::write(&path, kit::recorded_wire(events)).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let best = |label: &str, run: &dyn Fn() -> (usize, usize)| {
         let mut best = f64::MAX;
@@ -355,38 +326,33 @@ fn replay_in_process() {
             bytes as f64 / best / 1e6
         );
     };
+    // `History::stream` starts its reading thread on the current runtime.
     best("as stored (live::history + history_frame)", &|| {
-        runtime.block_on(async {
-            let mut batches = kiwi::live::History::whole(path.clone())
-                .stream(kiwi::wire::replay::BATCH, kiwi::wire::replay::history_frame);
-            let (mut frames, mut bytes) = (0, 0);
-            while let Some(batch) = batches.next().await {
-                for frame in batch.unwrap() {
-                    frames += 1;
-                    bytes += frame.len() + 1;
-                }
-            }
-            (frames, bytes)
-        })
+        runtime.block_on(async { count(kiwi::live::History::whole(path.clone()).stream(BATCH, history_frame)).await })
     });
     best("current schema (live::history + wire_read::parse + event_frame)", &|| {
         runtime.block_on(async {
-            let mut batches = kiwi::live::History::whole(path.clone()).stream(kiwi::wire::replay::BATCH, |line| {
+            let batches = kiwi::live::History::whole(path.clone()).stream(BATCH, |line| {
                 match kiwi::session::wire_read::parse(line)? {
                     kiwi::protocol::WireMessage::Event(event) => Some(kiwi::wire::frames::event_frame(&event)),
                     kiwi::protocol::WireMessage::Request(_) => None,
                 }
             });
-            let (mut frames, mut bytes) = (0, 0);
-            while let Some(batch) = batches.next().await {
-                for frame in batch.unwrap() {
-                    frames += 1;
-                    bytes += frame.len() + 1;
-                }
-            }
-            (frames, bytes)
+            count(batches).await
         })
     });
+}
+
+/// Frames and bytes (with line ends) of a streamed history.
+async fn count<T: AsRef<[u8]>>(mut batches: kiwi::live::history::Batches<T>) -> (usize, usize) {
+    let (mut frames, mut bytes) = (0, 0);
+    while let Some(batch) = batches.next().await {
+        for frame in batch.unwrap() {
+            frames += 1;
+            bytes += frame.as_ref().len() + 1;
+        }
+    }
+    (frames, bytes)
 }
 
 /// A socket client attaching to a 100,000-event session: events/s up to `history_complete`,
