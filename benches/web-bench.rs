@@ -16,6 +16,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod kit;
 #[path = "../tests/suite/web_kit.rs"]
 mod web_kit;
 
@@ -23,16 +24,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use web_kit::Home;
-
-fn rss_kb(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
@@ -67,7 +58,7 @@ fn sessions_rss(keep: bool) -> (usize, u64, u64, Duration) {
     let (warm, _) = server.join(&home.new_session());
     drop(warm);
     std::thread::sleep(Duration::from_millis(300));
-    let before = rss_kb(server.pid());
+    let before = kit::rss_kb(server.pid());
     let started = Instant::now();
     let mut sockets = Vec::new();
     for id in &ids {
@@ -78,7 +69,7 @@ fn sessions_rss(keep: bool) -> (usize, u64, u64, Duration) {
     }
     let opening = started.elapsed();
     std::thread::sleep(Duration::from_millis(500));
-    let after = rss_kb(server.pid());
+    let after = kit::rss_kb(server.pid());
     drop(sockets);
     (count, before, after, opening)
 }
@@ -150,22 +141,7 @@ fn first_prompt() {
 /// A session whose `wire.jsonl` holds one turn of `events` records (text and thinking parts).
 fn recorded_session(home: &Home, events: usize) -> String {
     let id = home.new_session();
-    let mut text = String::from("{\"type\": \"metadata\", \"protocol_version\": \"1.10\"}\n");
-    text.push_str(
-        "{\"timestamp\": 1.0, \"message\": {\"type\": \"TurnBegin\", \"payload\": {\"user_input\": \"go\"}}}\n",
-    );
-    for n in 0..events - 2 {
-        let kind = if n % 2 == 0 { "text" } else { "think" };
-        let body = if kind == "text" {
-            format!("{{\"type\": \"text\", \"text\": \"part {n} of a long answer\"}}")
-        } else {
-            format!("{{\"type\": \"think\", \"think\": \"thought {n}\", \"encrypted\": null}}")
-        };
-        text.push_str(&format!(
-            "{{\"timestamp\": 1.5, \"message\": {{\"type\": \"ContentPart\", \"payload\": {body}}}}}\n"
-        ));
-    }
-    text.push_str("{\"timestamp\": 2.0, \"message\": {\"type\": \"TurnEnd\", \"payload\": {}}}\n");
+    let text = kit::recorded_wire(events);
     std::fs::write(home.session_dir(&id).join("wire.jsonl"), text).unwrap();
     id
 }

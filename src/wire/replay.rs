@@ -121,21 +121,42 @@ pub fn history_frame(line: &str) -> Option<String> {
     }
     let record: StoredRecord = serde_json::from_str(line).ok()?;
     let raw = record.message.get();
-    let message: StoredMessage = serde_json::from_str(raw).ok()?;
+    // kiwi writes the `type` first, so an event's message needs no second parse (the hot path
+    // of a replay); a message in another order, and every request, is parsed for it.
+    let leading = leading_type(raw);
+    let message = match leading {
+        Some(kind) if EVENT_TYPES.contains(&kind) => None,
+        _ => Some(serde_json::from_str::<StoredMessage>(raw).ok()?),
+    };
     let mut frame = String::with_capacity(raw.len() + 64);
-    if EVENT_TYPES.contains(&message.kind.as_ref()) {
-        frame.push_str(r#"{"jsonrpc":"2.0","method":"event","params":"#);
-    } else if REQUEST_TYPES.contains(&message.kind.as_ref()) {
-        let request: StoredRequest = serde_json::from_str(message.payload?.get()).ok()?;
-        frame.push_str(r#"{"jsonrpc":"2.0","method":"request","id":"#);
-        frame.push_str(&serde_json::to_string(&request.id).ok()?);
-        frame.push_str(r#","params":"#);
-    } else {
-        return None;
+    match message {
+        None => frame.push_str(EVENT_HEAD),
+        Some(message) if EVENT_TYPES.contains(&message.kind.as_ref()) => frame.push_str(EVENT_HEAD),
+        Some(message) if REQUEST_TYPES.contains(&message.kind.as_ref()) => {
+            let request: StoredRequest = serde_json::from_str(message.payload?.get()).ok()?;
+            frame.push_str(r#"{"jsonrpc":"2.0","method":"request","id":"#);
+            frame.push_str(&serde_json::to_string(&request.id).ok()?);
+            frame.push_str(r#","params":"#);
+        }
+        Some(_) => return None,
     }
     frame.push_str(raw);
     frame.push('}');
     Some(frame)
+}
+
+const EVENT_HEAD: &str = r#"{"jsonrpc":"2.0","method":"event","params":"#;
+
+/// The `type` of a message that is a JSON object whose first member is `"type"` with a string
+/// value without escapes; `None` otherwise. `raw` is a JSON value already checked by the parser,
+/// so only JSON whitespace can sit between its tokens, and a first member is a top-level one.
+fn leading_type(raw: &str) -> Option<&str> {
+    let rest = raw.strip_prefix('{')?.trim_start();
+    let rest = rest.strip_prefix(r#""type""#)?.trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find(['"', '\\'])?;
+    (rest.as_bytes()[end] == b'"').then(|| &rest[..end])
 }
 
 #[cfg(test)]
@@ -177,6 +198,23 @@ mod tests {
         assert_eq!(history_frame(r#"{"message":"ContentPart"}"#), None);
         assert_eq!(history_frame(r#"{"timestamp":1}"#), None);
         assert_eq!(history_frame(r#"{"message":{"type":"TurnEnd","payload":{}}"#), None, "cut short");
+        // The type first (as kiwi writes it) or not, spaced or not, the frame is the same splice.
+        let first = r#"{"timestamp": 1, "message": {"type" : "TurnEnd", "payload": {}}}"#;
+        assert_eq!(
+            history_frame(first).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"event","params":{"type" : "TurnEnd", "payload": {}}}"#
+        );
+        // A type that only looks like one at the start, an escaped type, a payload's `type`.
+        assert_eq!(history_frame(r#"{"message":{"type":"Nope","payload":{"type":"TurnEnd"}}}"#), None);
+        assert_eq!(history_frame(r#"{"message":{"payload":{"type":"TurnEnd"},"type":"Nope"}}"#), None);
+        assert_eq!(
+            history_frame(r#"{"message":{"type":"Turn\u0045nd","payload":{}}}"#).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"event","params":{"type":"Turn\u0045nd","payload":{}}}"#
+        );
+        assert_eq!(leading_type(r#"{"type":"TurnEnd"}"#), Some("TurnEnd"));
+        assert_eq!(leading_type(r#"{ "type" :"A\"B"}"#), None);
+        assert_eq!(leading_type(r#"{"typed":"TurnEnd"}"#), None);
+        assert_eq!(leading_type(r#"["type"]"#), None);
     }
 
     /// Every message type of the protocol's schema is known to the replay, as an event or a

@@ -12,6 +12,7 @@ mod cost;
 mod layout;
 mod live_acp;
 mod live_host;
+mod live_host_guards;
 mod live_lifecycle;
 mod live_session;
 mod live_web;
