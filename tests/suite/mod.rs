@@ -12,6 +12,7 @@ mod cost;
 mod layout;
 mod live_host;
 mod live_lifecycle;
+mod live_print;
 mod live_session;
 mod mcp_commands;
 mod mcp_oauth;

@@ -47,7 +47,8 @@ pub enum Decision {
 /// What the policy knows of its session once attached.
 struct Session {
     work_dir: PathBuf,
-    state: Arc<SessionState>,
+    /// The core's state (plan mode); `None` for a session another process hosts.
+    state: Option<Arc<SessionState>>,
 }
 
 pub struct Policy {
@@ -92,7 +93,7 @@ impl Policy {
     /// module doc) and applies `plan` to the core. Called once, before the first turn.
     pub fn attach(&self, agent: &Agent) {
         agent.approvals.let_front_end_decide();
-        let session = Session { work_dir: agent.env.work_dir.clone(), state: agent.state.clone() };
+        let session = Session { work_dir: agent.env.work_dir.clone(), state: Some(agent.state.clone()) };
         if self.session.set(session).is_err() {
             return;
         }
@@ -101,23 +102,30 @@ impl Policy {
         }
     }
 
+    /// Makes this policy decide the approvals of a run's own turns on a session another
+    /// process hosts (`super::attached`): the host's core stays as it is (its plan mode is
+    /// neither read nor switched; `plan` decides as `default` does).
+    pub fn attach_hosted(&self, work_dir: PathBuf) {
+        let _ = self.session.set(Session { work_dir, state: None });
+    }
+
     fn chosen(&self) -> PermissionMode {
         *self.mode.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn switch_core_plan(&self, on: bool) {
-        if let Some(session) = self.session.get()
-            && session.state.plan_mode() != on
+        if let Some(state) = self.session.get().and_then(|s| s.state.as_ref())
+            && state.plan_mode() != on
         {
-            session.state.set_plan_mode(on);
+            state.set_plan_mode(on);
         }
     }
 
     /// The mode in force: `plan` exactly while the core's plan mode is on.
     pub fn mode(&self) -> PermissionMode {
         let chosen = self.chosen();
-        match self.session.get() {
-            Some(session) if session.state.plan_mode() => PermissionMode::Plan,
+        match self.session.get().and_then(|s| s.state.as_ref()) {
+            Some(state) if state.plan_mode() => PermissionMode::Plan,
             // Plan mode was left inside the session (the plan was approved, `/plan off`).
             Some(_) if chosen == PermissionMode::Plan => PermissionMode::Default,
             _ => chosen,

@@ -33,7 +33,7 @@ use super::turn::fresh_uuid;
 use crate::agent_env::Model;
 use crate::builder::AgentSetup;
 use crate::live::SHUTDOWN_GRACE;
-use crate::print::common::{TurnWaiter, stderr_line, turn_tag};
+use crate::print::common::{OwnTurns, TurnWaiter, stderr_line};
 use crate::protocol::UserInput;
 use crate::rpc::writer::encode;
 use crate::rpc::{Outbound, RequestId};
@@ -50,6 +50,8 @@ pub struct RunLoop {
     pub out: Outbound,
     pub driver: Arc<TurnDriver>,
     pub projection: Arc<ClaudeProjection>,
+    /// The projection as the session sees it: only this run's turns reach the output.
+    pub turns: Arc<OwnTurns>,
     pub policy: Arc<Policy>,
     pub peer: Arc<crate::rpc::Peer>,
     pub session_id: String,
@@ -94,7 +96,10 @@ impl RunLoop {
         let mut give_up: Option<tokio::time::Instant> = None;
         let mut stop_reason = "Stopped at exit";
         loop {
-            if running.is_none() && !stopping && init.is_none() {
+            // No turn of this run runs, but the session is busy: another client's turn (a
+            // process attached through the socket). This run's next message waits for its end.
+            let busy_elsewhere = running.is_none() && self.driver.is_busy();
+            if running.is_none() && !stopping && init.is_none() && !busy_elsewhere {
                 let next = queue.pop_front().or_else(|| self.follow_up());
                 if let Some(next) = next {
                     running = self.start(next);
@@ -125,6 +130,7 @@ impl RunLoop {
             }
             tokio::select! {
                 () = self.projection.task_ended() => {}
+                () = self.turns.turn_end_or_poll(), if busy_elsewhere => {}
                 () = sleep_until(give_up), if running.is_none() && lines.is_none() => {
                     stop_reason = "Stopped: the run ended before the task";
                     break;
@@ -200,9 +206,8 @@ impl RunLoop {
         if let Some(model) = self.next_model.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
             self.driver.agent().env.model.set(model);
         }
-        let (tag, waiter) = turn_tag();
-        match self.driver.start(next.input, tag) {
-            Ok(()) => Some(waiter),
+        match self.turns.try_start(&self.driver, next.input) {
+            Ok(waiter) => Some(waiter),
             Err(_) => {
                 tracing::error!("a turn started while another ran");
                 None

@@ -28,7 +28,7 @@ use super::tool_names::{Rule, kiwi_name};
 use super::turn::{Identity, fresh_uuid};
 use crate::builder::{AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
 use crate::live::{LiveSession, Runtime, Sessions, shell};
-use crate::print::common::{stderr_line, trace_to_stderr};
+use crate::print::common::{OwnTurns, stderr_line, trace_to_stderr};
 use crate::protocol::UserInput;
 use crate::rpc::Peer;
 use crate::rpc::reader::DEFAULT_MAX_LINE_BYTES;
@@ -398,7 +398,7 @@ async fn run(
     let projection = Arc::new(ClaudeProjection::new(
         out.clone(),
         settings,
-        agent.clone(),
+        Some(agent.clone()),
         identity,
         policy.clone(),
         peer.clone(),
@@ -406,7 +406,9 @@ async fn run(
     ));
     let ledger = Arc::new(super::ledger::Ledger::new(&agent.env.session_dir));
     projection.set_ledger(ledger.clone());
-    let live = LiveSession::open(built, projection.clone(), shell.sessions);
+    // Other clients' turns (processes attached through the socket) stay out of the output.
+    let turns = OwnTurns::new(projection.clone(), false);
+    let live = LiveSession::open(built, turns.clone(), shell.sessions);
     let driver = live.driver().clone();
     projection.set_driver(&driver);
     // A subagent's result is its final text, as Claude Code hands it over (no "elaborate" round).
@@ -422,12 +424,16 @@ async fn run(
         }
     }
     live.start().await;
+    // Served while the run has the session open (also a long-lived stream-json input run, which
+    // a person may watch from `kiwi web`); the file goes when this is dropped.
+    let hosting = crate::print::common::host(&live);
     let lines =
         (args.input_format == InputFormat::StreamJson).then(|| spawn_reader(std::io::stdin(), DEFAULT_MAX_LINE_BYTES));
     let run_loop = RunLoop {
         out,
         driver: driver.clone(),
         projection: projection.clone(),
+        turns,
         policy,
         peer,
         session_id,
@@ -439,7 +445,9 @@ async fn run(
         ledger,
     };
     // Ends the session's turns; the shell closes the session (SessionEnd hooks, tasks, folder).
-    run_loop.serve(first, lines, shell.stop).await
+    let code = run_loop.serve(first, lines, shell.stop).await;
+    drop(hosting);
+    code
 }
 
 fn warning_line(session_id: &str, message: &str) -> OutLine {

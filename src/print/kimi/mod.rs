@@ -19,7 +19,7 @@ pub use options::KimiOptions;
 
 use self::input::Prompts;
 use self::projection::KimiProjection;
-use super::common::{stderr_line, trace_to_stderr, turn_tag};
+use super::common::{OwnTurns, host, stderr_line, trace_to_stderr};
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::live::{LiveSession, Runtime, shell};
 use crate::tools::background::BackgroundTasks;
@@ -55,8 +55,12 @@ where
         super::common::mark_created_session(&built.session, "kimi");
         let model = setup.diagnostics().model_summary;
         let projection = Arc::new(KimiProjection::new(process.outbound, options.clone(), model));
-        let live = LiveSession::open(built, projection, &process.sessions);
+        // Other clients' turns (processes attached through the socket) stay out of the output.
+        let turns = OwnTurns::new(projection, false);
+        let live = LiveSession::open(built, turns.clone(), &process.sessions);
         live.start().await;
+        // Served while the run has the session open; the file goes when this is dropped.
+        let hosting = host(&live);
         let driver = live.driver().clone();
         let stop = process.stop;
         let mut prompts = Prompts::new(&options, input, max_line_bytes);
@@ -78,12 +82,8 @@ where
             if options.progress() {
                 stderr_line(&prompt.text_input());
             }
-            let (tag, waiter) = turn_tag();
-            if driver.start(prompt, tag).is_err() {
-                tracing::error!("a print turn started while another ran");
-                code = 1;
-                break;
-            }
+            // Another client's turn runs to its end first.
+            let Some(waiter) = turns.start_when_idle(&driver, prompt, &stop).await else { break };
             tokio::pin!(waiter);
             let report = tokio::select! {
                 r = &mut waiter => r.ok(),
@@ -123,6 +123,7 @@ where
                 () = stop.cancelled() => {}
             }
         }
+        drop(hosting);
         if !options.quiet {
             stderr_line(&format!("To resume this session: kiwi --session {}", live.id()));
         }
