@@ -14,6 +14,7 @@ pub mod host;
 pub mod methods;
 pub mod params;
 pub mod projection;
+pub mod remote;
 pub mod replay;
 pub mod schema;
 pub mod serve;
