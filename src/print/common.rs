@@ -199,7 +199,7 @@ impl OwnTurns {
         match turns.whose {
             Whose::Own => true,
             Whose::Foreign => false,
-            Whose::Idle => !self.strict || turns.expecting.is_some(),
+            Whose::Idle => !self.strict,
         }
     }
 

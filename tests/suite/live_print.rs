@@ -97,3 +97,104 @@ fn a_wire_process_watches_and_steers_a_claude_stream_json_run() {
     assert!(run.wait_exit(Duration::from_secs(20)).is_some(), "the run did not end");
     assert!(!socket.exists(), "the socket outlived the run");
 }
+
+/// A Claude run to its end (stdin closed at once): exit code and stdout lines.
+fn claude_once(env: &Env, config: &std::path::Path, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+    cmd.args(["-p", "--verbose", "--output-format", "stream-json"])
+        .args(args)
+        .arg("--config-file")
+        .arg(config)
+        .arg("--work-dir")
+        .arg(env.work());
+    cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share());
+    for var in ["KIMI_SCRIPTED_ECHO_TRACE", "KIMI_DIALECT", "CLAUDE_CODE_SDK_READS_SESSION_STATE"] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    (out.status.code(), lines, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn shell(command: &str) -> String {
+    let args = json!({"command": command}).to_string();
+    format!("tool_call: {}", json!({"id": "tc-1", "name": "Shell", "arguments": args}))
+}
+
+#[test]
+fn a_claude_resume_runs_its_prompt_as_a_turn_of_the_hosted_session() {
+    let env = Env::new();
+    let ran = env.dir.path().join("ran.txt");
+    let command = format!("echo ran >> {}", ran.display());
+    let config = env.scripted_config(&["text: hosted first", &shell(&command), "text: attached answer", "text: mine"]);
+    let mut host = env.spawn(&config, &["--session", ID]);
+    host.initialize();
+    let (_, first) = host.prompt("p0", json!("first"));
+    assert_eq!(first["result"]["status"], "finished", "{first}");
+
+    // The run's prompt is a turn of the host's session; the run approves its own Shell call.
+    let (code, lines, stderr) =
+        claude_once(&env, &config, &["--resume", ID, "--dangerously-skip-permissions", "run it for me"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let init = lines.iter().find(|l| l["type"] == "system" && l["subtype"] == "init").expect("system/init");
+    assert_eq!(init["session_id"], ID, "{init}");
+    assert_eq!(init["tools"], json!([]), "{init}");
+    let result = lines.last().unwrap();
+    assert_eq!((result["type"].as_str(), result["is_error"].as_bool()), (Some("result"), Some(false)), "{result}");
+    assert_eq!(result["result"], "attached answer", "{result}");
+    assert_eq!(result["session_id"], ID);
+    assert!(lines.iter().any(|l| l["type"] == "assistant" && l.to_string().contains("\"Shell\"")), "{lines:?}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
+    // The host's client saw the turn: its prompt, the approval asked of every client, its end.
+    let watched = until_event(&mut host, "TurnEnd");
+    let begin = watched.iter().find(|m| m["params"]["type"] == "TurnBegin").expect("TurnBegin");
+    assert!(begin.to_string().contains("run it for me"), "{watched:?}");
+    assert!(watched.iter().any(|m| m.to_string().contains("attached answer")), "{watched:?}");
+
+    // A fork is made from disk while the host holds the session: a new session, no attaching.
+    // (A process of its own plays its scripts from the start.)
+    let fork_config = env.named_scripted_config("fork", &["text: fork"], json!({}));
+    let (code, lines, stderr) = claude_once(&env, &fork_config, &["--resume", ID, "--fork-session", "and a fork"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let result = lines.last().unwrap();
+    assert_eq!(result["result"], "fork", "{result}");
+    assert_ne!(result["session_id"], ID, "{result}");
+    let (_, again) = host.prompt("p1", json!("still the host's"));
+    assert_eq!(again["result"]["status"], "finished", "{again}");
+}
+
+#[test]
+fn a_claude_prompt_while_another_clients_turn_runs_gets_an_error_result() {
+    let env = Env::new();
+    let ran = env.dir.path().join("ran.txt");
+    let command = format!("echo ran >> {}", ran.display());
+    let config = env.scripted_config(&["text: hosted first", &shell(&command), "text: done"]);
+    let mut host = env.spawn(&config, &["--session", ID]);
+    host.initialize();
+    host.prompt("p0", json!("first"));
+    // The host's turn waits for its client's approval.
+    host.send(json!({"jsonrpc": "2.0", "id": "p1", "method": "prompt", "params": {"user_input": "run it"}}));
+    let (_, asked) = host.until_request();
+    assert_eq!(asked["params"]["type"], "ApprovalRequest", "{asked}");
+
+    let (code, lines, stderr) =
+        claude_once(&env, &config, &["--resume", ID, "--dangerously-skip-permissions", "me too"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let result = lines.last().expect("a result line");
+    assert_eq!(result["type"], "result", "{lines:?}");
+    assert_eq!(result["is_error"], true, "{result}");
+    assert_eq!(result["subtype"], "error_during_execution", "{result}");
+    assert_eq!(result["session_id"], ID, "{result}");
+    let errors = result["errors"].to_string();
+    assert!(errors.contains("An agent turn is already in progress"), "{errors}");
+    // Nothing of the host's turn reached the run, and it answered none of its requests.
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(!ran.exists(), "the attached run answered the host's approval");
+
+    let id = asked["id"].clone();
+    host.send(json!({"jsonrpc": "2.0", "id": id, "result": {"request_id": id, "response": "approve"}}));
+    let (_, answer) = host.until_response(&json!("p1"));
+    assert_eq!(answer["result"]["status"], "finished", "{answer}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n");
+}

@@ -60,6 +60,8 @@ struct Inner {
     peer: Arc<Peer>,
     /// Set once the driver exists (a deny with `interrupt: true` cancels the turn).
     driver: OnceLock<Weak<TurnDriver>>,
+    /// Cancels the running turn where there is no driver (an attached run: the host's turn).
+    interrupt: OnceLock<Box<dyn Fn() + Send + Sync>>,
     turn: Mutex<TurnLines>,
     /// The user line to echo at the next turn's start (`--replay-user-messages`).
     replay: Mutex<Option<UserLine>>,
@@ -115,6 +117,7 @@ impl ClaudeProjection {
                 policy,
                 peer,
                 driver: OnceLock::new(),
+                interrupt: OnceLock::new(),
                 turn: Mutex::new(TurnLines::new(identity, partial)),
                 replay: Mutex::new(None),
                 cancel_reason: Mutex::new("Interrupted by user".into()),
@@ -180,6 +183,11 @@ impl ClaudeProjection {
 
     pub fn set_driver(&self, driver: &Arc<TurnDriver>) {
         let _ = self.inner.driver.set(Arc::downgrade(driver));
+    }
+
+    /// How a deny with `interrupt: true` cancels the turn of a run without a driver.
+    pub fn set_interrupt(&self, interrupt: impl Fn() + Send + Sync + 'static) {
+        let _ = self.inner.interrupt.set(Box::new(interrupt));
     }
 
     /// The line echoed when the next turn starts.
@@ -448,8 +456,12 @@ impl Inner {
         };
         let Ok((answer, interrupt)) = settled else { return };
         let _ = reply.send(answer);
-        if interrupt && let Some(driver) = self.driver.get().and_then(Weak::upgrade) {
-            driver.cancel();
+        if interrupt {
+            if let Some(driver) = self.driver.get().and_then(Weak::upgrade) {
+                driver.cancel();
+            } else if let Some(interrupt) = self.interrupt.get() {
+                interrupt();
+            }
         }
     }
 

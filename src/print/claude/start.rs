@@ -241,7 +241,7 @@ fn claude_sandbox_mode(
 }
 
 /// A failure once output may have begun: an error `result` for JSON output, a stderr line always.
-async fn fail_early(out: &crate::rpc::Outbound, args: &ClaudeArgs, session_id: &str, message: &str) {
+pub(super) async fn fail_early(out: &crate::rpc::Outbound, args: &ClaudeArgs, session_id: &str, message: &str) {
     stderr_line(message);
     if args.output_format == OutputFormat::Text {
         return;
@@ -283,6 +283,15 @@ fn serve(
             let id = args.resume.as_deref().map(str::trim).unwrap_or_default();
             fail_early(&out, args, id, refused).await;
             return 1;
+        }
+        // A session another process hosts: this run's prompts become turns of it there.
+        if let Some(hosted) =
+            super::attached::hosted_session(args, &setup.share_dir, &request.work_dir, &request.session)
+            && let Some(code) =
+                super::attached::run(args, hosted, &request.work_dir, out.clone(), first.clone(), process.stop.clone())
+                    .await
+        {
+            return code;
         }
         match setup.build(request) {
             Err(BuildError::Usage(m) | BuildError::Fatal(m)) => {
