@@ -198,3 +198,26 @@ fn a_claude_prompt_while_another_clients_turn_runs_gets_an_error_result() {
     assert_eq!(answer["result"]["status"], "finished", "{answer}");
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n");
 }
+
+#[test]
+fn kimi_print_on_a_hosted_session_runs_its_prompt_there() {
+    let env = Env::new();
+    let config = env.scripted_config(&["text: hosted first", "text: printed answer"]);
+    let mut host = env.spawn(&config, &["--session", ID]);
+    host.initialize();
+    host.prompt("p0", json!("first"));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
+    cmd.args(["--print", "--session", ID, "-p", "print this"])
+        .arg("--config-file")
+        .arg(&config)
+        .arg("--work-dir")
+        .arg(env.work());
+    cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share()).env_remove("KIMI_SCRIPTED_ECHO_TRACE");
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("printed answer"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("hosted first"));
+    let watched = until_event(&mut host, "TurnEnd");
+    assert!(watched.iter().any(|m| m.to_string().contains("print this")), "{watched:?}");
+}
