@@ -278,6 +278,68 @@ pub fn host(live: &Arc<crate::live::LiveSession>) -> Option<crate::wire::host::H
 mod tests {
     use super::*;
 
+    /// Records the kinds of what it is given; leaves every request unanswered.
+    struct Seen(Mutex<Vec<String>>);
+
+    impl Projection for Seen {
+        fn event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, ()> {
+            let kind = serde_json::to_value(event).unwrap()["type"].as_str().unwrap().to_string();
+            self.0.lock().unwrap().push(kind);
+            Box::pin(async {})
+        }
+
+        #[allow(clippy::async_yields_async)]
+        fn request(&self, _request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
+            self.0.lock().unwrap().push("asked".into());
+            Box::pin(async { oneshot::channel().1 })
+        }
+
+        fn turn_ended(&self, _tag: TurnTag, _result: TurnResult) -> BoxFuture<'_, ()> {
+            self.0.lock().unwrap().push("ended".into());
+            Box::pin(async {})
+        }
+    }
+
+    fn begin(text: &str) -> Event {
+        Event::TurnBegin { user_input: UserInput::Text(text.into()) }
+    }
+
+    fn approval() -> Request {
+        serde_json::from_value(serde_json::json!({"type": "ApprovalRequest", "payload": {
+            "id": "r1", "tool_call_id": "c1", "sender": "Shell", "action": "run command",
+            "description": "ls", "display": []}}))
+        .unwrap()
+    }
+
+    /// Drives `turns` through this run's turn, another client's, then nothing; what passed.
+    async fn drive(strict: bool) -> Vec<String> {
+        let seen = Arc::new(Seen(Mutex::default()));
+        let turns = OwnTurns::new(seen.clone(), strict);
+        let done = || Ok(crate::soul::TurnOutcome::Finished(None));
+        turns.expect(&UserInput::Text("mine".into()));
+        turns.event(&begin("mine")).await;
+        turns.event(&begin("a nested flow turn")).await;
+        let _ = turns.request(approval()).await;
+        turns.event(&Event::TurnEnd {}).await;
+        turns.turn_ended(TurnTag::new(()), done()).await;
+        turns.event(&begin("theirs")).await;
+        let unanswered = turns.request(approval()).await;
+        turns.event(&Event::TurnEnd {}).await;
+        turns.turn_observed(&done()).await;
+        turns.event(&Event::TurnEnd {}).await;
+        assert!(unanswered.await.is_err(), "another client's request was answered");
+        let seen = seen.0.lock().unwrap().clone();
+        seen
+    }
+
+    #[tokio::test]
+    async fn only_the_runs_own_turns_pass() {
+        let own = ["TurnBegin", "TurnBegin", "asked", "TurnEnd", "ended"];
+        assert_eq!(drive(true).await, own);
+        // Not strict (a host): what comes between turns passes too.
+        assert_eq!(drive(false).await, [&own[..], &["TurnEnd"]].concat());
+    }
+
     #[test]
     fn a_tag_reaches_its_waiter() {
         let (tag, mut waiter) = turn_tag();
