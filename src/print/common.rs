@@ -319,7 +319,7 @@ mod tests {
         turns.expect(&UserInput::Text("mine".into()));
         turns.event(&begin("mine")).await;
         turns.event(&begin("a nested flow turn")).await;
-        let _ = turns.request(approval()).await;
+        drop(turns.request(approval()).await);
         turns.event(&Event::TurnEnd {}).await;
         turns.turn_ended(TurnTag::new(()), done()).await;
         turns.event(&begin("theirs")).await;
@@ -328,8 +328,7 @@ mod tests {
         turns.turn_observed(&done()).await;
         turns.event(&Event::TurnEnd {}).await;
         assert!(unanswered.await.is_err(), "another client's request was answered");
-        let seen = seen.0.lock().unwrap().clone();
-        seen
+        seen.0.lock().unwrap().clone()
     }
 
     #[tokio::test]
