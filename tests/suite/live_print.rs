@@ -11,20 +11,21 @@ use crate::common::{Env, Kiwi, wait_until};
 
 const ID: &str = "print-hosted";
 
-/// The Claude dialect (kept open: stream-json input) on the test's work dir and share dir.
-fn claude(env: &Env, config: &std::path::Path, extra: &[&str]) -> Kiwi {
+/// kiwi with `args` (a print dialect's) on the test's config, work dir and share dir.
+fn print_command(env: &Env, config: &std::path::Path, args: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
-    cmd.args(["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"])
-        .args(extra)
-        .arg("--config-file")
-        .arg(config)
-        .arg("--work-dir")
-        .arg(env.work());
+    cmd.args(args).arg("--config-file").arg(config).arg("--work-dir").arg(env.work());
     cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share());
     for var in ["KIMI_SCRIPTED_ECHO_TRACE", "KIMI_DIALECT", "CLAUDE_CODE_SDK_READS_SESSION_STATE"] {
         cmd.env_remove(var);
     }
-    Kiwi::spawn(cmd)
+    cmd
+}
+
+/// The Claude dialect (kept open: stream-json input).
+fn claude(env: &Env, config: &std::path::Path, extra: &[&str]) -> Kiwi {
+    let base = ["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"];
+    Kiwi::spawn(print_command(env, config, &[&base[..], extra].concat()))
 }
 
 fn user(text: &str) -> Value {
@@ -100,18 +101,9 @@ fn a_wire_process_watches_and_steers_a_claude_stream_json_run() {
 
 /// A Claude run to its end (stdin closed at once): exit code and stdout lines.
 fn claude_once(env: &Env, config: &std::path::Path, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
-    cmd.args(["-p", "--verbose", "--output-format", "stream-json"])
-        .args(args)
-        .arg("--config-file")
-        .arg(config)
-        .arg("--work-dir")
-        .arg(env.work());
-    cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share());
-    for var in ["KIMI_SCRIPTED_ECHO_TRACE", "KIMI_DIALECT", "CLAUDE_CODE_SDK_READS_SESSION_STATE"] {
-        cmd.env_remove(var);
-    }
-    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    let base = ["-p", "--verbose", "--output-format", "stream-json"];
+    let out =
+        print_command(env, config, &[&base[..], args].concat()).stdin(std::process::Stdio::null()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
     (out.status.code(), lines, String::from_utf8_lossy(&out.stderr).into_owned())
@@ -206,14 +198,10 @@ fn kimi_print_on_a_hosted_session_runs_its_prompt_there() {
     let mut host = env.spawn(&config, &["--session", ID]);
     host.initialize();
     host.prompt("p0", json!("first"));
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kiwi"));
-    cmd.args(["--print", "--session", ID, "-p", "print this"])
-        .arg("--config-file")
-        .arg(&config)
-        .arg("--work-dir")
-        .arg(env.work());
-    cmd.env("HOME", env.home()).env("KIMI_SHARE_DIR", env.share()).env_remove("KIMI_SCRIPTED_ECHO_TRACE");
-    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    let out = print_command(&env, &config, &["--print", "--session", ID, "-p", "print this"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("printed answer"), "{stderr}");

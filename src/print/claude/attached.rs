@@ -31,11 +31,9 @@ use tokio_util::sync::CancellationToken;
 use super::args::{ClaudeArgs, InputFormat, OutputFormat, PermissionMode};
 use super::control::HostAsk;
 use super::input::{Input, InputLines, spawn_reader};
-use super::lines::{
-    ControlResponse, ControlResponseLine, HostRequest, InitializeResponse, OutLine, StatusLine, SystemLine, UserLine,
-};
+use super::lines::{HostRequest, InitializeResponse, OutLine, UserLine};
 use super::permission::Policy;
-use super::projection::{ClaudeProjection, Settings, host_error};
+use super::projection::{ClaudeProjection, Settings};
 use super::sdk::Extras;
 use super::start::fail_early;
 use super::turn::{Identity, fresh_uuid};
@@ -43,7 +41,7 @@ use crate::print::common::{OwnTurns, stderr_line, turn_tag};
 use crate::protocol::UserInput;
 use crate::rpc::reader::DEFAULT_MAX_LINE_BYTES;
 use crate::rpc::writer::encode;
-use crate::rpc::{Outbound, Peer, RequestId};
+use crate::rpc::{Outbound, Peer};
 use crate::session::store::SessionChoice;
 use crate::soul::TurnResult;
 use crate::wire::attach::{held_elsewhere, wait_for_lock};
@@ -102,18 +100,7 @@ pub async fn run(
     stop: CancellationToken,
 ) -> Option<u8> {
     let streaming = args.output_format == OutputFormat::StreamJson;
-    let can_ask =
-        args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == InputFormat::StreamJson;
-    let policy = Arc::new(
-        Policy::new(
-            args.permission_mode,
-            args.dangerously_skip_permissions,
-            args.allowed_tools.clone(),
-            args.disallowed_tools.clone(),
-            can_ask,
-        )
-        .with_add_dirs(args.add_dirs.clone()),
-    );
+    let policy = Arc::new(Policy::of(args));
     policy.attach_hosted(work_dir.to_path_buf());
     let peer = Peer::new(out.clone(), "perm");
     let extras = Arc::new(Extras::new(HostAsk::new(peer.clone(), out.clone()), Vec::new()));
@@ -274,31 +261,12 @@ impl Attached<'_> {
                 let subtype = request.request.get("subtype").and_then(Value::as_str).unwrap_or("").to_string();
                 let result = self.control(&subtype, request.request).await;
                 let mode_set = subtype == "set_permission_mode" && result.is_ok();
-                self.respond(request.request_id, result).await;
+                super::run::respond_on(&self.out, request.request_id, result).await;
                 if mode_set && self.streaming {
-                    let status = SystemLine::Status(StatusLine {
-                        status: None,
-                        permission_mode: self.policy.reported_mode().as_str().into(),
-                        session_id: self.session_id.clone(),
-                        uuid: fresh_uuid(),
-                    });
-                    self.write(&OutLine::System(status)).await;
+                    self.write(&super::run::mode_status(&self.policy, &self.session_id)).await;
                 }
             }
-            Input::Answer(answer) => {
-                let (id, outcome) = match answer {
-                    ControlResponse::Success { request_id, response } => (request_id, Ok(response)),
-                    ControlResponse::Error { request_id, error } => (request_id, Err(host_error(&error))),
-                };
-                if !self.peer.answered(&RequestId::Str(id.clone()), outcome) {
-                    tracing::info!("ignoring a control response to unknown request {id}");
-                }
-            }
-            Input::Ignore => {}
-            Input::Bad(why) => {
-                tracing::warn!("{why}");
-                stderr_line(&format!("kiwi: ignoring input: {why}"));
-            }
+            other => super::run::take_other(&self.peer, other),
         }
     }
 
@@ -343,14 +311,6 @@ impl Attached<'_> {
                 self.session_id
             )),
         }
-    }
-
-    async fn respond(&self, request_id: String, result: Result<Value, String>) {
-        let response = match result {
-            Ok(response) => ControlResponse::Success { request_id, response },
-            Err(error) => ControlResponse::Error { request_id, error },
-        };
-        self.write(&OutLine::ControlResponse(ControlResponseLine { response })).await;
     }
 
     async fn write(&self, line: &OutLine) {

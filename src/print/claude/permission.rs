@@ -30,6 +30,11 @@ use crate::soul::Agent;
 use crate::soul::state::SessionState;
 use crate::tools::paths::expand_home;
 
+/// Whether the run can ask its host: `--permission-prompt-tool stdio` with stream-json input.
+pub fn can_ask(args: &super::args::ClaudeArgs) -> bool {
+    args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == super::args::InputFormat::StreamJson
+}
+
 /// The file-edit tools `acceptEdits` lets through.
 const EDIT_TOOLS: &[&str] = &["WriteFile", "StrReplaceFile"];
 
@@ -81,6 +86,18 @@ impl Policy {
             add_dirs: Vec::new(),
             session: OnceLock::new(),
         }
+    }
+
+    /// The policy a run's command line asks for (mode, rules, whether the host can be asked).
+    pub fn of(args: &super::args::ClaudeArgs) -> Self {
+        Self::new(
+            args.permission_mode,
+            args.dangerously_skip_permissions,
+            args.allowed_tools.clone(),
+            args.disallowed_tools.clone(),
+            can_ask(args),
+        )
+        .with_add_dirs(args.add_dirs.clone())
     }
 
     /// The `--add-dir` directories (relative ones are taken from the work dir).

@@ -234,20 +234,7 @@ impl RunLoop {
                 *last_failed = true;
             }
             Input::Control(request) => return self.control(request).await,
-            Input::Answer(answer) => {
-                let (id, outcome) = match answer {
-                    ControlResponse::Success { request_id, response } => (request_id, Ok(response)),
-                    ControlResponse::Error { request_id, error } => (request_id, Err(host_error(&error))),
-                };
-                if !self.peer.answered(&RequestId::Str(id.clone()), outcome) {
-                    tracing::info!("ignoring a control response to unknown request {id}");
-                }
-            }
-            Input::Ignore => {}
-            Input::Bad(why) => {
-                tracing::warn!("{why}");
-                stderr_line(&format!("kiwi: ignoring input: {why}"));
-            }
+            other => take_other(&self.peer, other),
         }
         None
     }
@@ -298,13 +285,7 @@ impl RunLoop {
                     self.policy.set_mode(mode);
                     self.respond(id, Ok(json!({"mode": mode.as_str()}))).await;
                     if self.streaming {
-                        let status = SystemLine::Status(StatusLine {
-                            status: None,
-                            permission_mode: self.policy.reported_mode().as_str().into(),
-                            session_id: self.session_id.clone(),
-                            uuid: fresh_uuid(),
-                        });
-                        self.write(&OutLine::System(status)).await;
+                        self.write(&mode_status(&self.policy, &self.session_id)).await;
                     }
                     return None;
                 }
@@ -476,12 +457,43 @@ impl RunLoop {
     }
 }
 
+/// An input line that is neither a user message nor a control request: the host's answer to one
+/// of kiwi's questions (routed to its asker), or a line to skip.
+pub(super) fn take_other(peer: &crate::rpc::Peer, input: Input) {
+    match input {
+        Input::Answer(answer) => {
+            let (id, outcome) = match answer {
+                ControlResponse::Success { request_id, response } => (request_id, Ok(response)),
+                ControlResponse::Error { request_id, error } => (request_id, Err(host_error(&error))),
+            };
+            if !peer.answered(&RequestId::Str(id.clone()), outcome) {
+                tracing::info!("ignoring a control response to unknown request {id}");
+            }
+        }
+        Input::Bad(why) => {
+            tracing::warn!("{why}");
+            stderr_line(&format!("kiwi: ignoring input: {why}"));
+        }
+        Input::Ignore | Input::User { .. } | Input::BadUser(_) | Input::Control(_) => {}
+    }
+}
+
+/// The `system/status` line that follows a `set_permission_mode`: the mode now in force.
+pub(super) fn mode_status(policy: &Policy, session_id: &str) -> OutLine {
+    OutLine::System(SystemLine::Status(StatusLine {
+        status: None,
+        permission_mode: policy.reported_mode().as_str().into(),
+        session_id: session_id.to_string(),
+        uuid: fresh_uuid(),
+    }))
+}
+
 /// What `set_model` answers: the model chosen, `null` for the session's default.
 fn model_choice(wanted: Option<&str>) -> Value {
     wanted.map_or(Value::Null, Value::from)
 }
 
-async fn respond_on(out: &Outbound, request_id: String, result: Result<Value, String>) {
+pub(super) async fn respond_on(out: &Outbound, request_id: String, result: Result<Value, String>) {
     let response = match result {
         Ok(response) => ControlResponse::Success { request_id, response },
         Err(error) => ControlResponse::Error { request_id, error },

@@ -362,22 +362,11 @@ async fn run(
         slot
     });
     let streaming = args.output_format == OutputFormat::StreamJson;
-    let can_ask =
-        args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == InputFormat::StreamJson;
     // Nobody approves an escalation out of the sandbox in these modes (spec sandbox.md §2.6).
     let bypass = args.dangerously_skip_permissions
         || matches!(args.permission_mode, PermissionMode::BypassPermissions | PermissionMode::DontAsk);
-    agent.env.sandbox.set_nobody_to_ask(bypass || !can_ask);
-    let policy = Arc::new(
-        Policy::new(
-            args.permission_mode,
-            args.dangerously_skip_permissions,
-            args.allowed_tools.clone(),
-            args.disallowed_tools.clone(),
-            can_ask,
-        )
-        .with_add_dirs(args.add_dirs.clone()),
-    );
+    agent.env.sandbox.set_nobody_to_ask(bypass || !super::permission::can_ask(args));
+    let policy = Arc::new(Policy::of(args));
     // The host's answers to `can_use_tool` (and the other questions kiwi asks it) come back on
     // stdin as `control_response`s.
     let peer = Peer::new(out.clone(), "perm");
