@@ -212,18 +212,18 @@ fn mcp_documents(cli: &Cli, share: &Path) -> Result<Vec<serde_json::Value>, Star
     Ok(documents)
 }
 
-/// The host's socket when the wire session `request` opens is held by another process
-/// (`docs/host.md` §2); `None` when this process opens the session itself: it is nobody's, or
-/// its host cannot be reached and the lock came free within [`attach::LOCK_WAIT`]. Otherwise
-/// the reason goes to stderr and opening fails on the lock as it always did.
+/// The session and its host's socket when the wire session `request` opens is held by another
+/// process (`docs/host.md` §2); `None` when this process opens the session itself: it is
+/// nobody's, or its host cannot be reached and the lock came free within [`attach::LOCK_WAIT`].
+/// Otherwise the reason goes to stderr and opening fails on the lock as it always did.
 #[allow(clippy::print_stderr)] // one start-up line naming why attaching failed
 fn connect_to_host(
     share: &Path,
     request: &SessionRequest,
-) -> Option<std::io::BufReader<std::os::unix::net::UnixStream>> {
+) -> Option<(attach::Target, std::io::BufReader<std::os::unix::net::UnixStream>)> {
     let (id, dir) = attach::held_elsewhere(share, &request.work_dir, &request.session)?;
     match attach::connect(&dir) {
-        Ok(stream) => Some(stream),
+        Ok(stream) => Some((attach::Target { id, dir, work_dir: request.work_dir.clone() }, stream)),
         Err(e) => {
             if !attach::wait_for_lock(&dir) {
                 tracing::warn!("cannot attach to session {id}: {e}");
@@ -245,16 +245,11 @@ where
     let request = SessionRequest { work_dir, session, trace: None };
     let served = match front_end {
         FrontEnd::Wire => {
-            if let Some(stream) = connect_to_host(&setup.share_dir, &request) {
-                return match attach::relay(stream, input, output) {
-                    Ok(code) => code,
-                    Err(e) => {
-                        report(StartError::Fatal(format!("Cannot relay to the session's host: {e}")), &setup.share_dir)
-                    }
-                };
-            }
             let options = WireOptions { max_line_bytes, version: VERSION.to_string() };
-            serve_streams(&setup, request, options, input, output)
+            match connect_to_host(&setup.share_dir, &request) {
+                Some((target, host)) => attach::serve(&setup, target, host, options, input, output),
+                None => serve_streams(&setup, request, options, input, output),
+            }
         }
         FrontEnd::Print(options) => crate::print::kimi::run(&setup, request, options, input, output, max_line_bytes),
         FrontEnd::Acp => {

@@ -55,8 +55,9 @@
 //! - [`wire`]: the Kimi Wire front end: method table, the one wire handler every transport
 //!   (stdio, a browser socket, a session's `live.sock`) runs with its own rules, projection,
 //!   history frames, serving; hosting a session on its socket (`wire::host`), attaching a
-//!   second process's client to it (`wire::attach`, `docs/host.md`), and the client other front
-//!   ends serve a hosted session through (`wire::remote`).
+//!   second process's client to it and taking the session over when its host goes away
+//!   (`wire::attach`, `docs/host.md`), and the client other front ends serve a hosted session
+//!   through (`wire::remote`).
 //! - [`acp`]: the Agent Client Protocol front end (`kiwi acp`): many sessions in one process,
 //!   events as `session/update`s, approvals as permission requests, history replay on load; one
 //!   dispatcher for any message transport, its sessions opened through a host (`acp::host`:

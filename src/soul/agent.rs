@@ -69,13 +69,7 @@ pub struct AgentParts {
 
 impl Agent {
     pub fn new(parts: AgentParts) -> Self {
-        let mut slash_commands = builtin_commands();
-        slash_commands.extend(skill_commands(&parts.skills).into_iter().map(|(name, description)| CommandInfo {
-            name,
-            description,
-            aliases: Vec::new(),
-            extension: None,
-        }));
+        let slash_commands = Self::slash_commands_for(&parts.skills);
         let hooks = Arc::new(HookRegistry::new(parts.env.config.hooks.clone()));
         let background = BackgroundTasks::new(parts.env.config.background.clone(), parts.env.session_dir.clone());
         let journal = parts
@@ -100,6 +94,19 @@ impl Agent {
             mcp: parts.mcp,
             journal,
         }
+    }
+
+    /// Built-in commands, then the `skill:` and `flow:` commands of `skills`: what `initialize`
+    /// lists for an agent with these skills.
+    pub fn slash_commands_for(skills: &[Skill]) -> Vec<CommandInfo> {
+        let mut commands = builtin_commands();
+        commands.extend(skill_commands(skills).into_iter().map(|(name, description)| CommandInfo {
+            name,
+            description,
+            aliases: Vec::new(),
+            extension: None,
+        }));
+        commands
     }
 
     /// A subagent of `parent` of type `def` in `env` (the parent's, or the parent's with another

@@ -388,18 +388,8 @@ fn initialize_with(
     if !accepted.is_empty() {
         agent.update_toolset(|set| set.extend(accepted));
     }
-    // Entries naming an event we do not know are skipped; the rest are added for good.
-    let subscriptions = params
-        .hooks
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|h| {
-            let event = HookEvent::parse(&h.event)?;
-            Some(Subscription { id: h.id, event, matcher: h.matcher, timeout: h.timeout })
-        })
-        .collect();
     if !attached {
-        agent.hooks.connect(subscriptions);
+        agent.hooks.connect(subscriptions(params.hooks));
         if let Some(llm) = agent.llm() {
             llm.set_client(params.client.map(|c| ClientIdentity { name: c.name, version: c.version }));
         }
@@ -407,15 +397,62 @@ fn initialize_with(
     }
     // Approvals are forwarded whether or not the client initialized (kiwi never drops them,
     // `docs/protocol-1.10.md` §12.1), so no pending approval is left to re-send here.
+    let someone_to_ask = !agent.state.yolo() && !agent.state.afk() && !agent.env.sandbox.nobody_to_ask();
+    let added: Vec<std::path::PathBuf> = agent.state.additional_dirs().into_iter().map(Into::into).collect();
+    let view = AgentView {
+        commands: &agent.slash_commands,
+        configured: agent.hooks.configured(),
+        sandbox: sandbox_view(&agent.env.sandbox.current(), &agent.env.work_dir, &added, someone_to_ask),
+        cost: CostInfo {
+            session_usd: agent.state.cost_usd().filter(|_| agent.prices().is_some()),
+            max_budget_usd: agent.loop_control.max_budget_usd,
+        },
+    };
+    initialize_result(view, version, (!tools.is_empty()).then_some(outcome), params.extensions.as_deref())
+}
+
+/// The hook subscriptions of an `initialize`; entries naming an event we do not know are
+/// skipped.
+pub fn subscriptions(hooks: Option<Vec<super::params::HookSubscriptionSpec>>) -> Vec<Subscription> {
+    hooks
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|h| {
+            let event = HookEvent::parse(&h.event)?;
+            Some(Subscription { id: h.id, event, matcher: h.matcher, timeout: h.timeout })
+        })
+        .collect()
+}
+
+/// What an `initialize` answer says about the agent that serves the client: a session's own
+/// agent, or the one a process attached to another's session runs with its own config
+/// (`wire::attach`), so both answers have one shape.
+pub struct AgentView<'a> {
+    /// Built-in, `skill:` and `flow:` commands (kiwi-only ones are listed when granted).
+    pub commands: &'a [crate::soul::slash::CommandInfo],
+    /// Config hooks and the client's subscriptions, counted per event.
+    pub configured: Vec<(HookEvent, usize)>,
+    pub sandbox: Option<super::params::SandboxInfo>,
+    /// Sent only to a client granted the `cost` extension.
+    pub cost: CostInfo,
+}
+
+/// The `initialize` answer for `view`: kiwi-only members only for a client that asked for them.
+pub fn initialize_result(
+    view: AgentView<'_>,
+    version: &str,
+    external_tools: Option<ExternalToolsOutcome>,
+    asked: Option<&[String]>,
+) -> InitializeResult {
     let configured: Map<String, Value> =
-        agent.hooks.configured().into_iter().map(|(e, n)| (e.as_str().to_string(), Value::from(n))).collect();
-    let granted = params.extensions.as_deref().map(extensions::grant);
+        view.configured.into_iter().map(|(e, n)| (e.as_str().to_string(), Value::from(n))).collect();
+    let granted = asked.map(extensions::grant);
     let listed = granted.as_deref().unwrap_or_default();
     InitializeResult {
         protocol_version: PROTOCOL_VERSION.into(),
         server: ServerInfo { name: SERVER_NAME.into(), version: version.to_string() },
-        slash_commands: agent
-            .slash_commands
+        slash_commands: view
+            .commands
             .iter()
             .filter(|c| c.listed_for(listed))
             .map(|c| SlashCommandInfo {
@@ -424,38 +461,35 @@ fn initialize_with(
                 aliases: c.aliases.clone(),
             })
             .collect(),
-        external_tools: (!tools.is_empty()).then_some(outcome),
+        external_tools,
         hooks: HooksInfo {
             supported_events: HookEvent::ALL.iter().map(|e| e.as_str().to_string()).collect(),
             configured,
         },
         capabilities: ServerCapabilities { supports_question: true },
-        sandbox: sandbox_info(agent),
-        cost: listed.contains(&extensions::COST).then(|| CostInfo {
-            session_usd: agent.state.cost_usd().filter(|_| agent.prices().is_some()),
-            max_budget_usd: agent.loop_control.max_budget_usd,
-        }),
+        sandbox: view.sandbox,
+        cost: listed.contains(&extensions::COST).then_some(view.cost),
         extensions: granted.map(|g| g.iter().map(|e| e.to_string()).collect()),
     }
 }
 
-/// `initialize`'s `sandbox` member: absent when the sandbox is off.
-fn sandbox_info(agent: &crate::soul::Agent) -> Option<super::params::SandboxInfo> {
-    let sandbox = agent.env.sandbox.current();
+/// `initialize`'s `sandbox` member: absent when the sandbox is off. Escalation is offered when
+/// the sandbox allows it and somebody can be asked (no yolo, no afk, a mode with prompts).
+pub fn sandbox_view(
+    sandbox: &crate::sandbox::Sandbox,
+    work_dir: &std::path::Path,
+    added: &[std::path::PathBuf],
+    someone_to_ask: bool,
+) -> Option<super::params::SandboxInfo> {
     if !sandbox.is_on() {
         return None;
     }
-    let added: Vec<std::path::PathBuf> = agent.state.additional_dirs().into_iter().map(Into::into).collect();
-    let roots = sandbox.paths_for(&agent.env.work_dir, &added).writable_roots;
-    let escalation = sandbox.settings().allow_escalation
-        && !agent.state.yolo()
-        && !agent.state.afk()
-        && !agent.env.sandbox.nobody_to_ask();
+    let roots = sandbox.paths_for(work_dir, added).writable_roots;
     Some(super::params::SandboxInfo {
         mode: sandbox.mode().as_str().into(),
         network: sandbox.network_allowed(),
         writable_roots: roots.iter().map(|r| r.display().to_string()).collect(),
-        escalation,
+        escalation: sandbox.settings().allow_escalation && someone_to_ask,
     })
 }
 
