@@ -61,8 +61,10 @@ fn until_event(k: &mut Kiwi, kind: &str) -> Vec<Value> {
 #[test]
 fn a_wire_process_watches_and_steers_a_claude_stream_json_run() {
     let env = Env::new();
-    let config =
-        env.scripted_config(&["text: first answer", "text: watched answer", "text: wire answer", "text: last"]);
+    let ran = env.dir.path().join("ran.txt");
+    let command = format!("echo ran >> {}", ran.display());
+    let scripts = ["text: first answer", "text: watched answer", &shell(&command), "text: wire answer", "text: last"];
+    let config = env.scripted_config(&scripts);
     let mut run = claude(&env, &config, &["--session-id", ID]);
     run.send(user("one"));
     let first = until_result(&mut run);
@@ -83,9 +85,15 @@ fn a_wire_process_watches_and_steers_a_claude_stream_json_run() {
     assert!(begin["params"]["payload"]["user_input"].to_string().contains("two"), "{watched:?}");
     assert!(watched.iter().any(|m| m.to_string().contains("watched answer")), "{watched:?}");
 
-    // The watcher's own turn runs on the run's session; the run's output leaves it out.
-    let (_, answer) = wire.prompt("w1", json!("from the wire"));
+    // The watcher's own turn runs on the run's session; the run's output leaves it out, and its
+    // approval is the watcher's to give (the run, which cannot ask, would have denied it).
+    wire.send(json!({"jsonrpc": "2.0", "id": "w1", "method": "prompt", "params": {"user_input": "from the wire"}}));
+    let (_, asked) = wire.until_request();
+    let id = asked["id"].clone();
+    wire.send(json!({"jsonrpc": "2.0", "id": id, "result": {"request_id": id, "response": "approve"}}));
+    let (_, answer) = wire.until_response(&json!("w1"));
     assert_eq!(answer["result"]["status"], "finished", "{answer}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
     run.send(user("three"));
     let third = until_result(&mut run);
     assert_eq!(third.last().unwrap()["result"], "last", "{third:?}");
@@ -93,7 +101,10 @@ fn a_wire_process_watches_and_steers_a_claude_stream_json_run() {
     assert!(!everything.contains("wire answer") && !everything.contains("from the wire"), "{everything}");
     assert_eq!(run.seen.iter().filter(|l| l["type"] == "result").count(), 3);
 
-    // The run ends with its input; the socket goes with it.
+    // The run ends with its input; the socket goes with it (the watcher left first: it would
+    // take the session over).
+    wire.close_stdin();
+    assert!(wire.wait_exit(Duration::from_secs(20)).is_some(), "the watcher did not end");
     run.close_stdin();
     assert!(run.wait_exit(Duration::from_secs(20)).is_some(), "the run did not end");
     assert!(!socket.exists(), "the socket outlived the run");
@@ -208,4 +219,41 @@ fn kimi_print_on_a_hosted_session_runs_its_prompt_there() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("hosted first"));
     let watched = until_event(&mut host, "TurnEnd");
     assert!(watched.iter().any(|m| m.to_string().contains("print this")), "{watched:?}");
+}
+
+#[test]
+fn an_attached_claude_run_asks_its_host_with_can_use_tool() {
+    let env = Env::new();
+    let ran = env.dir.path().join("ran.txt");
+    let command = format!("echo ran >> {}", ran.display());
+    let config = env.scripted_config(&["text: hosted first", &shell(&command), "text: asked and done"]);
+    let mut host = env.spawn(&config, &["--session", ID]);
+    host.initialize();
+    host.prompt("p0", json!("first"));
+    let mut run = claude(&env, &config, &["--resume", ID, "--permission-prompt-tool", "stdio"]);
+    run.send(user("run it"));
+    let asked = loop {
+        let line = run.next();
+        if line["type"] == "control_request" {
+            break line;
+        }
+    };
+    assert_eq!(asked["request"]["subtype"], "can_use_tool", "{asked}");
+    assert_eq!(asked["request"]["tool_name"], "Shell", "{asked}");
+    let answer = json!({"type": "control_response", "response": {"subtype": "success",
+        "request_id": asked["request_id"], "response": {"behavior": "allow"}}});
+    run.send(answer);
+    let lines = until_result(&mut run);
+    let result = lines.last().unwrap();
+    assert_eq!((result["is_error"].as_bool(), result["result"].as_str()), (Some(false), Some("asked and done")));
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
+    // An unsupported control request names why.
+    run.send(json!({"type": "control_request", "request_id": "c1", "request": {"subtype": "set_model", "model": "x"}}));
+    let refused = run.next();
+    assert_eq!(refused["response"]["subtype"], "error", "{refused}");
+    assert!(refused.to_string().contains("hosted by another process"), "{refused}");
+    run.close_stdin();
+    assert!(run.wait_exit(Duration::from_secs(20)).is_some(), "the run did not end");
+    let watched = until_event(&mut host, "TurnEnd");
+    assert!(watched.iter().any(|m| m.to_string().contains("asked and done")), "{watched:?}");
 }
