@@ -251,9 +251,10 @@ impl Projection for OwnTurns {
         self.inner.turn_ended(tag, result)
     }
 
-    fn turn_observed<'a>(&'a self, _result: &'a TurnResult) -> BoxFuture<'a, ()> {
+    fn turn_observed<'a>(&'a self, result: &'a TurnResult) -> BoxFuture<'a, ()> {
         self.end(Whose::Foreign);
-        Box::pin(async {})
+        // Only that it ended: a projection may keep count of the session's turns.
+        self.inner.turn_observed(result)
     }
 
     fn tool_output<'a>(&'a self, tool_call_id: &'a str, text: &'a str) -> BoxFuture<'a, ()> {

@@ -101,6 +101,12 @@ fn a_wire_process_watches_and_steers_a_claude_stream_json_run() {
     assert!(!everything.contains("wire answer") && !everything.contains("from the wire"), "{everything}");
     assert_eq!(run.seen.iter().filter(|l| l["type"] == "result").count(), 3);
 
+    // The message uuids are recorded by the session's turn numbers: the watcher's turn counts.
+    let ledger = std::fs::read_to_string(env.session_dir(ID).join("claude_uuids.jsonl")).unwrap();
+    let turns: Vec<u64> =
+        ledger.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["turn"].as_u64().unwrap()).collect();
+    assert_eq!(turns, [0, 1, 3], "{ledger}");
+
     // The run ends with its input; the socket goes with it (the watcher left first: it would
     // take the session over).
     wire.close_stdin();

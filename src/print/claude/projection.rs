@@ -701,6 +701,14 @@ impl Projection for ClaudeProjection {
             report_turn(tag, TurnReport { failed, exit_code: u8::from(failed) });
         })
     }
+
+    /// Another client's turn ended: its turns count in the session's numbering of the ledger.
+    fn turn_observed<'a>(&'a self, _result: &'a TurnResult) -> BoxFuture<'a, ()> {
+        if let Some(ledger) = self.inner.ledger.get() {
+            ledger.resync();
+        }
+        Box::pin(async {})
+    }
 }
 
 /// The session's view of its background subagent runs: their wrapped events become lines (with
