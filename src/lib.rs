@@ -54,14 +54,16 @@
 //!   ends.
 //! - [`wire`]: the Kimi Wire front end: method table, the one wire handler every transport
 //!   (stdio, a browser socket, a session's `live.sock`) runs with its own rules, projection,
-//!   history frames, serving; hosting a session on its socket (`wire::host`), attaching a
+//!   history frames, serving; hosting a session on its socket (`wire::host`, its
+//!   `session_status` frames in `wire::status`), attaching a
 //!   second process's client to it and taking the session over when its host goes away
 //!   (`wire::attach`, `docs/host.md`), and the client other front ends serve a hosted session
 //!   through (`wire::remote`).
 //! - [`acp`]: the Agent Client Protocol front end (`kiwi acp`): many sessions in one process,
 //!   events as `session/update`s, approvals as permission requests, history replay on load; one
 //!   dispatcher for any message transport, its sessions opened through a host (`acp::host`:
-//!   this process over stdio, the web server over `/api/acp`).
+//!   this process over stdio, hosting each on its `live.sock`; the web server over `/api/acp`),
+//!   or attached to a session another process hosts (`acp::attached`, over `wire::remote`).
 //! - [`print`]: the headless front ends: kimi's `--print`, Claude Code's stream-json dialect and
 //!   codex exec's JSONL dialect (`print::codex`), each a projection plus a run loop over the
 //!   same turn driver; each hosts its session on `live.sock`, and the Claude dialect and kimi's
@@ -69,7 +71,8 @@
 //! - [`web`]: `kiwi web`: sessions served to browsers over HTTP and WebSocket (REST API, the
 //!   wire protocol per session, ACP over `/api/acp`, the embedded UI, `/openapi.json` built
 //!   from the handlers' annotations), many clients per session, every session in this one
-//!   process.
+//!   process and served on its `live.sock`; a browser socket on a session another process
+//!   hosts relayed to that process (`web::relay`).
 //! - [`commands`]: the subcommands that are not a server (`login`, `logout`, `info`, `mcp`).
 //! - [`app`]: the process: logging, config, choosing the front end or subcommand, the exit code.
 #![deny(clippy::print_stdout, clippy::print_stderr)]

@@ -27,15 +27,26 @@ pub async fn replay(wire_path: &Path, cwd: &Path, session_id: &str, updates: &Up
     });
     let mut mapper = EventMapper::new(cwd.to_path_buf(), true);
     while let Some(batch) = batches.next().await {
-        for event in batch? {
-            for update in mapper.map(&event) {
-                updates.send(session_id, update).await;
-            }
-        }
+        send_events(&mut mapper, batch?.into_iter(), session_id, updates).await;
         // A long history does not starve the dispatcher.
         tokio::task::yield_now().await;
     }
     Ok(())
+}
+
+/// Sends history events as `session/update`s through a replay mapper: a batch of the file's, or
+/// of a host's history for an attached session (`acp::attached`).
+pub async fn send_events(
+    mapper: &mut EventMapper,
+    events: impl Iterator<Item = crate::protocol::Event>,
+    session_id: &str,
+    updates: &Updates,
+) {
+    for event in events {
+        for update in mapper.map(&event) {
+            updates.send(session_id, update).await;
+        }
+    }
 }
 
 /// Whether `id` names a stored session of `cwd`, found as opening it would find it.

@@ -8,7 +8,7 @@
 //! sees every message of the session from then on; a turn started through [`HostedSession`]
 //! ends at this client's projection (`turn_ended`), never at another client's.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
@@ -18,6 +18,7 @@ use crate::live::{CloseReason, LiveSession, Sessions};
 use crate::protocol::UserInput;
 use crate::rpc::{ErrorObject, RequestId};
 use crate::soul::{Busy, Projection, TurnTag};
+use crate::wire::host::Hosting;
 
 /// Makes the client's projection once the session's id is known and whether other clients
 /// share the session (`true`: requests this client cannot answer are left to them).
@@ -33,6 +34,12 @@ pub trait SessionHost: Send + Sync {
         request: SessionRequest,
         make: MakeProjection,
     ) -> BoxFuture<'_, Result<Arc<dyn HostedSession>, ErrorObject>>;
+
+    /// A stored session another process holds is attached to (through its `live.sock`,
+    /// `docs/host.md`) rather than opened here.
+    fn attaches(&self) -> bool {
+        false
+    }
 }
 
 /// One session as one client holds it.
@@ -52,12 +59,20 @@ pub trait HostedSession: Send + Sync {
     fn disconnect(&self);
 }
 
-/// `kiwi acp`: every session is opened in this process, for this client alone.
+/// `kiwi acp`: every session is opened in this process, for this client alone, and hosted on
+/// its folder's `live.sock` while it is open, so other kiwi processes attach to it
+/// (`docs/host.md`).
 pub struct OwnSessions {
     pub sessions: Sessions,
+    /// `server.version` an attached wire client's `initialize` reports.
+    pub version: String,
 }
 
 impl SessionHost for OwnSessions {
+    fn attaches(&self) -> bool {
+        true
+    }
+
     fn open(
         &self,
         setup: AgentSetup,
@@ -68,7 +83,10 @@ impl SessionHost for OwnSessions {
             let built = build(setup, request).await?;
             let projection = make(&built.session.id, false);
             let live = LiveSession::open(built, projection, &self.sessions);
-            Ok(Arc::new(Own { live }) as Arc<dyn HostedSession>)
+            let hosting = crate::wire::host::serve(live.clone(), self.version.clone())
+                .inspect_err(|e| tracing::warn!("cannot serve the session on its socket: {e}"))
+                .ok();
+            Ok(Arc::new(Own { live, hosting: Mutex::new(hosting) }) as Arc<dyn HostedSession>)
         })
     }
 }
@@ -88,6 +106,15 @@ pub async fn build(setup: AgentSetup, request: SessionRequest) -> Result<crate::
 /// subscriber, so untagged turn outcomes reach it).
 struct Own {
     live: Arc<LiveSession>,
+    /// The session served on its socket; dropped (the file removed, attached processes' streams
+    /// ended) before the session closes and its lock is released.
+    hosting: Mutex<Option<Hosting>>,
+}
+
+impl Own {
+    fn stop_hosting(&self) {
+        drop(self.hosting.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
 }
 
 impl HostedSession for Own {
@@ -109,12 +136,14 @@ impl HostedSession for Own {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            self.stop_hosting();
             self.live.close(CloseReason::Closed).await;
         })
     }
 
     /// The process shell closes the session after this; its turn is cancelled now.
     fn disconnect(&self) {
+        self.stop_hosting();
         self.live.driver().cancel();
     }
 }

@@ -44,6 +44,10 @@ pub struct EventMapper {
     announced: Option<&'static str>,
     /// Replaying history: the user's own messages are shown too.
     replay: bool,
+    /// The next turn to begin is one this client started (its prompt is not echoed back).
+    own_next: bool,
+    /// How deep in (nested) turns the stream is: only a top-level turn is someone's prompt.
+    depth: u32,
     /// The `messageId` of the agent's chunks in the current step.
     step_message: MessageId,
     /// Tokens the current turn used so far (its steps' and its subagents' model calls); `None`
@@ -63,6 +67,8 @@ impl EventMapper {
             base_mode: modes::DEFAULT_MODE,
             announced: None,
             replay,
+            own_next: false,
+            depth: 0,
             step_message: new_message_id(),
             turn_usage: None,
         }
@@ -102,6 +108,11 @@ impl EventMapper {
         self.announced = Some(if plan { modes::PLAN_MODE } else { base });
     }
 
+    /// The mode as last seen: plan mode, or the mode outside it.
+    pub fn current_mode(&self) -> &'static str {
+        if self.plan_mode == Some(true) { modes::PLAN_MODE } else { self.base_mode }
+    }
+
     /// The mode outside plan mode changed (the client is told by the next announcement).
     pub fn set_base_mode(&mut self, base: &'static str) {
         self.base_mode = base;
@@ -119,16 +130,29 @@ impl EventMapper {
         Some(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode)))
     }
 
+    /// The next turn is this client's own prompt (`false`: its start was refused after all).
+    /// Another client's turn (a session shared with other clients, `docs/host.md`) shows its
+    /// prompt as `user_message_chunk`s, as a loaded history does.
+    pub fn own_turn_next(&mut self, own: bool) {
+        self.own_next = own;
+    }
+
     pub fn map(&mut self, event: &Event) -> Vec<SessionUpdate> {
         match event {
+            Event::TurnEnd {} => {
+                self.depth = self.depth.saturating_sub(1);
+                Vec::new()
+            }
             Event::TurnBegin { user_input } => {
+                self.depth += 1;
+                let others = self.depth == 1 && !std::mem::take(&mut self.own_next);
                 self.turn = new_turn_id();
                 self.calls.clear();
                 self.terminal_calls.clear();
                 self.last_call = None;
                 self.step_message = new_message_id();
                 self.turn_usage = None;
-                if self.replay { user_chunks(user_input) } else { Vec::new() }
+                if self.replay || others { user_chunks(user_input) } else { Vec::new() }
             }
             Event::StepBegin { .. } => {
                 self.step_message = new_message_id();
@@ -363,6 +387,7 @@ mod tests {
     #[test]
     fn a_streamed_tool_call_and_its_result_map_to_the_schemas_json() {
         let mut m = EventMapper::new(PathBuf::from("/w"), false);
+        m.own_turn_next(true);
         assert!(map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"go"}})).is_empty());
         let turn = m.acp_call_id("tc-1");
         let call = map(
@@ -396,6 +421,23 @@ mod tests {
                 json!({"sessionUpdate":"plan","entries":[{"content":"a","priority":"medium","status":"completed"}]}),
             ]
         );
+    }
+
+    #[test]
+    fn another_clients_prompt_is_shown_and_a_nested_turn_is_not() {
+        let mut m = EventMapper::new(PathBuf::from("/w"), false);
+        let theirs = map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"from the wire"}}));
+        assert_eq!(theirs.len(), 1);
+        assert_eq!(theirs[0]["sessionUpdate"], "user_message_chunk");
+        assert_eq!(theirs[0]["content"]["text"], "from the wire");
+        // A flow's or `/init`'s inner turn is part of the running one.
+        assert!(map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"inner"}})).is_empty());
+        map(&mut m, json!({"type":"TurnEnd","payload":{}}));
+        map(&mut m, json!({"type":"TurnEnd","payload":{}}));
+        m.own_turn_next(true);
+        assert!(map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"mine"}})).is_empty());
+        map(&mut m, json!({"type":"TurnEnd","payload":{}}));
+        assert_eq!(map(&mut m, json!({"type":"TurnBegin","payload":{"user_input":"theirs"}})).len(), 1);
     }
 
     /// The chunk without its `messageId`, and the id.

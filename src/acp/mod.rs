@@ -6,6 +6,7 @@
 //! The JSON-RPC loop is kiwi's own (`rpc`: reader, writer, pending map); the message types are
 //! the `agent-client-protocol` crate's typed v1 schema.
 
+pub mod attached;
 pub mod client_calls;
 pub mod client_fs;
 pub mod client_profile;

@@ -68,7 +68,7 @@ impl AcpProjection {
         let _ = self.session.set(Arc::downgrade(session));
     }
 
-    fn session(&self) -> Option<Arc<AcpSession>> {
+    pub(super) fn session(&self) -> Option<Arc<AcpSession>> {
         self.session.get().and_then(Weak::upgrade)
     }
 

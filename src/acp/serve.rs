@@ -35,7 +35,7 @@ where
     W: std::io::Write + Send + 'static,
 {
     let served = shell::run(Runtime::MultiThread(WORKERS), output, |process| async move {
-        let host = Arc::new(OwnSessions { sessions: process.sessions });
+        let host = Arc::new(OwnSessions { sessions: process.sessions, version: options.version.clone() });
         let inbound = spawn_reader(input, options.max_line_bytes);
         serve_messages(setup, host, options, inbound, process.outbound, process.stop).await;
     });

@@ -77,9 +77,7 @@ impl AcpServer {
                         for id in session.take_queued() {
                             out.respond(&id, &PromptResponse::new(StopReason::Cancelled)).await;
                         }
-                        if let Some(driver) = session.driver() {
-                            driver.cancel();
-                        }
+                        session.cancel();
                     }
                     Err(_) => tracing::info!("session/cancel for unknown session {}", n.session_id.0),
                 },
@@ -148,22 +146,12 @@ impl AcpServer {
                 let dirs = additional_dirs(&request.additional_directories)?;
                 self.off_dispatcher(id, move |server, id| async move {
                     let session = server.reopen(&request.session_id.0, &cwd, &request.mcp_servers, &dirs).await?;
-                    let Some(driver) = session.driver() else { return Err(errors::session_not_found()) };
-                    let claim = driver.claim().map_err(|_| errors::internal("a prompt is running in this session"))?;
-                    driver.sink().flush_record();
-                    let replayed = match session.wire_path() {
-                        Some(path) => history::replay(&path, &session.cwd, &session.id, &server.shared.updates).await,
-                        None => Ok(()),
-                    };
-                    drop(claim);
-                    if let Err(e) = replayed {
-                        tracing::error!("session/load replay failed: {e}");
-                        return Err(errors::internal(format!("cannot replay the session: {e}")));
-                    }
+                    session.replay().await?;
                     let (modes, options) = session_modes(&server.shared, &session);
                     let response = LoadSessionResponse::new().modes(modes).config_options(options);
                     session.options_sent();
                     server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
+                    session.answered();
                     server.announce_commands(&session).await;
                     Ok(())
                 });
@@ -177,6 +165,7 @@ impl AcpServer {
                     let response = ResumeSessionResponse::new().modes(modes).config_options(options);
                     session.options_sent();
                     server.shared.outbound.respond(&id, &with_models(&server.shared, &session, response)).await;
+                    session.answered();
                     server.announce_commands(&session).await;
                     Ok(())
                 });
@@ -199,6 +188,7 @@ impl AcpServer {
             }
             AcpRequest::Undo(request) => {
                 let session = self.session(&request.session_id)?;
+                session.local_only()?;
                 let Some(live) = session.live() else { return Err(errors::session_not_found()) };
                 self.off_dispatcher(id, move |server, id| async move {
                     let target = match (request.turn_index, request.turns) {
@@ -269,6 +259,7 @@ impl AcpServer {
             }
             AcpRequest::SetMode(request) => {
                 let session = self.session(&request.session_id.0)?;
+                session.local_only()?;
                 let Some(mode) = modes::parse_mode(&request.mode_id.0) else {
                     return Err(errors::invalid_params(format!("unknown mode `{}`", request.mode_id.0)));
                 };
@@ -277,6 +268,7 @@ impl AcpServer {
             }
             AcpRequest::SetConfigOption(request) => {
                 let session = self.session(&request.session_id.0)?;
+                session.local_only()?;
                 let Some(value) = modes::OptionValue::of(&request.value) else {
                     return Err(errors::invalid_params("a config option's value is a value id or a boolean"));
                 };
@@ -303,6 +295,7 @@ impl AcpServer {
             // Legacy (removed from the schema; older clients' model picker).
             AcpRequest::SetModel(request) => {
                 let session = self.session(&request.session_id)?;
+                session.local_only()?;
                 let Some(next) = modes::parse_legacy_model(&self.shared.setup.config, &request.model_id) else {
                     return Err(errors::model_not_found());
                 };
@@ -317,7 +310,9 @@ impl AcpServer {
     }
 
     /// `session/fork`: forks the session after all its turns (or after `_meta.turnIndex`) into a
-    /// new session of the same work dir, opened here (`docs/acp.md` §4.16).
+    /// new session of the same work dir, opened here (`docs/acp.md` §4.16). A session open here
+    /// is forked by its live session (one busy rule with the other front ends); a stored one
+    /// from its folder.
     async fn fork(
         self: Arc<Self>,
         id: RequestId,
@@ -326,33 +321,41 @@ impl AcpServer {
     ) -> Result<(), ErrorObject> {
         let share = self.shared.setup.share_dir.clone();
         let turn = request.meta.as_ref().and_then(|m| m.turn_index);
-        let (work_dir, source) = match self.session(&request.session_id) {
-            Ok(open) => {
-                let Some(driver) = open.driver() else { return Err(errors::session_not_found()) };
-                if driver.is_busy() {
+        let open = self.session(&request.session_id).ok().filter(|open| !open.is_attached() || open.is_running());
+        let (work_dir, forked) = match open {
+            Some(open) => {
+                let Some(live) = open.live() else {
+                    if !open.is_attached() {
+                        return Err(errors::session_not_found());
+                    }
+                    // Attached, and a turn runs on its host.
                     return Err(errors::internal("a prompt is running in this session; fork it after the turn"));
-                }
-                driver.sink().flush_record();
-                let Some(dir) = open.wire_path().and_then(|p| p.parent().map(Path::to_path_buf)) else {
+                };
+                let forked = live.fork(turn).await.map_err(|e| match e {
+                    OpError::Busy => errors::internal("a prompt is running in this session; fork it after the turn"),
+                    OpError::Failed(m) => errors::internal(m),
+                    OpError::Invalid(m) => errors::invalid_params(m),
+                })?;
+                (open.cwd.clone(), forked)
+            }
+            // Stored, or hosted by another process and idle: forked from its folder.
+            None => {
+                let Some(source) = crate::session::store::stored_session(&share, &cwd, &request.session_id) else {
                     return Err(errors::session_not_found());
                 };
-                (open.cwd.clone(), dir)
+                let forked = {
+                    let (share, work_dir) = (share.clone(), cwd.clone());
+                    tokio::task::spawn_blocking(move || crate::session::fork::fork(&share, &work_dir, &source, turn))
+                        .await
+                        .map_err(|e| errors::internal(format!("forking the session failed: {e}")))?
+                };
+                let forked = forked.map_err(|e| match e {
+                    ForkError::Io(m) => errors::internal(m),
+                    other => errors::invalid_params(other.to_string()),
+                })?;
+                (cwd, forked)
             }
-            Err(_) => match crate::session::store::stored_session(&share, &cwd, &request.session_id) {
-                Some(dir) => (cwd, dir),
-                None => return Err(errors::session_not_found()),
-            },
         };
-        let forked = {
-            let (share, work_dir) = (share.clone(), work_dir.clone());
-            tokio::task::spawn_blocking(move || crate::session::fork::fork(&share, &work_dir, &source, turn))
-                .await
-                .map_err(|e| errors::internal(format!("forking the session failed: {e}")))?
-        };
-        let forked = forked.map_err(|e| match e {
-            ForkError::Io(m) => errors::internal(m),
-            other => errors::invalid_params(other.to_string()),
-        })?;
         let title = forked.title.clone();
         let session = self.open(&work_dir, SessionChoice::Id(forked.id), &request.mcp_servers, &[]).await?;
         let (modes, options) = session_modes(&self.shared, &session);
@@ -464,7 +467,60 @@ impl AcpServer {
         let mcp = mcp_servers::config_document(servers).map_err(errors::invalid_params)?;
         let session = AcpSession::open(&self.shared, cwd, choice, mcp.into_iter().collect(), dirs.to_vec()).await?;
         lock(&self.sessions).insert(session.id.clone(), session.clone());
+        self.watch_host(&session);
         Ok(session)
+    }
+
+    /// When the host of an attached session goes away, this process takes the session over
+    /// (`docs/host.md` §3): it opens it again, which hosts it here once the lock is free, or
+    /// attaches to whichever process took it first. The client keeps its session id; prompts
+    /// queued meanwhile run there. Nothing happens for a session the client closed.
+    fn watch_host(self: &Arc<Self>, session: &Arc<AcpSession>) {
+        if !session.is_attached() {
+            return;
+        }
+        let (server, watched) = (Arc::downgrade(self), session.clone());
+        tokio::spawn(async move {
+            if !watched.host_went().await {
+                return;
+            }
+            match server.upgrade() {
+                Some(server) => server.take_over(watched).await,
+                None => watched.give_up().await,
+            }
+        });
+    }
+
+    async fn take_over(self: &Arc<Self>, old: Arc<AcpSession>) {
+        let current = lock(&self.sessions).get(&old.id).is_some_and(|s| Arc::ptr_eq(s, &old));
+        if !current {
+            old.give_up().await;
+            return;
+        }
+        // As a wire attacher does: until the old host released the lock or a new host serves.
+        if let Some(dir) = old.hosted_dir() {
+            let next = tokio::task::spawn_blocking(move || crate::wire::attach::handoff::next_host(&dir)).await;
+            if matches!(next, Ok(crate::wire::attach::handoff::Next::GaveUp) | Err(_)) {
+                tracing::warn!("cannot take session {} over: neither its lock nor a new host came", old.id);
+                old.give_up().await;
+                return;
+            }
+        }
+        // The client's MCP servers were not used while attached; the session's config's are.
+        match self.open(&old.cwd, SessionChoice::Id(old.id.clone()), &[], &[]).await {
+            Ok(new) => {
+                tracing::info!("took session {} over from its host", new.id);
+                new.options_sent();
+                new.answered();
+                new.adopt_queue(&old);
+                self.announce_commands(&new).await;
+                new.pump();
+            }
+            Err(e) => {
+                tracing::warn!("cannot take session {} over: {}", old.id, e.message);
+                old.give_up().await;
+            }
+        }
     }
 
     /// An open session by id, or the stored one opened now (`-32602` when there is none).
@@ -478,7 +534,7 @@ impl AcpServer {
         // A session the host closed meanwhile (the web server deleted or restarted it) is
         // opened again.
         if let Ok(session) = self.session(id)
-            && session.driver().is_some()
+            && session.is_open()
         {
             // Open already: its workspace is what it is (`/add-dir` still adds to it).
             if let Some(missing) = session.missing_dir(dirs) {
@@ -555,7 +611,9 @@ struct WithModels<T: serde::Serialize> {
 }
 
 fn with_models<T: serde::Serialize>(shared: &Shared, session: &AcpSession, response: T) -> WithModels<T> {
-    WithModels { response, models: modes::legacy_models(&shared.setup.config, &session.model_choice()) }
+    // An attached session's model is the host's: none is offered here.
+    let models = (!session.is_attached()).then(|| modes::legacy_models(&shared.setup.config, &session.model_choice()));
+    WithModels { response, models: models.flatten() }
 }
 
 /// Removes a stored session of any work dir (`session/delete`): unknown → `-32002`; one that a

@@ -62,6 +62,11 @@ impl ApiError {
         Self::bad_request(SESSION_BUSY)
     }
 
+    /// 409: the change needs the session here and alone (`docs/web.md` §3.6).
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, detail)
+    }
+
     pub fn internal(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, detail)
     }

@@ -2,7 +2,10 @@
 //! [`LiveSession`] built from the default config, with the status the sockets and the REST API
 //! see (`session_status`: stopped, idle, busy, restarting, error, with a strictly increasing
 //! `seq`), the sockets attached to it, the prompt in flight, and the last `initialize` a client
-//! sent (applied again to a restarted session).
+//! sent (applied again to a restarted session). Each open session is also served on its
+//! folder's `live.sock` (`wire::host`, `docs/host.md`) for the kiwi processes that attach to it,
+//! with the same `session_status` frames; a session whose lock another process holds is not
+//! opened here but reached through that process's socket (`web::relay`).
 //!
 //! Invariants: a session is started, stopped and restarted under its own lifecycle lock, so two
 //! sockets connecting at once open it once; a status is only produced when something changed
@@ -16,7 +19,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
-use serde::Serialize;
 use serde_json::json;
 
 use super::projection::{FrameCache, Hub, SocketProjection};
@@ -25,65 +27,12 @@ use crate::builder::{AgentSetup, SessionRequest};
 use crate::live::{CloseReason, History, LiveSession, Sessions, SubscriberId};
 use crate::protocol::ContentPart;
 use crate::rpc::RequestId;
-use crate::rpc::writer::Outbound;
-use crate::session::store::{Metadata, SessionChoice, stored_session};
+use crate::session::store::{Metadata, SessionChoice, lock_folder, stored_session};
 use crate::soul::{TurnResult, TurnTag};
 use crate::wire::params::InitializeParams;
+use crate::wire::status::StatusBoard;
 
-/// `session_status.state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    Stopped,
-    Idle,
-    Busy,
-    Restarting,
-    Error,
-}
-
-/// The SessionStatus object (`docs/web.md` §3.1), members in the reference's order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SessionStatus {
-    pub session_id: String,
-    pub state: State,
-    pub seq: u64,
-    pub worker_id: Option<String>,
-    pub reason: Option<String>,
-    pub detail: Option<String>,
-    pub updated_at: String,
-}
-
-impl SessionStatus {
-    /// The status of a session nothing runs for (`stopped`, seq 0), as new sessions report it.
-    pub fn stopped(session_id: &str) -> Self {
-        Self {
-            session_id: session_id.to_string(),
-            state: State::Stopped,
-            seq: 0,
-            worker_id: None,
-            reason: None,
-            detail: None,
-            updated_at: timestamp(chrono::Utc::now()),
-        }
-    }
-
-    /// `{"jsonrpc":"2.0","method":"session_status","params":<status>}`.
-    pub fn frame(&self) -> String {
-        let line = Outbound::notification_frame("session_status", self).unwrap_or_default();
-        String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned()
-    }
-}
-
-/// RFC 3339 in UTC with `Z`, microseconds only when there are any
-/// (`2026-11-27T02:18:22.182242Z`, `2023-11-14T22:13:20Z`).
-pub fn timestamp(at: chrono::DateTime<chrono::Utc>) -> String {
-    use chrono::Timelike as _;
-    if at.nanosecond() / 1000 == 0 {
-        at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
-    } else {
-        at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
-    }
-}
+pub use crate::wire::status::{SessionStatus, State, timestamp};
 
 /// Where a stored session lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +154,7 @@ impl Hosting {
     /// Hosts a session another front end built (ACP over `/api/acp` creating one): it is
     /// running from now on, with the hub as its first subscriber, like one a socket started.
     pub fn host_built(&self, built: crate::builder::BuiltSession) -> Arc<Hosted> {
+        let version = self.version().to_string();
         let session = &built.session;
         let place = SessionPlace {
             id: session.id.clone(),
@@ -215,7 +165,7 @@ impl Hosting {
         lock(&self.inner.hosted).insert(hosted.place.id.clone(), hosted.clone());
         let hub = Arc::new(Hub { hosted: Arc::downgrade(&hosted) });
         let live = LiveSession::open(built, hub, &self.inner.sessions);
-        *lock(&hosted.worker) = Some(Worker { live: live.clone(), id: uuid::Uuid::new_v4().to_string() });
+        *lock(&hosted.worker) = Some(hosted.worker_for(live.clone(), uuid::Uuid::new_v4().to_string(), version));
         hosted.set_status(State::Idle, Some("start"), None);
         tokio::spawn(tracing::Instrument::in_current_span(async move { live.start().await }));
         hosted
@@ -259,6 +209,19 @@ impl Hosting {
         self.get(id).is_some_and(|h| h.is_busy())
     }
 
+    /// How many other kiwi processes are attached to `id` through its `live.sock`.
+    pub fn attached_elsewhere(&self, id: &str) -> usize {
+        self.get(id).map_or(0, |h| h.attached())
+    }
+
+    /// Another process holds `id`'s lock (it hosts the session; this server does not).
+    pub async fn hosted_elsewhere(&self, id: &str) -> bool {
+        match self.entry(id) {
+            Some(hosted) => hosted.held_elsewhere().await,
+            None => false,
+        }
+    }
+
     /// Stops the session before it is deleted: its sockets hear `stopped` and are closed with
     /// 1001; the server forgets it, and a socket that connects from now on (or was connecting)
     /// is closed with 4004 (`docs/web.md` §3.1) until [`Self::undelete`].
@@ -285,6 +248,12 @@ impl Hosting {
         self.get(id).is_some_and(|h| h.is_abandoned())
     }
 
+    /// A restart of the running sessions (busy ones only with `force`) would close one that
+    /// other kiwi processes are attached to.
+    pub fn restart_would_detach(&self, force: bool) -> bool {
+        self.all().iter().any(|h| h.is_running() && (force || !h.is_busy()) && h.attached() > 0)
+    }
+
     /// Restarts every running session with the current setup (a config change); busy ones
     /// only with `force` (their prompt is lost).
     pub async fn restart_running(&self, force: bool) -> Restarted {
@@ -302,11 +271,16 @@ impl Hosting {
         outcome
     }
 
-    /// Closes every socket with `code` (server shutdown: 1012). The sessions themselves are
-    /// closed by the process shell with every other live session.
+    /// Closes every socket with `code` (server shutdown: 1012) and stops serving every session
+    /// on its `live.sock`. The sessions themselves are closed by the process shell with every
+    /// other live session.
     pub fn close_all_sockets(&self, code: u16, reason: &str) {
         self.inner.closing.cancel();
         for hosted in self.all() {
+            // Attached processes see their stream end; the `live.sock` files go.
+            if let Some(worker) = lock(&hosted.worker).as_mut() {
+                drop(worker.socket.take());
+            }
             for client in hosted.clients() {
                 client.out.close(code, reason);
             }
@@ -318,6 +292,18 @@ impl Hosting {
 struct Worker {
     live: Arc<LiveSession>,
     id: String,
+    /// The session served on its `live.sock` (`None` when the socket cannot be served; then no
+    /// other process can attach). Dropped before the session closes: attachers' streams end.
+    socket: Option<crate::wire::host::Hosting>,
+}
+
+/// How a socket reaches a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Open in this server (`started`: by this call).
+    Local { started: bool },
+    /// Another process holds it: relay to its `live.sock`.
+    Elsewhere,
 }
 
 /// A session the server hosts.
@@ -338,6 +324,8 @@ pub struct Hosted {
     /// The last `initialize` a client sent, applied again to a restarted session.
     initialize: Mutex<Option<InitializeParams>>,
     pub(super) frames: FrameCache,
+    /// The status as `live.sock` connections get it (every status the sockets get).
+    board: Arc<StatusBoard>,
 }
 
 /// One socket attached to a hosted session.
@@ -378,7 +366,32 @@ impl Hosted {
             finished: Mutex::new((None, None)),
             initialize: Mutex::new(None),
             frames: FrameCache::default(),
+            board: Arc::default(),
         })
+    }
+
+    /// A worker for `live`, serving it on its `live.sock` with this session's status.
+    fn worker_for(&self, live: Arc<LiveSession>, id: String, version: String) -> Worker {
+        let socket = crate::wire::host::serve_with(live.clone(), version, self.board.clone(), None)
+            .inspect_err(|e| tracing::warn!("cannot serve session {} on its socket: {e}", self.place.id))
+            .ok();
+        Worker { live, id, socket }
+    }
+
+    /// How many other kiwi processes are attached through `live.sock`.
+    pub fn attached(&self) -> usize {
+        lock(&self.worker).as_ref().and_then(|w| w.socket.as_ref()).map_or(0, |s| s.attached())
+    }
+
+    /// Not open here while another process holds the session's lock. Checked under the
+    /// lifecycle lock, so it never races this server's own opening of the session.
+    pub async fn held_elsewhere(&self) -> bool {
+        let _one = self.lifecycle.lock().await;
+        self.held_elsewhere_now()
+    }
+
+    fn held_elsewhere_now(&self) -> bool {
+        !self.is_running() && matches!(lock_folder(&self.place.session_dir), Ok(None))
     }
 
     pub fn id(&self) -> &str {
@@ -434,7 +447,9 @@ impl Hosted {
         status.worker_id = worker_id;
         status.seq += 1;
         status.updated_at = timestamp(chrono::Utc::now());
-        Some(status.frame())
+        let frame = status.frame();
+        self.board.publish(frame.clone());
+        Some(frame)
     }
 
     /// Changes the status and sends it to every attached socket.
@@ -470,12 +485,35 @@ impl Hosted {
         if self.is_running() {
             return Ok(false);
         }
+        self.start_locked(hosting, setup).await?;
+        Ok(true)
+    }
+
+    /// For a browser socket: the session open here (started if need be), or
+    /// [`Reach::Elsewhere`] when another process holds its lock.
+    pub async fn reach(self: &Arc<Self>, hosting: &Hosting) -> Result<Reach, String> {
+        let _one = self.lifecycle.lock().await;
+        if self.is_gone() {
+            return Err(super::queue::NOT_FOUND_REASON.to_string());
+        }
+        if self.is_running() {
+            return Ok(Reach::Local { started: false });
+        }
+        if self.held_elsewhere_now() {
+            return Ok(Reach::Elsewhere);
+        }
+        self.start_locked(hosting, None).await?;
+        Ok(Reach::Local { started: true })
+    }
+
+    /// Opens the live session (the lifecycle lock held).
+    async fn start_locked(self: &Arc<Self>, hosting: &Hosting, setup: Option<AgentSetup>) -> Result<(), String> {
         let (live, worker_id) = self.open_live(hosting, setup).await?;
-        *lock(&self.worker) = Some(Worker { live: live.clone(), id: worker_id });
+        *lock(&self.worker) = Some(self.worker_for(live.clone(), worker_id, hosting.version().to_string()));
         self.set_status(State::Idle, Some("start"), None);
         // The SessionStart hooks must not hold up the socket that opened the session.
         tokio::spawn(tracing::Instrument::in_current_span(async move { live.start().await }));
-        Ok(true)
+        Ok(())
     }
 
     /// Builds the session from `setup` (else the current one) and opens it with the hub as
@@ -617,7 +655,9 @@ impl Hosted {
         }
         let _one = self.lifecycle.lock().await;
         let worker = lock(&self.worker).take();
-        if let Some(worker) = worker {
+        if let Some(mut worker) = worker {
+            // Attached processes' streams end first: the session is going away.
+            drop(worker.socket.take());
             worker.live.driver().cancel();
             for client in self.clients() {
                 if let Some(id) = lock(&client.subscriber).take() {
@@ -638,11 +678,13 @@ impl Hosted {
     pub async fn restart(self: &Arc<Self>, hosting: &Hosting) {
         let started = Instant::now();
         let _one = self.lifecycle.lock().await;
-        let Some(old) = lock(&self.worker).take() else { return };
+        let Some(mut old) = lock(&self.worker).take() else { return };
         // The old run's id stays on the `restarting` status.
-        *lock(&self.worker) = Some(Worker { live: old.live.clone(), id: old.id.clone() });
+        *lock(&self.worker) = Some(Worker { live: old.live.clone(), id: old.id.clone(), socket: None });
         self.set_status(State::Restarting, Some("config_update"), None);
         lock(&self.worker).take();
+        // Attached processes' streams end: the session they joined closes.
+        drop(old.socket.take());
         for client in self.clients() {
             if let Some(id) = lock(&client.subscriber).take() {
                 old.live.detach(id);
@@ -658,7 +700,7 @@ impl Hosted {
                 return;
             }
         };
-        *lock(&self.worker) = Some(Worker { live: live.clone(), id: worker_id });
+        *lock(&self.worker) = Some(self.worker_for(live.clone(), worker_id, hosting.version().to_string()));
         if let Some(mut params) = lock(&self.initialize).clone() {
             params.external_tools = None;
             crate::wire::server::initialize_agent(live.driver(), params, hosting.version());
@@ -688,24 +730,6 @@ impl Hosted {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps() {
-        use chrono::TimeZone as _;
-        let whole = chrono::Utc.timestamp_opt(1_700_000_000, 0).unwrap();
-        assert_eq!(timestamp(whole), "2023-11-14T22:13:20Z");
-        let micros = chrono::Utc.timestamp_opt(1_700_000_000, 182_242_000).unwrap();
-        assert_eq!(timestamp(micros), "2023-11-14T22:13:20.182242Z");
-    }
-
-    #[test]
-    fn status_frames_keep_the_reference_member_order() {
-        let status = SessionStatus { updated_at: "t".into(), ..SessionStatus::stopped("s") };
-        assert_eq!(
-            status.frame(),
-            r#"{"jsonrpc":"2.0","method":"session_status","params":{"session_id":"s","state":"stopped","seq":0,"worker_id":null,"reason":null,"detail":null,"updated_at":"t"}}"#
-        );
-    }
 
     #[test]
     fn a_status_is_only_produced_when_it_changes() {

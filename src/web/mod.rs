@@ -7,7 +7,8 @@
 //! per session): [`hosted`] opens each session once, keeps its status (`session_status`'s state
 //! machine) and the sockets attached to it; [`socket`] is one WebSocket client, attached to the
 //! live session at the seam so its history replay and its live stream meet without loss or
-//! duplicates. [`router`] puts the HTTP stack together with the guards (CORS, LAN-only, Host,
+//! duplicates. Each open session is also served on its `live.sock` to other kiwi processes
+//! (`wire::host`); a session another process holds is reached through its socket ([`relay`]). [`router`] puts the HTTP stack together with the guards (CORS, LAN-only, Host,
 //! Origin, token); [`rest`] holds the REST endpoints and [`ui`] the embedded browser UI;
 //! [`serve`] is the command: settings, port probing, the banner, serving, shutdown; [`listen`]
 //! is its accept loop with the connection limits (head-read timeout, connection cap); [`setup`]
@@ -28,6 +29,7 @@ pub mod listen;
 pub mod openapi;
 pub mod projection;
 pub mod queue;
+pub mod relay;
 pub mod rest;
 pub mod router;
 pub mod serve;

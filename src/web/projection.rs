@@ -74,11 +74,9 @@ impl Projection for Hub {
         Box::pin(async {})
     }
 
-    // Never answers: the sockets do. Dropping the sender tells the fan-out so at once.
-    #[allow(clippy::async_yields_async)]
+    // Never answers: the sockets do.
     fn request(&self, _request: Request) -> BoxFuture<'_, oneshot::Receiver<ClientAnswer>> {
-        let (_, answer) = oneshot::channel();
-        Box::pin(async move { answer })
+        crate::wire::host::unanswered()
     }
 
     fn turn_ended(&self, _tag: TurnTag, result: TurnResult) -> BoxFuture<'_, ()> {

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::guard::socket_refusal;
-use super::hosted::{Client, Hosted, Hosting, SessionStatus, State as Status};
+use super::hosted::{Client, Hosted, Hosting, Reach, SessionStatus, State as Status};
 use super::queue::{CLOSE_NOT_FOUND, Frames, NOT_FOUND_REASON, Outgoing, QUEUE_BYTES, QUEUE_FRAMES};
 use super::state::AppState;
 use crate::live::history::Batches;
@@ -113,9 +113,17 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
         let _ = sink.send(Message::Close(Some(not_found))).await;
         return;
     };
+    let reached = match reach(&hosting, &hosted).await {
+        Ok(Reached::Elsewhere(host)) => {
+            super::relay::run(host, sink, stream, &id, hosting.closing()).await;
+            return;
+        }
+        Ok(Reached::Local(started)) => Ok(started),
+        Err(e) => Err(e),
+    };
     let (out, frames) = Outgoing::new(QUEUE_FRAMES, QUEUE_BYTES);
     let client = hosted.client(out);
-    let opened = match hosted.ensure_started(&hosting).await {
+    let opened = match reached {
         Ok(started) => hosted
             .attach(&client)
             .await
@@ -180,6 +188,39 @@ async fn serve(state: AppState, id: String, socket: WebSocket) {
     tracing::info!("a client left");
     client.out().close(1000, "");
     let _ = writer.await;
+}
+
+/// How a socket reaches its session.
+enum Reached {
+    /// Open here (`true`: started for this socket).
+    Local(bool),
+    /// Hosted by another process: relayed to its `live.sock`.
+    Elsewhere(super::relay::Host),
+}
+
+/// The session open here, or its host's socket when another process holds it. A host that
+/// cannot be reached is waited for as `docs/host.md` says: up to 2 s for its lock, then the
+/// session is opened here, or the socket hears today's error.
+async fn reach(hosting: &Hosting, hosted: &Arc<Hosted>) -> Result<Reached, String> {
+    let dir = &hosted.place.session_dir;
+    let mut waited = false;
+    loop {
+        match hosted.reach(hosting).await? {
+            Reach::Local { started } => return Ok(Reached::Local(started)),
+            Reach::Elsewhere => match super::relay::connect(dir).await {
+                Ok(host) => return Ok(Reached::Elsewhere(host)),
+                Err(e) if !waited => {
+                    tracing::warn!("cannot reach the process that hosts the session: {e}; waiting for its lock");
+                    super::relay::wait_for_lock(dir).await;
+                    waited = true;
+                }
+                Err(e) => {
+                    tracing::warn!("cannot reach the process that hosts the session: {e}");
+                    return Err(format!("Session {} is in use by another process", hosted.id()));
+                }
+            },
+        }
+    }
 }
 
 /// How long one write to a socket may take: a peer that stops reading is dropped then (its

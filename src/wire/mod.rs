@@ -19,3 +19,4 @@ pub mod replay;
 pub mod schema;
 pub mod serve;
 pub mod server;
+pub mod status;

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::errors::WireError;
-use super::host::socket_path;
+use super::host::Address;
 use super::params::{ApprovalReply, HookReply, PromptResult, QuestionReply};
 use crate::llm::ChatError;
 use crate::protocol::{ApprovalDecision, Event, Request, ToolResult, UserInput, WireMessage};
@@ -62,8 +62,9 @@ pub enum RemoteError {
     Rpc { code: i64, message: String },
 }
 
-/// A hosted session this process is attached to. Cheap to clone; the connection closes when
-/// the last clone is dropped or the host goes away.
+/// A hosted session this process is attached to. Cheap to clone; the connection lasts until
+/// [`Remote::detach`] or the host goes away (the task reading the host's frames holds a clone,
+/// so dropping the front end's does not end it).
 #[derive(Clone)]
 pub struct Remote {
     inner: Arc<Inner>,
@@ -142,7 +143,7 @@ impl Remote {
     /// (a peer the host refuses gets none), says what this client can answer, and returns the
     /// session's history up to the attach seam. Live messages then reach `projection`.
     pub async fn attach(dir: &Path, projection: Arc<dyn Projection>) -> std::io::Result<(Remote, RemoteHistory)> {
-        let stream = UnixStream::connect(socket_path(dir)).await?;
+        let stream = UnixStream::connect(Address::of(dir)?.path()).await?;
         let (read, write) = stream.into_split();
         let mut reader = BufReader::new(read);
         let first = match tokio::time::timeout(FIRST_FRAME, reader.fill_buf()).await {
@@ -221,6 +222,12 @@ impl Remote {
             Ok(_) => Ok(()),
             Err(error) => Err(RemoteError::Rpc { code: error.code, message: error.message }),
         }
+    }
+
+    /// Detaches from the host (the front end is done with the session): the host sees this
+    /// connection end, as when the process exits; later calls answer [`RemoteError::Gone`].
+    pub fn detach(&self) {
+        self.inner.closed.cancel();
     }
 
     /// Resolves when the host's stream ended.

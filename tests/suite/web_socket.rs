@@ -448,8 +448,11 @@ fn a_peer_that_stops_reading_is_dropped_while_it_stays_silent() {
     let server = home.serve(&[]);
     let before = open_sockets(server.pid());
     let silent = server.ws(&id, "", &[]).unwrap();
-    assert!(open_sockets(server.pid()) > before, "the connection is open");
-    let dropped = wait_until(super::web_kit::WAIT * 2, || open_sockets(server.pid()) <= before);
+    // The session it opened stays open, listening on its `live.sock`: one socket more.
+    let listening = home.session_dir(&id).join("live.sock");
+    assert!(wait_until(super::web_kit::WAIT, || listening.exists()), "the session is served");
+    assert!(open_sockets(server.pid()) > before + 1, "the connection is open");
+    let dropped = wait_until(super::web_kit::WAIT * 2, || open_sockets(server.pid()) <= before + 1);
     assert!(dropped, "the silent peer's connection is still held");
     assert_eq!(server.http("GET", "/healthz", &[], None).status, 200);
     drop(silent);

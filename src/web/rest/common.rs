@@ -33,6 +33,24 @@ pub fn not_busy(state: &AppState, id: &str) -> Result<(), ApiError> {
     if state.is_busy(id) { Err(ApiError::busy()) } else { Ok(()) }
 }
 
+/// The 409 of a change that needs the session idle here (`docs/web.md` §3.6): another process
+/// hosts it.
+pub const HOSTED_ELSEWHERE: &str = "Session is hosted by another process";
+/// The 409 of such a change on a session this server hosts while other processes are attached.
+pub const OTHER_CLIENTS: &str = "Session has clients in other processes";
+
+/// 409 when another process hosts the session, or when this server hosts it and other kiwi
+/// processes are attached to it (delete, archive, a config restart would pull it from them).
+pub async fn local_and_unshared(state: &AppState, id: &str) -> Result<(), ApiError> {
+    if state.hosting.attached_elsewhere(id) > 0 {
+        return Err(ApiError::conflict(OTHER_CLIENTS));
+    }
+    if state.hosting.hosted_elsewhere(id).await {
+        return Err(ApiError::conflict(HOSTED_ELSEWHERE));
+    }
+    Ok(())
+}
+
 /// How the Session object's `is_running` / `status` are filled.
 pub enum Live {
     /// From the hosted sessions.

@@ -74,7 +74,7 @@ async fn read(State(state): State<AppState>) -> Result<Response, ApiError> {
 #[utoipa::path(patch, path = "/api/config/", tag = "config",
     request_body(content = ConfigPatch, content_type = "application/json"),
     responses((status = 200, description = "Edited in place; running sessions restarted unless asked not to.", body = ConfigPatched),
-        (status = 400, description = "Model not found in config.", body = Detail), (status = 403, description = "Sensitive config APIs are disabled in this mode.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
+        (status = 400, description = "Model not found in config.", body = Detail), (status = 409, description = "Session has clients in other processes: a session the restart would close has other kiwi processes attached (kiwi, `docs/web.md` §3.6); nothing is changed.", body = Detail), (status = 403, description = "Sensitive config APIs are disabled in this mode.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `PATCH /api/config/`.
 async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     let body: Value = common::optional_body(&bytes)?;
@@ -85,6 +85,9 @@ async fn patch(State(state): State<AppState>, bytes: Bytes) -> Result<Response, 
     let force = common::bool_field(body.get("force_restart_busy_sessions"), &["body", "force_restart_busy_sessions"])?
         .unwrap_or(false);
     refuse_if_restricted(&state)?;
+    if restart && state.hosting.restart_would_detach(force) {
+        return Err(ApiError::conflict(common::OTHER_CLIENTS));
+    }
     let path = state.config_path();
     let model_picked = default_model.is_some();
     blocking(move || -> Result<(), ApiError> {

@@ -16,7 +16,8 @@ use super::super::errors::ApiError;
 use super::super::openapi::{CreateSession, Detail, ForkRequest, Invalid, Session, UpdateSession};
 use super::super::state::AppState;
 use super::Routes;
-use super::common::{self, Live, blocking, not_busy, session, session_json};
+use super::common::{self, Live, blocking, local_and_unshared, not_busy, session, session_json};
+use crate::live::OpError;
 use crate::session::catalog;
 
 /// The listing archives old sessions at most this often.
@@ -141,7 +142,7 @@ async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> Resul
 #[utoipa::path(patch, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
     request_body(content = UpdateSession, content_type = "application/json"),
     responses((status = 200, description = "The session (`is_running: false`, `status: null`).", body = Session),
-        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
+        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 409, description = "Archiving (`archived` given): Session is hosted by another process / Session has clients in other processes (kiwi, `docs/web.md` §3.6).", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `PATCH /api/sessions/{id}`: rename and/or archive.
 async fn update(State(state): State<AppState>, Path(id): Path<String>, bytes: Bytes) -> Result<Response, ApiError> {
     common::check_id(&id)?;
@@ -168,6 +169,9 @@ async fn update(State(state): State<AppState>, Path(id): Path<String>, bytes: By
     }
     let archived = common::bool_field(body.get("archived"), &["body", "archived"])?;
     let info = session(&state, &id).await?;
+    if archived.is_some() {
+        local_and_unshared(&state, &info.id).await?;
+    }
     not_busy(&state, &info.id)?;
     let share = state.share_dir().to_path_buf();
     let change = catalog::Update { title, archived };
@@ -185,10 +189,11 @@ async fn update(State(state): State<AppState>, Path(id): Path<String>, bytes: By
 
 #[utoipa::path(delete, path = "/api/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path, description = "The session's UUID (not a UUID → 422).")),
     responses((status = 200, description = "Deleted: `null`. The session's sockets hear `stopped` and close.", body = Option<Detail>),
-        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
+        (status = 400, description = "Session is busy. Please wait for it to complete before modifying.", body = Detail), (status = 409, description = "Session is hosted by another process / Session has clients in other processes (kiwi, `docs/web.md` §3.6).", body = Detail), (status = 404, description = "Session not found.", body = Detail), (status = 422, description = "Invalid input.", body = Invalid)))]
 /// `DELETE /api/sessions/{id}`.
 async fn remove(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let info = session(&state, &id).await?;
+    local_and_unshared(&state, &info.id).await?;
     // A turn that waits for an answer from a client that left does not pin the session: the
     // stop cancels it (`docs/web-api.md` §2).
     if !state.hosting.is_abandoned(&info.id) {
@@ -269,18 +274,29 @@ async fn fork(State(state): State<AppState>, Path(id): Path<String>, bytes: Byte
         None => return Err(ApiError::validation("missing", &["body", "turn_index"], "Field required", body.clone())),
     };
     let info = session(&state, &id).await?;
-    not_busy(&state, &info.id)?;
     let share = state.share_dir().to_path_buf();
-    let (work_dir, source) = (std::path::PathBuf::from(&info.work_dir), info.session_dir.clone());
-    let forked = blocking(move || {
-        let forked = crate::session::fork::fork(&share, &work_dir, &source, Some(turn))?;
-        Ok::<_, crate::session::fork::ForkError>(catalog::find(&share, &forked.id))
-    })
-    .await?;
-    match forked {
-        Ok(Some(info)) => Ok(json(session_json(&state, &info, Live::Stopped))),
-        Ok(None) => Err(ApiError::internal("Failed to fork session: the new session cannot be read")),
-        Err(crate::session::fork::ForkError::Io(e)) => Err(ApiError::internal(format!("Failed to fork session: {e}"))),
-        Err(e) => Err(ApiError::bad_request(e.to_string())),
+    // Open here: the live session's operation (its busy rule, its record flushed first).
+    let forked = match state.hosting.get(&info.id).and_then(|h| h.live()) {
+        Some(live) => live.fork(Some(turn)).await,
+        None => {
+            not_busy(&state, &info.id)?;
+            let (work_dir, source) = (std::path::PathBuf::from(&info.work_dir), info.session_dir.clone());
+            blocking(move || crate::session::fork::fork(&share, &work_dir, &source, Some(turn))).await?.map_err(|e| {
+                match e {
+                    crate::session::fork::ForkError::Io(e) => OpError::Failed(e),
+                    e => OpError::Invalid(e.to_string()),
+                }
+            })
+        }
+    };
+    let forked = forked.map_err(|e| match e {
+        OpError::Busy => ApiError::busy(),
+        OpError::Invalid(e) => ApiError::bad_request(e),
+        OpError::Failed(e) => ApiError::internal(format!("Failed to fork session: {e}")),
+    })?;
+    let share = state.share_dir().to_path_buf();
+    match blocking(move || catalog::find(&share, &forked.id)).await? {
+        Some(info) => Ok(json(session_json(&state, &info, Live::Stopped))),
+        None => Err(ApiError::internal("Failed to fork session: the new session cannot be read")),
     }
 }

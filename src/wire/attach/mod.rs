@@ -24,7 +24,6 @@ use tokio_util::sync::CancellationToken;
 
 use self::handoff::{Next, Shared, held_by_another, next_host};
 use self::relay::{Ended, Relay};
-use super::host::socket_path;
 use super::serve::{Client, WireOptions, serve_client};
 use crate::builder::{AgentSetup, BuildError, SessionRequest};
 use crate::rpc::reader::spawn_reader;
@@ -61,7 +60,7 @@ const FIRST_FRAME: Duration = Duration::from_secs(2);
 /// Connects to the host of the session in `dir` and waits for its first frame: a peer the host
 /// refuses is closed without a byte, and counts as a host that cannot be reached.
 pub fn connect(dir: &Path) -> std::io::Result<BufReader<UnixStream>> {
-    let stream = UnixStream::connect(socket_path(dir))?;
+    let stream = UnixStream::connect(super::host::Address::of(dir)?.path())?;
     stream.set_read_timeout(Some(FIRST_FRAME))?;
     let mut reader = BufReader::new(stream);
     if reader.fill_buf()?.is_empty() {

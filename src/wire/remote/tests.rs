@@ -11,6 +11,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use super::*;
 use crate::soul::TurnTag;
+use crate::wire::host::socket_path;
 
 /// Records what reaches it; answers approvals with `approve`, questions as unanswerable, or,
 /// when `holding`, nothing at all (a person who has not decided yet).
