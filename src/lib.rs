@@ -66,7 +66,8 @@
 //!   or attached to a session another process hosts (`acp::attached`, over `wire::remote`).
 //! - [`print`]: the headless front ends: kimi's `--print`, Claude Code's stream-json dialect and
 //!   codex exec's JSONL dialect (`print::codex`), each a projection plus a run loop over the
-//!   same turn driver.
+//!   same turn driver; each hosts its session on `live.sock`, and the Claude dialect and kimi's
+//!   `--print` attach to a session another process hosts (`wire::remote`).
 //! - [`web`]: `kiwi web`: sessions served to browsers over HTTP and WebSocket (REST API, the
 //!   wire protocol per session, ACP over `/api/acp`, the embedded UI, `/openapi.json` built
 //!   from the handlers' annotations), many clients per session, every session in this one

@@ -14,6 +14,7 @@ mod live_acp;
 mod live_host;
 mod live_host_guards;
 mod live_lifecycle;
+mod live_print;
 mod live_session;
 mod live_web;
 mod mcp_commands;

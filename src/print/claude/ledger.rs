@@ -166,8 +166,14 @@ impl Ledger {
             tracing::warn!("cannot record the uuids of turn {}: {e}", open.record.turn);
         }
         if open.slash {
-            *lock(&self.next_turn) = crate::session::fork::turn_count(&self.dir.join("wire.jsonl"));
+            self.resync();
         }
+    }
+
+    /// Another client's turn ended (a process attached to the session this run hosts): the turn
+    /// count is read again from `wire.jsonl`, complete by then.
+    pub fn resync(&self) {
+        *lock(&self.next_turn) = crate::session::fork::turn_count(&self.dir.join("wire.jsonl"));
     }
 
     fn append(&self, record: &TurnRecord) -> std::io::Result<()> {

@@ -4,9 +4,11 @@
 //! `tool_names`: Claude's names and rules); `sdk` serves what SDK programs add (`sdk_mcp`, hooks,
 //! agents, `structured`) through the control requests of `control`. The session APIs: `resume`
 //! (`--fork-session`, `--resume-session-at`) and `rewind_files` find messages through `ledger`;
-//! `mcp_control` turns the session's MCP servers off, on, or connects them anew.
+//! `mcp_control` turns the session's MCP servers off, on, or connects them anew. `attached` runs
+//! the dialect on a session another kiwi process hosts (`wire::remote`).
 
 pub mod args;
+pub mod attached;
 pub mod control;
 pub mod input;
 pub mod ledger;

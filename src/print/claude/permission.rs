@@ -30,6 +30,11 @@ use crate::soul::Agent;
 use crate::soul::state::SessionState;
 use crate::tools::paths::expand_home;
 
+/// Whether the run can ask its host: `--permission-prompt-tool stdio` with stream-json input.
+pub fn can_ask(args: &super::args::ClaudeArgs) -> bool {
+    args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == super::args::InputFormat::StreamJson
+}
+
 /// The file-edit tools `acceptEdits` lets through.
 const EDIT_TOOLS: &[&str] = &["WriteFile", "StrReplaceFile"];
 
@@ -47,7 +52,8 @@ pub enum Decision {
 /// What the policy knows of its session once attached.
 struct Session {
     work_dir: PathBuf,
-    state: Arc<SessionState>,
+    /// The core's state (plan mode); `None` for a session another process hosts.
+    state: Option<Arc<SessionState>>,
 }
 
 pub struct Policy {
@@ -82,6 +88,18 @@ impl Policy {
         }
     }
 
+    /// The policy a run's command line asks for (mode, rules, whether the host can be asked).
+    pub fn of(args: &super::args::ClaudeArgs) -> Self {
+        Self::new(
+            args.permission_mode,
+            args.dangerously_skip_permissions,
+            args.allowed_tools.clone(),
+            args.disallowed_tools.clone(),
+            can_ask(args),
+        )
+        .with_add_dirs(args.add_dirs.clone())
+    }
+
     /// The `--add-dir` directories (relative ones are taken from the work dir).
     pub fn with_add_dirs(mut self, dirs: Vec<PathBuf>) -> Self {
         self.add_dirs = dirs;
@@ -92,7 +110,7 @@ impl Policy {
     /// module doc) and applies `plan` to the core. Called once, before the first turn.
     pub fn attach(&self, agent: &Agent) {
         agent.approvals.let_front_end_decide();
-        let session = Session { work_dir: agent.env.work_dir.clone(), state: agent.state.clone() };
+        let session = Session { work_dir: agent.env.work_dir.clone(), state: Some(agent.state.clone()) };
         if self.session.set(session).is_err() {
             return;
         }
@@ -101,23 +119,30 @@ impl Policy {
         }
     }
 
+    /// Makes this policy decide the approvals of a run's own turns on a session another
+    /// process hosts (`super::attached`): the host's core stays as it is (its plan mode is
+    /// neither read nor switched; `plan` decides as `default` does).
+    pub fn attach_hosted(&self, work_dir: PathBuf) {
+        let _ = self.session.set(Session { work_dir, state: None });
+    }
+
     fn chosen(&self) -> PermissionMode {
         *self.mode.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn switch_core_plan(&self, on: bool) {
-        if let Some(session) = self.session.get()
-            && session.state.plan_mode() != on
+        if let Some(state) = self.session.get().and_then(|s| s.state.as_ref())
+            && state.plan_mode() != on
         {
-            session.state.set_plan_mode(on);
+            state.set_plan_mode(on);
         }
     }
 
     /// The mode in force: `plan` exactly while the core's plan mode is on.
     pub fn mode(&self) -> PermissionMode {
         let chosen = self.chosen();
-        match self.session.get() {
-            Some(session) if session.state.plan_mode() => PermissionMode::Plan,
+        match self.session.get().and_then(|s| s.state.as_ref()) {
+            Some(state) if state.plan_mode() => PermissionMode::Plan,
             // Plan mode was left inside the session (the plan was approved, `/plan off`).
             Some(_) if chosen == PermissionMode::Plan => PermissionMode::Default,
             _ => chosen,

@@ -51,12 +51,17 @@ pub struct Settings {
 struct Inner {
     out: Outbound,
     settings: Settings,
-    agent: Arc<Agent>,
+    /// The session's agent in this process; `None` for a run attached to a session another
+    /// process hosts (`super::attached`): its tools, servers, background tasks and cost are
+    /// the host's, and `system/init` lists none of them.
+    agent: Option<Arc<Agent>>,
     policy: Arc<Policy>,
     /// Asks the host (`can_use_tool`) and routes its `control_response`s.
     peer: Arc<Peer>,
     /// Set once the driver exists (a deny with `interrupt: true` cancels the turn).
     driver: OnceLock<Weak<TurnDriver>>,
+    /// Cancels the running turn where there is no driver (an attached run: the host's turn).
+    interrupt: OnceLock<Box<dyn Fn() + Send + Sync>>,
     turn: Mutex<TurnLines>,
     /// The user line to echo at the next turn's start (`--replay-user-messages`).
     replay: Mutex<Option<UserLine>>,
@@ -94,14 +99,16 @@ impl ClaudeProjection {
     pub fn new(
         out: Outbound,
         settings: Settings,
-        agent: Arc<Agent>,
+        agent: Option<Arc<Agent>>,
         identity: Identity,
         policy: Arc<Policy>,
         peer: Arc<Peer>,
         extras: Arc<Extras>,
     ) -> Self {
         let partial = settings.partial;
-        policy.attach(&agent);
+        if let Some(agent) = &agent {
+            policy.attach(agent);
+        }
         Self {
             inner: Arc::new(Inner {
                 out,
@@ -110,6 +117,7 @@ impl ClaudeProjection {
                 policy,
                 peer,
                 driver: OnceLock::new(),
+                interrupt: OnceLock::new(),
                 turn: Mutex::new(TurnLines::new(identity, partial)),
                 replay: Mutex::new(None),
                 cancel_reason: Mutex::new("Interrupted by user".into()),
@@ -156,7 +164,8 @@ impl ClaudeProjection {
     /// Stops every background task still running (`reason`), and waits until each one's
     /// terminal frames are out.
     pub async fn stop_tasks(&self, reason: &str) {
-        let background = self.inner.agent.background.clone();
+        let Some(agent) = &self.inner.agent else { return };
+        let background = agent.background.clone();
         for task_id in self.open_tasks(false) {
             background.stop(&task_id, reason).await;
         }
@@ -174,6 +183,11 @@ impl ClaudeProjection {
 
     pub fn set_driver(&self, driver: &Arc<TurnDriver>) {
         let _ = self.inner.driver.set(Arc::downgrade(driver));
+    }
+
+    /// How a deny with `interrupt: true` cancels the turn of a run without a driver.
+    pub fn set_interrupt(&self, interrupt: impl Fn() + Send + Sync + 'static) {
+        let _ = self.inner.interrupt.set(Box::new(interrupt));
     }
 
     /// The line echoed when the next turn starts.
@@ -195,10 +209,11 @@ impl ClaudeProjection {
 impl Inner {
     /// Watches the background tasks just announced: each one's end writes its terminal frames.
     fn watch(self: &Arc<Self>, started: Vec<(String, String)>) {
+        let Some(agent) = &self.agent else { return };
         for (_, task_id) in started {
+            let background = agent.background.clone();
             let me = self.clone();
             let waiter = tokio::spawn(async move {
-                let background = me.agent.background.clone();
                 let info = loop {
                     match background.wait(&task_id, Duration::from_secs(3600)).await {
                         Some(info) if !info.status.is_terminal() => continue,
@@ -230,9 +245,10 @@ impl Inner {
     async fn background_event(self: &Arc<Self>, event: &Event) {
         let Event::SubagentEvent(inner) = event else { return };
         let Some(agent_id) = inner.agent_id.as_deref() else { return };
+        let Some(agent) = &self.agent else { return };
         // The newest task of that instance (an instance may be resumed in a later task).
         let task =
-            self.agent.background.list(false, usize::MAX).into_iter().find(|t| t.agent_id.as_deref() == Some(agent_id));
+            agent.background.list(false, usize::MAX).into_iter().find(|t| t.agent_id.as_deref() == Some(agent_id));
         let Some(task) = task else {
             tracing::warn!("no background task runs the subagent {agent_id}; its line is dropped");
             return;
@@ -294,16 +310,18 @@ impl Inner {
 
     /// `system/init`'s servers: kiwi's MCP client's, then the host's own.
     fn mcp_servers(&self) -> Vec<McpServerStatus> {
-        let mut servers = super::mcp::init_servers(self.agent.mcp.as_deref());
+        let mut servers = super::mcp::init_servers(self.agent.as_ref().and_then(|a| a.mcp.as_deref()));
         servers.extend(self.extras.servers.iter().map(|s| s.init_status()));
         servers
     }
 
     /// Every subagent type the `Agent` tool offers.
     fn agent_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = match self.agent.toolset().get("Agent") {
-            Some(_) => self.agent.subagents.defs().unwrap_or_default().iter().map(|d| d.name.clone()).collect(),
-            None => Vec::new(),
+        let mut names: Vec<String> = match &self.agent {
+            Some(agent) if agent.toolset().get("Agent").is_some() => {
+                agent.subagents.defs().unwrap_or_default().iter().map(|d| d.name.clone()).collect()
+            }
+            _ => Vec::new(),
         };
         for name in self.extras.agent_names() {
             if !names.contains(&name) {
@@ -318,15 +336,15 @@ impl Inner {
         OutLine::System(SystemLine::Init(Box::new(InitLine {
             cwd: self.settings.cwd.clone(),
             session_id: identity.session_id,
-            tools: self.agent.toolset().names().map(str::to_string).collect(),
+            tools: self.agent.as_ref().map(|a| a.toolset().names().map(str::to_string).collect()).unwrap_or_default(),
             mcp_servers: self.mcp_servers(),
             model: identity.model,
             permission_mode: self.policy.reported_mode().as_str().into(),
             // Claude hosts cannot ask for kiwi's extensions: its own commands stay unlisted.
             slash_commands: self
                 .agent
-                .slash_commands
                 .iter()
+                .flat_map(|a| a.slash_commands.iter())
                 .filter(|c| c.listed_for(&[]))
                 .map(|c| c.name.clone())
                 .collect(),
@@ -334,7 +352,7 @@ impl Inner {
             claude_code_version: Some(PROTOCOL_LEVEL.into()),
             output_style: "default".into(),
             agents: self.agent_names(),
-            skills: self.agent.skills.iter().map(|s| s.name.clone()).collect(),
+            skills: self.agent.iter().flat_map(|a| a.skills.iter()).map(|s| s.name.clone()).collect(),
             plugins: Vec::new(),
             uuid: fresh_uuid(),
         })))
@@ -438,8 +456,12 @@ impl Inner {
         };
         let Ok((answer, interrupt)) = settled else { return };
         let _ = reply.send(answer);
-        if interrupt && let Some(driver) = self.driver.get().and_then(Weak::upgrade) {
-            driver.cancel();
+        if interrupt {
+            if let Some(driver) = self.driver.get().and_then(Weak::upgrade) {
+                driver.cancel();
+            } else if let Some(interrupt) = self.interrupt.get() {
+                interrupt();
+            }
         }
     }
 
@@ -504,6 +526,14 @@ impl Inner {
 }
 
 impl Inner {
+    /// The session's `context.jsonl` (hook callbacks' `transcript_path`).
+    fn transcript(&self) -> String {
+        self.agent
+            .as_ref()
+            .map(|a| a.env.session_dir.join("context.jsonl").to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
     /// A hook point the host subscribed to: its callback is asked on a task of its own.
     fn hook(self: Arc<Self>, request: HookRequest) -> oneshot::Receiver<ClientAnswer> {
         let (reply, answer) = oneshot::channel();
@@ -511,7 +541,7 @@ impl Inner {
         let task = tokio::spawn(async move {
             let this = me;
             let mode = this.policy.reported_mode().as_str();
-            let transcript = this.agent.env.session_dir.join("context.jsonl").to_string_lossy().into_owned();
+            let transcript = this.transcript();
             let mut reply = reply;
             // A hook point that stops waiting (out of time, or its turn was cancelled) withdraws
             // the question.
@@ -556,7 +586,9 @@ impl Projection for ClaudeProjection {
                 {
                     // The model may have been switched (`set_model`) since the last turn.
                     let mut turn = lock(&inner.turn);
-                    turn.set_model(inner.agent.model_name(), inner.agent.max_context_size());
+                    if let Some(agent) = &inner.agent {
+                        turn.set_model(agent.model_name(), agent.max_context_size());
+                    }
                     turn.begin(&user_input.text_input());
                 }
                 if let Some(ledger) = inner.ledger.get() {
@@ -606,7 +638,9 @@ impl Projection for ClaudeProjection {
                     )));
                     answer
                 }
-                Request::HookRequest(hook) => self.inner.clone().hook(hook),
+                Request::HookRequest(hook) if self.inner.agent.is_some() => self.inner.clone().hook(hook),
+                // An attached run subscribed to no hook point of the host's session: not its to answer.
+                Request::HookRequest(_) => oneshot::channel().1,
                 // No one to ask a question: the closed answer channel is "client gone"
                 // (questions dismissed).
                 Request::QuestionRequest(_) => oneshot::channel().1,
@@ -622,7 +656,8 @@ impl Projection for ClaudeProjection {
             let mut lines = Vec::new();
             let mut line = lock(&inner.turn).finish(&result, &reason, &mut lines);
             // The session's running cost (every agent, earlier runs of a resumed session too).
-            line.total_cost_usd = inner.agent.state.cost_usd().unwrap_or(0.0);
+            // An attached run does not know what the host's model calls cost: 0.
+            line.total_cost_usd = inner.agent.as_ref().and_then(|a| a.state.cost_usd()).unwrap_or(0.0);
             if let Some(answer) = inner.settings.structured.as_ref().and_then(|slot| lock(slot).take())
                 && line.subtype == ResultSubtype::Success
                 && !line.is_error
@@ -665,6 +700,14 @@ impl Projection for ClaudeProjection {
             }
             report_turn(tag, TurnReport { failed, exit_code: u8::from(failed) });
         })
+    }
+
+    /// Another client's turn ended: its turns count in the session's numbering of the ledger.
+    fn turn_observed<'a>(&'a self, _result: &'a TurnResult) -> BoxFuture<'a, ()> {
+        if let Some(ledger) = self.inner.ledger.get() {
+            ledger.resync();
+        }
+        Box::pin(async {})
     }
 }
 

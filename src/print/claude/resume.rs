@@ -57,6 +57,13 @@ pub fn choose(args: &ClaudeArgs, share: &Path, work_dir: &Path) -> Result<Sessio
         return Ok(SessionChoice::Id(forked.id));
     }
     if let Some(Some(kept)) = cut {
+        // Cutting writes the session: not while another process hosts it (fork it instead).
+        if crate::wire::attach::held_elsewhere(share, work_dir, &plain).is_some() {
+            return Err(format!(
+                "Cannot resume at that message: session {} is hosted by another process (add --fork-session)",
+                source_id.unwrap_or_default()
+            ));
+        }
         cut_history(&source, kept).map_err(|e| format!("Cannot resume at that message: {e}"))?;
     }
     Ok(plain)

@@ -33,7 +33,7 @@ use super::turn::fresh_uuid;
 use crate::agent_env::Model;
 use crate::builder::AgentSetup;
 use crate::live::SHUTDOWN_GRACE;
-use crate::print::common::{TurnWaiter, stderr_line, turn_tag};
+use crate::print::common::{OwnTurns, TurnWaiter, stderr_line};
 use crate::protocol::UserInput;
 use crate::rpc::writer::encode;
 use crate::rpc::{Outbound, RequestId};
@@ -50,6 +50,8 @@ pub struct RunLoop {
     pub out: Outbound,
     pub driver: Arc<TurnDriver>,
     pub projection: Arc<ClaudeProjection>,
+    /// The projection as the session sees it: only this run's turns reach the output.
+    pub turns: Arc<OwnTurns>,
     pub policy: Arc<Policy>,
     pub peer: Arc<crate::rpc::Peer>,
     pub session_id: String,
@@ -94,7 +96,10 @@ impl RunLoop {
         let mut give_up: Option<tokio::time::Instant> = None;
         let mut stop_reason = "Stopped at exit";
         loop {
-            if running.is_none() && !stopping && init.is_none() {
+            // No turn of this run runs, but the session is busy: another client's turn (a
+            // process attached through the socket). This run's next message waits for its end.
+            let busy_elsewhere = running.is_none() && self.driver.is_busy();
+            if running.is_none() && !stopping && init.is_none() && !busy_elsewhere {
                 let next = queue.pop_front().or_else(|| self.follow_up());
                 if let Some(next) = next {
                     running = self.start(next);
@@ -125,6 +130,7 @@ impl RunLoop {
             }
             tokio::select! {
                 () = self.projection.task_ended() => {}
+                () = self.turns.turn_end_or_poll(), if busy_elsewhere => {}
                 () = sleep_until(give_up), if running.is_none() && lines.is_none() => {
                     stop_reason = "Stopped: the run ended before the task";
                     break;
@@ -200,9 +206,8 @@ impl RunLoop {
         if let Some(model) = self.next_model.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
             self.driver.agent().env.model.set(model);
         }
-        let (tag, waiter) = turn_tag();
-        match self.driver.start(next.input, tag) {
-            Ok(()) => Some(waiter),
+        match self.turns.try_start(&self.driver, next.input) {
+            Ok(waiter) => Some(waiter),
             Err(_) => {
                 tracing::error!("a turn started while another ran");
                 None
@@ -229,20 +234,7 @@ impl RunLoop {
                 *last_failed = true;
             }
             Input::Control(request) => return self.control(request).await,
-            Input::Answer(answer) => {
-                let (id, outcome) = match answer {
-                    ControlResponse::Success { request_id, response } => (request_id, Ok(response)),
-                    ControlResponse::Error { request_id, error } => (request_id, Err(host_error(&error))),
-                };
-                if !self.peer.answered(&RequestId::Str(id.clone()), outcome) {
-                    tracing::info!("ignoring a control response to unknown request {id}");
-                }
-            }
-            Input::Ignore => {}
-            Input::Bad(why) => {
-                tracing::warn!("{why}");
-                stderr_line(&format!("kiwi: ignoring input: {why}"));
-            }
+            other => take_other(&self.peer, other),
         }
         None
     }
@@ -293,13 +285,7 @@ impl RunLoop {
                     self.policy.set_mode(mode);
                     self.respond(id, Ok(json!({"mode": mode.as_str()}))).await;
                     if self.streaming {
-                        let status = SystemLine::Status(StatusLine {
-                            status: None,
-                            permission_mode: self.policy.reported_mode().as_str().into(),
-                            session_id: self.session_id.clone(),
-                            uuid: fresh_uuid(),
-                        });
-                        self.write(&OutLine::System(status)).await;
+                        self.write(&mode_status(&self.policy, &self.session_id)).await;
                     }
                     return None;
                 }
@@ -471,12 +457,43 @@ impl RunLoop {
     }
 }
 
+/// An input line that is neither a user message nor a control request: the host's answer to one
+/// of kiwi's questions (routed to its asker), or a line to skip.
+pub(super) fn take_other(peer: &crate::rpc::Peer, input: Input) {
+    match input {
+        Input::Answer(answer) => {
+            let (id, outcome) = match answer {
+                ControlResponse::Success { request_id, response } => (request_id, Ok(response)),
+                ControlResponse::Error { request_id, error } => (request_id, Err(host_error(&error))),
+            };
+            if !peer.answered(&RequestId::Str(id.clone()), outcome) {
+                tracing::info!("ignoring a control response to unknown request {id}");
+            }
+        }
+        Input::Bad(why) => {
+            tracing::warn!("{why}");
+            stderr_line(&format!("kiwi: ignoring input: {why}"));
+        }
+        Input::Ignore | Input::User { .. } | Input::BadUser(_) | Input::Control(_) => {}
+    }
+}
+
+/// The `system/status` line that follows a `set_permission_mode`: the mode now in force.
+pub(super) fn mode_status(policy: &Policy, session_id: &str) -> OutLine {
+    OutLine::System(SystemLine::Status(StatusLine {
+        status: None,
+        permission_mode: policy.reported_mode().as_str().into(),
+        session_id: session_id.to_string(),
+        uuid: fresh_uuid(),
+    }))
+}
+
 /// What `set_model` answers: the model chosen, `null` for the session's default.
 fn model_choice(wanted: Option<&str>) -> Value {
     wanted.map_or(Value::Null, Value::from)
 }
 
-async fn respond_on(out: &Outbound, request_id: String, result: Result<Value, String>) {
+pub(super) async fn respond_on(out: &Outbound, request_id: String, result: Result<Value, String>) {
     let response = match result {
         Ok(response) => ControlResponse::Success { request_id, response },
         Err(error) => ControlResponse::Error { request_id, error },

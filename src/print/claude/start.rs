@@ -28,7 +28,7 @@ use super::tool_names::{Rule, kiwi_name};
 use super::turn::{Identity, fresh_uuid};
 use crate::builder::{AgentSetup, BuildError, BuiltSession, PromptEdit, SessionRequest};
 use crate::live::{LiveSession, Runtime, Sessions, shell};
-use crate::print::common::{stderr_line, trace_to_stderr};
+use crate::print::common::{OwnTurns, stderr_line, trace_to_stderr};
 use crate::protocol::UserInput;
 use crate::rpc::Peer;
 use crate::rpc::reader::DEFAULT_MAX_LINE_BYTES;
@@ -241,7 +241,7 @@ fn claude_sandbox_mode(
 }
 
 /// A failure once output may have begun: an error `result` for JSON output, a stderr line always.
-async fn fail_early(out: &crate::rpc::Outbound, args: &ClaudeArgs, session_id: &str, message: &str) {
+pub(super) async fn fail_early(out: &crate::rpc::Outbound, args: &ClaudeArgs, session_id: &str, message: &str) {
     stderr_line(message);
     if args.output_format == OutputFormat::Text {
         return;
@@ -283,6 +283,15 @@ fn serve(
             let id = args.resume.as_deref().map(str::trim).unwrap_or_default();
             fail_early(&out, args, id, refused).await;
             return 1;
+        }
+        // A session another process hosts: this run's prompts become turns of it there.
+        if let Some(hosted) =
+            super::attached::hosted_session(args, &setup.share_dir, &request.work_dir, &request.session)
+            && let Some(code) =
+                super::attached::run(args, hosted, &request.work_dir, out.clone(), first.clone(), process.stop.clone())
+                    .await
+        {
+            return code;
         }
         match setup.build(request) {
             Err(BuildError::Usage(m) | BuildError::Fatal(m)) => {
@@ -353,22 +362,11 @@ async fn run(
         slot
     });
     let streaming = args.output_format == OutputFormat::StreamJson;
-    let can_ask =
-        args.permission_prompt_tool.as_deref() == Some("stdio") && args.input_format == InputFormat::StreamJson;
     // Nobody approves an escalation out of the sandbox in these modes (spec sandbox.md §2.6).
     let bypass = args.dangerously_skip_permissions
         || matches!(args.permission_mode, PermissionMode::BypassPermissions | PermissionMode::DontAsk);
-    agent.env.sandbox.set_nobody_to_ask(bypass || !can_ask);
-    let policy = Arc::new(
-        Policy::new(
-            args.permission_mode,
-            args.dangerously_skip_permissions,
-            args.allowed_tools.clone(),
-            args.disallowed_tools.clone(),
-            can_ask,
-        )
-        .with_add_dirs(args.add_dirs.clone()),
-    );
+    agent.env.sandbox.set_nobody_to_ask(bypass || !super::permission::can_ask(args));
+    let policy = Arc::new(Policy::of(args));
     // The host's answers to `can_use_tool` (and the other questions kiwi asks it) come back on
     // stdin as `control_response`s.
     let peer = Peer::new(out.clone(), "perm");
@@ -398,7 +396,7 @@ async fn run(
     let projection = Arc::new(ClaudeProjection::new(
         out.clone(),
         settings,
-        agent.clone(),
+        Some(agent.clone()),
         identity,
         policy.clone(),
         peer.clone(),
@@ -406,7 +404,9 @@ async fn run(
     ));
     let ledger = Arc::new(super::ledger::Ledger::new(&agent.env.session_dir));
     projection.set_ledger(ledger.clone());
-    let live = LiveSession::open(built, projection.clone(), shell.sessions);
+    // Other clients' turns (processes attached through the socket) stay out of the output.
+    let turns = OwnTurns::new(projection.clone(), false);
+    let live = LiveSession::open(built, turns.clone(), shell.sessions);
     let driver = live.driver().clone();
     projection.set_driver(&driver);
     // A subagent's result is its final text, as Claude Code hands it over (no "elaborate" round).
@@ -422,12 +422,16 @@ async fn run(
         }
     }
     live.start().await;
+    // Served while the run has the session open (also a long-lived stream-json input run, which
+    // a person may watch from `kiwi web`); the file goes when this is dropped.
+    let hosting = crate::print::common::host(&live);
     let lines =
         (args.input_format == InputFormat::StreamJson).then(|| spawn_reader(std::io::stdin(), DEFAULT_MAX_LINE_BYTES));
     let run_loop = RunLoop {
         out,
         driver: driver.clone(),
         projection: projection.clone(),
+        turns,
         policy,
         peer,
         session_id,
@@ -439,7 +443,9 @@ async fn run(
         ledger,
     };
     // Ends the session's turns; the shell closes the session (SessionEnd hooks, tasks, folder).
-    run_loop.serve(first, lines, shell.stop).await
+    let code = run_loop.serve(first, lines, shell.stop).await;
+    drop(hosting);
+    code
 }
 
 fn warning_line(session_id: &str, message: &str) -> OutLine {

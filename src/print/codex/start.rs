@@ -23,7 +23,7 @@ use super::{input, usage};
 use crate::builder::{AgentSetup, BuildError, Invocation, PromptEdit, SessionRequest};
 use crate::config::{Config, ProviderType};
 use crate::live::{LiveSession, Runtime, shell};
-use crate::print::common::{stderr_line, trace_to_stderr, turn_tag};
+use crate::print::common::{OwnTurns, stderr_line, trace_to_stderr};
 use crate::protocol::UserInput;
 use crate::sandbox::SandboxMode;
 use crate::session::catalog;
@@ -269,18 +269,22 @@ fn serve(run: Run, args: &CodexArgs) -> ExitCode {
             }),
         };
         let projection = Arc::new(CodexProjection::new(process.outbound, lookup, rule, prior));
-        let live = LiveSession::open(built, projection.clone(), &process.sessions);
+        // Other clients' turns (processes attached through the socket) stay out of the output.
+        let turns = OwnTurns::new(projection.clone(), false);
+        let live = LiveSession::open(built, turns.clone(), &process.sessions);
         let mut opening = vec![ThreadEvent::ThreadStarted { thread_id }];
         opening.extend(projection.notices(warnings));
         opening.push(ThreadEvent::TurnStarted {});
         projection.write(opening).await;
         live.start().await;
+        // Served while the run has the session open; the file goes when this is dropped.
+        let _hosting = crate::print::common::host(&live);
         let driver = live.driver().clone();
-        let (tag, waiter) = turn_tag();
-        if driver.start(input, tag).is_err() {
-            stderr_line("kiwi: the turn could not start");
+        // Another client's turn runs to its end first.
+        let Some(waiter) = turns.start_when_idle(&driver, input, &process.stop).await else {
+            stderr_line("kiwi: stopped before the turn could start");
             return 1;
-        }
+        };
         tokio::pin!(waiter);
         let report = tokio::select! {
             r = &mut waiter => r.ok(),
