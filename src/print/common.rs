@@ -119,8 +119,9 @@ pub struct OwnTurns {
     ended: Notify,
 }
 
-/// How often a run waiting for another client's turn looks again (a claim such as an undo ends
-/// without a turn end to wake it).
+/// How often a run waiting for another client's turn looks again when it cannot wait on the
+/// turn driver itself (an attached run: the host's claims, such as an undo, end without a turn
+/// end to wake it).
 const IDLE_POLL: Duration = Duration::from_millis(200);
 
 impl OwnTurns {
@@ -166,8 +167,8 @@ impl OwnTurns {
         }
     }
 
-    /// [`Self::try_start`], waiting while another client's turn runs; `None` when `stop` came
-    /// first.
+    /// [`Self::try_start`], waiting while another client's turn (or claim) runs, through the turn
+    /// driver's one wait (`TurnDriver::idle`); `None` when `stop` came first.
     pub async fn start_when_idle(
         &self,
         driver: &Arc<TurnDriver>,
@@ -179,7 +180,7 @@ impl OwnTurns {
                 return Some(waiter);
             }
             tokio::select! {
-                () = self.turn_end_or_poll() => {}
+                () = driver.idle() => {}
                 () = stop.cancelled() => return None,
             }
         }

@@ -190,6 +190,20 @@ impl TurnDriver {
         Ok(())
     }
 
+    /// Resolves once nothing holds the busy slot (no turn, no claim): the one wait of every
+    /// front end that queues a prompt behind what runs. Another caller may take the slot right
+    /// after, so a caller starts its turn and, on `Busy`, waits again.
+    pub async fn idle(&self) {
+        loop {
+            let done = lock(&self.running).as_ref().map(|r| r.done.clone());
+            let Some(mut done) = done else { return };
+            if done.wait_for(|d| *d).await.is_err() {
+                // The holder went without saying so (it panicked): look again shortly.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
     /// A handle that cancels the running turn or claim, if one runs. The front end may answer
     /// its `cancel` request before using it, so that answer precedes the turn's outcome.
     pub fn cancel_handle(&self) -> Option<CancellationToken> {

@@ -90,11 +90,13 @@ fn a_wire_process_watches_and_steers_a_claude_stream_json_run() {
     wire.send(json!({"jsonrpc": "2.0", "id": "w1", "method": "prompt", "params": {"user_input": "from the wire"}}));
     let (_, asked) = wire.until_request();
     let id = asked["id"].clone();
+    // The run's next message comes while the watcher's turn still waits for its approval: it
+    // waits for that turn (the turn driver's idle wait) and runs once it ended.
+    run.send(user("three"));
     wire.send(json!({"jsonrpc": "2.0", "id": id, "result": {"request_id": id, "response": "approve"}}));
     let (_, answer) = wire.until_response(&json!("w1"));
     assert_eq!(answer["result"]["status"], "finished", "{answer}");
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
-    run.send(user("three"));
     let third = until_result(&mut run);
     assert_eq!(third.last().unwrap()["result"], "last", "{third:?}");
     let everything = run.seen.iter().map(Value::to_string).collect::<String>();

@@ -130,7 +130,7 @@ impl RunLoop {
             }
             tokio::select! {
                 () = self.projection.task_ended() => {}
-                () = self.turns.turn_end_or_poll(), if busy_elsewhere => {}
+                () = self.driver.idle(), if busy_elsewhere => {}
                 () = sleep_until(give_up), if running.is_none() && lines.is_none() => {
                     stop_reason = "Stopped: the run ended before the task";
                     break;
