@@ -73,6 +73,10 @@ pub struct AcpSession {
     updates: Updates,
     /// Prompts that came while a turn ran, oldest first; each starts when the one before ends.
     queue: Mutex<VecDeque<(UserInput, RequestId)>>,
+    /// This session, for the task that waits on the turn driver's slot for a queued prompt.
+    me: std::sync::Weak<AcpSession>,
+    /// Such a task waits (one at a time).
+    waiting_for_slot: AtomicBool,
     /// What the client was last told of the title and the config options.
     announced: Mutex<Announced>,
     /// True once the session's `available_commands_update` went out: a prompt the client sends
@@ -147,7 +151,9 @@ impl AcpSession {
         let agent = live.driver().agent().clone();
         lock(&mapper).set_mode(agent.state.plan_mode(), modes::base_mode(&agent));
         let title = agent.state.read(|s| s.custom_title.clone());
-        let session = Arc::new(Self {
+        let session = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            waiting_for_slot: AtomicBool::new(false),
             id,
             cwd: cwd.to_path_buf(),
             mapper,
@@ -207,7 +213,9 @@ impl AcpSession {
             }
         };
         tracing::info!("session {id} is hosted by another process; attached to it");
-        let session = Arc::new(Self {
+        let session = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            waiting_for_slot: AtomicBool::new(false),
             id,
             cwd: cwd.to_path_buf(),
             mapper,
@@ -545,8 +553,28 @@ impl AcpSession {
             if let Err(Busy) = started {
                 lock(&self.mapper).own_turn_next(false);
                 queue.push_front((input, id));
+                drop(queue);
+                self.start_when_idle();
             }
         }
+    }
+
+    /// A queued prompt found the session's turn driver busy: a turn's end pumps the queue
+    /// (`Projection::turn_ended` / `turn_observed`), but a claim (another client's undo or
+    /// replay) ends without one, so a task waits on the driver's slot itself (`TurnDriver::idle`).
+    fn start_when_idle(&self) {
+        let Some(driver) = self.driver() else { return };
+        if self.waiting_for_slot.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            driver.idle().await;
+            if let Some(session) = me.upgrade() {
+                session.waiting_for_slot.store(false, Ordering::SeqCst);
+                session.pump();
+            }
+        });
     }
 
     /// The first of `dirs` that is neither the work dir (or inside it) nor one of the session's

@@ -216,6 +216,7 @@ fn the_acp_undo_method() {
         &call("e1", "StrReplaceFile", json!({"path": "doc.md", "edit": {"old": "v0", "new": "v1"}})),
         "text: edited",
         "text: after",
+        "text: raced",
         "text: still",
     ]);
     let (mut k, init) = acp(&env, &config);
@@ -252,6 +253,24 @@ fn the_acp_undo_method() {
     assert!(r.get("error").is_some(), "{r}");
     let (_, r) = k.call("u5", "_kiwi/undo", json!({}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
+    // An undo and a prompt sent together: whichever takes the session's slot first, the other
+    // is answered too (a prompt queued behind the undo's claim starts when the claim ends,
+    // although no turn ends then).
+    k.send(json!({"jsonrpc": "2.0", "id": "u6", "method": "_kiwi/undo", "params": {"sessionId": session}}));
+    k.send(json!({"jsonrpc": "2.0", "id": "p4", "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "raced"}]}}));
+    let mut answered = std::collections::HashMap::new();
+    while answered.len() < 2 {
+        let m = k.next();
+        if let Some(id @ ("u6" | "p4")) = m["id"].as_str()
+            && m.get("method").is_none()
+        {
+            answered.insert(id.to_string(), m);
+        }
+    }
+    assert_eq!(answered["p4"]["result"]["stopReason"], "end_turn", "{:?}", answered["p4"]);
+    let undo = &answered["u6"];
+    assert!(undo.get("result").is_some() || undo.to_string().contains("undo after the turn"), "{undo}");
     // The session still serves.
     let (_, r) = prompt(&mut k, "p3", "still here");
     assert!(r.get("result").is_some(), "{r}");
