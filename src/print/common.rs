@@ -176,7 +176,11 @@ impl OwnTurns {
         stop: &tokio_util::sync::CancellationToken,
     ) -> Option<TurnWaiter> {
         loop {
-            if let Ok(waiter) = self.try_start(driver, input.clone()) {
+            // Not before the last turn's end reached this run: its `TurnBegin` would be taken
+            // for part of that turn.
+            if driver.is_free()
+                && let Ok(waiter) = self.try_start(driver, input.clone())
+            {
                 return Some(waiter);
             }
             tokio::select! {

@@ -49,6 +49,9 @@ pub struct TurnDriver {
     soul: tokio::sync::Mutex<Soul>,
     sink: EventSink,
     running: Mutex<Option<Running>>,
+    /// Set when the latest turn or claim has fully ended: for a turn, once its end reached every
+    /// projection (`turn_ended` / `turn_observed`), which is after its slot was freed.
+    last_done: Mutex<Option<watch::Receiver<bool>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -77,6 +80,7 @@ impl TurnDriver {
             soul: tokio::sync::Mutex::new(soul),
             sink,
             running: Mutex::default(),
+            last_done: Mutex::default(),
         })
     }
 
@@ -94,6 +98,13 @@ impl TurnDriver {
         lock(&self.running).is_some()
     }
 
+    /// Nothing holds the busy slot and the latest turn's end has reached every projection: what
+    /// [`Self::idle`] waits for. (`is_busy` turns false a little earlier, while that end is still
+    /// on its way to the clients.)
+    pub fn is_free(&self) -> bool {
+        !self.is_busy() && lock(&self.last_done).as_ref().is_none_or(|done| *done.borrow())
+    }
+
     fn occupy(&self, turn: Option<Arc<TurnShared>>) -> Result<(CancellationToken, watch::Sender<bool>), Busy> {
         let mut running = lock(&self.running);
         if running.is_some() {
@@ -101,6 +112,7 @@ impl TurnDriver {
         }
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
+        *lock(&self.last_done) = Some(done_rx.clone());
         *running = Some(Running { cancel: cancel.clone(), done: done_rx, turn });
         Ok((cancel, done_tx))
     }
@@ -190,15 +202,28 @@ impl TurnDriver {
         Ok(())
     }
 
-    /// Resolves once nothing holds the busy slot (no turn, no claim): the one wait of every
-    /// front end that queues a prompt behind what runs. Another caller may take the slot right
-    /// after, so a caller starts its turn and, on `Busy`, waits again.
+    /// Resolves once nothing holds the busy slot (no turn, no claim) and the latest turn's end
+    /// has reached every projection (the slot is freed before that, so that a front end may
+    /// start the next turn from its `turn_ended`; a waiter must not start one before every
+    /// client knows the last one ended): the one wait of every front end that queues a prompt
+    /// behind what runs. Another caller may take the slot right after, so a caller starts its
+    /// turn and, on `Busy`, waits again.
     pub async fn idle(&self) {
         loop {
-            let done = lock(&self.running).as_ref().map(|r| r.done.clone());
-            let Some(mut done) = done else { return };
+            let running = lock(&self.running).as_ref().map(|r| r.done.clone());
+            let mut done = match running {
+                Some(done) => done,
+                None => match lock(&self.last_done).clone() {
+                    Some(last) if !*last.borrow() => last,
+                    _ => return,
+                },
+            };
             if done.wait_for(|d| *d).await.is_err() {
-                // The holder went without saying so (it panicked): look again shortly.
+                // The holder went without saying so (it panicked): free is free; else look
+                // again shortly.
+                if lock(&self.running).is_none() {
+                    return;
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

@@ -667,14 +667,20 @@ impl Projection for ClaudeProjection {
                 line.structured_output = Some(answer);
             }
             let failed = line.is_error;
-            let result_uuid = line.uuid.clone();
-            if inner.settings.format != OutputFormat::StreamJson {
-                inner.note(&lines);
+            // The turn's uuid record is written before its result goes out, so a client that
+            // read the result finds it (`--resume-session-at`, `rewind_files`).
+            inner.note(&lines);
+            if let Some(ledger) = inner.ledger.get() {
+                ledger.end(&line.uuid);
             }
             match inner.settings.format {
                 OutputFormat::StreamJson => {
                     lines.push(OutLine::Result(line));
-                    inner.write_all(lines).await;
+                    if inner.streaming() {
+                        for line in &lines {
+                            inner.write(line).await;
+                        }
+                    }
                 }
                 OutputFormat::Json => inner.write(&OutLine::Result(line)).await,
                 OutputFormat::Text => {
@@ -687,9 +693,6 @@ impl Projection for ClaudeProjection {
                         inner.out.send_raw(text.into_bytes()).await;
                     }
                 }
-            }
-            if let Some(ledger) = inner.ledger.get() {
-                ledger.end(&result_uuid);
             }
             // A background subagent still running will wake the main agent: the session is not
             // idle until it ended (the SDK keeps its input open meanwhile).

@@ -96,9 +96,10 @@ impl RunLoop {
         let mut give_up: Option<tokio::time::Instant> = None;
         let mut stop_reason = "Stopped at exit";
         loop {
-            // No turn of this run runs, but the session is busy: another client's turn (a
-            // process attached through the socket). This run's next message waits for its end.
-            let busy_elsewhere = running.is_none() && self.driver.is_busy();
+            // No turn of this run runs, but the session is not free: another client's turn (a
+            // process attached through the socket), or the end of the last turn still on its way
+            // to the clients. This run's next message waits for it (`TurnDriver::idle`).
+            let busy_elsewhere = running.is_none() && !self.driver.is_free();
             if running.is_none() && !stopping && init.is_none() && !busy_elsewhere {
                 let next = queue.pop_front().or_else(|| self.follow_up());
                 if let Some(next) = next {
