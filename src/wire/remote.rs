@@ -341,24 +341,22 @@ async fn read_frames(
 impl Remote {
     async fn live_event(&self, params: Option<&RawValue>, projection: &Arc<dyn Projection>) {
         let Some(params) = params else { return };
-        #[derive(Deserialize)]
-        struct Typed<'a> {
-            #[serde(rename = "type", borrow)]
-            kind: std::borrow::Cow<'a, str>,
-            #[serde(borrow)]
-            payload: Option<&'a RawValue>,
-        }
-        let Ok(typed) = serde_json::from_str::<Typed>(params.get()) else { return };
-        if typed.kind == "ToolOutput" {
-            if let Some(output) = typed.payload.and_then(|p| serde_json::from_str::<ToolOutput>(p.get()).ok()) {
-                projection.tool_output(&output.tool_call_id, &output.text).await;
-            }
-            return;
-        }
+        // One parse for the protocol's events; only what is not one is looked at again.
         let event = match serde_json::from_str::<Event>(params.get()) {
             Ok(event) => event,
             Err(e) => {
-                tracing::debug!("skipping an event of the session's host ({e})");
+                #[derive(Deserialize)]
+                struct Output {
+                    #[serde(rename = "type")]
+                    kind: String,
+                    payload: ToolOutput,
+                }
+                match serde_json::from_str::<Output>(params.get()) {
+                    Ok(output) if output.kind == "ToolOutput" => {
+                        projection.tool_output(&output.payload.tool_call_id, &output.payload.text).await;
+                    }
+                    _ => tracing::debug!("skipping an event of the session's host ({e})"),
+                }
                 return;
             }
         };
